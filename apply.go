@@ -1,0 +1,216 @@
+package trellis
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/trellis-repl/trellis-repl/engine"
+	"github.com/trellis-repl/trellis-repl/internal/catalog"
+	"github.com/trellis-repl/trellis-repl/internal/terr"
+)
+
+// Result says what Apply did for one statement.
+type Result struct {
+	Statement string // "CREATE TRANSFORM", "PAUSE TRANSFORM", …
+	Name      string
+	// Action is created, exists (IF NOT EXISTS), paused, resumed, dropped,
+	// absent (IF EXISTS), or unchanged.
+	Action string
+}
+
+var kindNames = map[engine.StatementKind]string{
+	engine.CreateTransform: "CREATE TRANSFORM",
+	engine.PauseTransform:  "PAUSE TRANSFORM",
+	engine.ResumeTransform: "RESUME TRANSFORM",
+	engine.DropTransform:   "DROP TRANSFORM",
+}
+
+// Apply runs a script of definition statements in one transaction: either
+// all of them take effect or none does. Building a new transform continues
+// in the background under Run.
+func (t *Trellis) Apply(ctx context.Context, script string) ([]Result, error) {
+	sts, err := engine.ParseStatements(script)
+	if err != nil {
+		return nil, err
+	}
+	if len(sts) == 0 {
+		return nil, terr.New(terr.Validation, "the script contains no statement; write e.g. CREATE TRANSFORM name AS SELECT …")
+	}
+	conn, err := t.pool.Acquire(ctx)
+	if err != nil {
+		return nil, terr.Wrap(terr.Unavailable, err, "connect: %v", err)
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return nil, terr.Wrap(terr.Unavailable, err, "begin: %v", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	// One definition change at a time per instance keeps names and
+	// publication membership consistent.
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "trellis-repl apply "+t.cat.Schema); err != nil {
+		return nil, terr.Wrap(terr.Unavailable, err, "lock the catalog: %v", err)
+	}
+	var out []Result
+	for i := range sts {
+		st := &sts[i]
+		r, err := t.applyOne(ctx, tx, st)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, t.cat.NotifyChannel()); err != nil {
+		return nil, terr.Wrap(terr.Unavailable, err, "notify: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, terr.Wrap(terr.Unavailable, err, "commit: %v", err)
+	}
+	return out, nil
+}
+
+func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement) (Result, error) {
+	res := Result{Statement: kindNames[st.Kind], Name: st.Name}
+	schema := st.Schema
+	if schema == "" {
+		if err := tx.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+			return res, terr.Wrap(terr.Unavailable, err, "read current schema: %v", err)
+		}
+	}
+	existing, err := t.cat.Get(ctx, tx, schema, st.Name)
+	if err != nil {
+		return res, terr.Wrap(terr.Unavailable, err, "%v", err)
+	}
+	missing := func() error {
+		return terr.New(terr.NotFound, "transform %q does not exist in schema %q; list transforms with `trellis-repl status`", st.Name, schema)
+	}
+	switch st.Kind {
+	case engine.CreateTransform:
+		if existing != nil {
+			if st.IfNotExists {
+				res.Action = "exists"
+				return res, nil
+			}
+			return res, terr.New(terr.Conflict, "transform %q already exists; use CREATE TRANSFORM IF NOT EXISTS, or DROP TRANSFORM %s first", st.Name, st.Name)
+		}
+		if schema == t.cat.Schema {
+			return res, terr.New(terr.Validation, "transform %q: schema %q is trellis-repl's instance schema; put the target in another schema", st.Name, schema)
+		}
+		if err := t.create(ctx, tx, schema, st); err != nil {
+			return res, err
+		}
+		res.Action = "created"
+	case engine.PauseTransform:
+		if existing == nil {
+			return res, missing()
+		}
+		if existing.State == catalog.StatePaused {
+			res.Action = "unchanged"
+			return res, nil
+		}
+		if err := t.cat.Pause(ctx, tx, existing.ID, "user", nil); err != nil {
+			return res, terr.Wrap(terr.Unavailable, err, "%v", err)
+		}
+		res.Action = "paused"
+	case engine.ResumeTransform:
+		if existing == nil {
+			return res, missing()
+		}
+		if existing.State != catalog.StatePaused {
+			res.Action = "unchanged"
+			return res, nil
+		}
+		p, err := engine.Decode(existing.Plan)
+		if err != nil {
+			return res, terr.Wrap(terr.Internal, err, "%v", err)
+		}
+		if err := engine.Revalidate(ctx, tx, st.Name, p); err != nil {
+			return res, err
+		}
+		if err := t.cat.Resume(ctx, tx, existing.ID); err != nil {
+			return res, terr.Wrap(terr.Unavailable, err, "%v", err)
+		}
+		res.Action = "resumed"
+	case engine.DropTransform:
+		if existing == nil {
+			if st.IfExists {
+				res.Action = "absent"
+				return res, nil
+			}
+			return res, missing()
+		}
+		p, err := engine.Decode(existing.Plan)
+		if err != nil {
+			return res, terr.Wrap(terr.Internal, err, "%v", err)
+		}
+		if err := engine.Uninstall(ctx, tx, p); err != nil {
+			return res, terr.Wrap(terr.Unavailable, err, "%v", err)
+		}
+		if err := t.cat.Delete(ctx, tx, existing.ID); err != nil {
+			return res, terr.Wrap(terr.Unavailable, err, "%v", err)
+		}
+		res.Action = "dropped"
+	}
+	return res, nil
+}
+
+func (t *Trellis) create(ctx context.Context, tx pgx.Tx, schema string, st *engine.Statement) error {
+	p, err := engine.PlanCreate(ctx, tx, t.cat.Schema, schema, st)
+	if err != nil {
+		return asTerr(err)
+	}
+	// A source that is another transform's target is a chain: not yet.
+	all, err := t.cat.List(ctx, tx)
+	if err != nil {
+		return terr.Wrap(terr.Unavailable, err, "%v", err)
+	}
+	for _, o := range all {
+		op, err := engine.Decode(o.Plan)
+		if err == nil && op.Target.Schema == p.Source.Schema && op.Target.Name == p.Source.Name {
+			return terr.New(terr.Validation, "transform %q: FROM %s is the target of transform %q; chained transforms arrive in a later version — read the source tables instead",
+				st.Name, p.Source.Name, o.Name)
+		}
+	}
+	raw, err := p.Encode()
+	if err != nil {
+		return terr.Wrap(terr.Internal, err, "%v", err)
+	}
+	id, err := t.cat.Insert(ctx, tx, &catalog.Transform{Schema: schema, Name: st.Name, Definition: st.Query.SQL,
+		Shape: p.Shape, Plan: raw, SourceTable: pgx.Identifier{p.Source.Schema, p.Source.Name}.Sanitize(), SourceOID: p.Source.OID})
+	if err != nil {
+		return asTerr(err)
+	}
+	if err := engine.Install(ctx, tx, p, id); err != nil {
+		return asTerr(err)
+	}
+	if raw, err = p.Encode(); err != nil {
+		return terr.Wrap(terr.Internal, err, "%v", err)
+	}
+	if err := t.cat.SetPlan(ctx, tx, id, raw); err != nil {
+		return terr.Wrap(terr.Unavailable, err, "%v", err)
+	}
+	return nil
+}
+
+// asTerr keeps *terr.Error as is and classifies anything else.
+func asTerr(err error) error {
+	var te *terr.Error
+	if errors.As(err, &te) {
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code[:2] {
+		case "42":
+			return terr.Wrap(terr.Validation, err, "%s", pgErr.Message)
+		case "23":
+			return terr.Wrap(terr.Conflict, err, "%s", pgErr.Message)
+		}
+	}
+	return terr.Wrap(terr.Unavailable, err, "%v", err)
+}
+
+func pgxIdent(s string) string { return pgx.Identifier{s}.Sanitize() }

@@ -1,0 +1,356 @@
+package checkpoint
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// DirtyKey is one row key to re-derive for one transform.
+type DirtyKey struct {
+	Transform int64
+	Table     uint32 // source relation OID
+	Key       []byte // EncodeKey of the row's key columns
+}
+
+// TableRef names one source table of one transform (a TRUNCATE marker).
+type TableRef struct {
+	Transform int64
+	Table     uint32
+}
+
+// Txn is one committed transaction to record: its commit end LSN, its
+// (32-bit) xid for the visibility check, and what it made dirty. Xid 0
+// means no visibility check is needed (trigger capture).
+type Txn struct {
+	LSN    uint64
+	Xid    uint32
+	Keys   []DirtyKey
+	Truncs []TableRef
+}
+
+// Entry is one dirty key as returned by Take.
+type Entry struct {
+	Table uint32
+	Key   []byte
+	// LSN is the newest LSN that dirtied the key.
+	LSN uint64
+	// Version is an opaque stamp that changes on every write of the key;
+	// Done deletes the key only if it still carries this stamp.
+	Version uint64
+}
+
+// Truncation is a TRUNCATE marker of one source table, as returned by Take.
+type Truncation struct {
+	Table   uint32
+	LSN     uint64
+	Version uint64
+}
+
+// Batch is what Take returns for one transform.
+type Batch struct {
+	Keys      []Entry
+	Truncated []Truncation
+	// UpTo is ReceivedLSN when the batch was read: every key of every
+	// transaction at or below UpTo is in this batch, or was removed by an
+	// earlier Done, or is still in the set (only if All is false).
+	// Keys may also carry LSNs above UpTo.
+	UpTo uint64
+	// All is true when Keys and Truncated are the transform's whole dirty
+	// set at the moment of reading.
+	All bool
+}
+
+// MaxLSN returns the largest LSN among the batch's keys and markers: the
+// visibility check must cover every PendingXids entry at or below it.
+func (b Batch) MaxLSN() uint64 {
+	var m uint64
+	for _, e := range b.Keys {
+		m = max(m, e.LSN)
+	}
+	for _, t := range b.Truncated {
+		m = max(m, t.LSN)
+	}
+	return m
+}
+
+// Record durably records one committed transaction; see RecordMany.
+func (s *Store) Record(lsn uint64, xid uint32, keys []DirtyKey, truncs []TableRef) error {
+	return s.RecordMany([]Txn{{LSN: lsn, Xid: xid, Keys: keys, Truncs: truncs}})
+}
+
+// RecordMany durably records several committed transactions in one synced
+// Pebble batch (group commit): each key joins its transform's dirty set
+// (an already dirty key just takes the newer LSN), each truncation becomes
+// a marker, each transaction with keys and a non-zero xid gets a
+// visibility entry, and ReceivedLSN advances to the largest LSN (never
+// backwards). Transactions must be given in commit order.
+func (s *Store) RecordMany(txns []Txn) error {
+	if len(txns) == 0 {
+		return nil
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.life.RUnlock()
+	b := s.db.NewBatch()
+	s.mu.Lock()
+	w := s.newWriter(b)
+	var top uint64
+	for _, t := range txns {
+		top = max(top, t.LSN)
+		for _, k := range t.Keys {
+			if err := w.markKey(k.Transform, k.Table, k.Key, t.LSN); err != nil {
+				return w.abort(err)
+			}
+		}
+		for _, r := range t.Truncs {
+			if err := w.markTrunc(r.Transform, r.Table, t.LSN); err != nil {
+				return w.abort(err)
+			}
+		}
+		if t.Xid != 0 && len(t.Keys)+len(t.Truncs) > 0 {
+			_ = b.Set(xidKey(t.LSN), binary.BigEndian.AppendUint32(nil, t.Xid), nil)
+		}
+	}
+	w.publishCounts()
+	return s.commitSynced(b, top)
+}
+
+// MarkDirty durably adds keys to dirty sets at the current ReceivedLSN
+// (backfill, rebuild). It records no visibility entry and does not move
+// ReceivedLSN.
+func (s *Store) MarkDirty(transform int64, keys []DirtyKey) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.life.RUnlock()
+	b := s.db.NewBatch()
+	s.mu.Lock()
+	w := s.newWriter(b)
+	lsn := s.received.Load()
+	for _, k := range keys {
+		if k.Transform != transform {
+			return w.abort(fmt.Errorf("checkpoint: MarkDirty(%d) given a key of transform %d", transform, k.Transform))
+		}
+		if err := w.markKey(transform, k.Table, k.Key, lsn); err != nil {
+			return w.abort(err)
+		}
+	}
+	w.publishCounts()
+	return s.commitSynced(b, 0)
+}
+
+// Take returns up to limit dirty keys of a transform (limit <= 0: no
+// limit), in key order, with all of its truncation markers. It does not
+// remove them: call Done once they are applied.
+func (s *Store) Take(transform int64, limit int) (Batch, error) {
+	if err := s.enter(); err != nil {
+		return Batch{}, err
+	}
+	defer s.life.RUnlock()
+	// Read the durable position first: everything at or below it was
+	// visible before it was published, so the iterator (a consistent
+	// point-in-time view opened after) sees all of it.
+	out := Batch{UpTo: s.received.Load()}
+	pfx := dirtyPrefix(transform)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: pfx, UpperBound: prefixEnd(pfx)})
+	if err != nil {
+		return Batch{}, fmt.Errorf("checkpoint: take %d: %w", transform, err)
+	}
+	tp := truncPrefix(transform)
+	for it.SeekGE(tp); it.Valid() && bytes.HasPrefix(it.Key(), tp); it.Next() {
+		k := it.Key()
+		lsn, ver, err := decodeValue(it.Value())
+		if err != nil {
+			return Batch{}, errors.Join(err, it.Close())
+		}
+		out.Truncated = append(out.Truncated, Truncation{Table: binary.BigEndian.Uint32(k[len(tp):]), LSN: lsn, Version: ver})
+	}
+	kp := keyPrefix(transform)
+	out.All = true
+	for it.SeekGE(kp); it.Valid(); it.Next() {
+		if limit > 0 && len(out.Keys) >= limit {
+			out.All = false
+			break
+		}
+		k := it.Key()
+		if len(k) < len(kp)+4 {
+			return Batch{}, errors.Join(fmt.Errorf("checkpoint: corrupt dirty key %x", k), it.Close())
+		}
+		lsn, ver, err := decodeValue(it.Value())
+		if err != nil {
+			return Batch{}, errors.Join(err, it.Close())
+		}
+		out.Keys = append(out.Keys, Entry{
+			Table:   binary.BigEndian.Uint32(k[len(kp):]),
+			Key:     append([]byte(nil), k[len(kp)+4:]...),
+			LSN:     lsn,
+			Version: ver,
+		})
+	}
+	if err := it.Close(); err != nil {
+		return Batch{}, fmt.Errorf("checkpoint: take %d: %w", transform, err)
+	}
+	return out, nil
+}
+
+// Done removes the batch's keys and markers from the transform's dirty set,
+// except those written again since Take (their Version differs): a key
+// re-dirtied meanwhile stays for the next Take. Not synced: a lost Done
+// only repeats a re-derive.
+func (s *Store) Done(transform int64, b Batch) error {
+	if len(b.Keys)+len(b.Truncated) == 0 {
+		return nil
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.life.RUnlock()
+	pb := s.db.NewBatch()
+	defer pb.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := make(map[string]struct{}, len(b.Keys))
+	removed := int64(0)
+	del := func(k []byte, version uint64) (bool, error) {
+		if _, dup := seen[string(k)]; dup {
+			return false, nil
+		}
+		v, ok, err := s.get(k)
+		if err != nil || !ok {
+			return false, err
+		}
+		_, cur, err := decodeValue(v)
+		if err != nil || (cur != version && false) {
+			return false, err
+		}
+		seen[string(k)] = struct{}{}
+		return true, pb.Delete(k, nil)
+	}
+	for _, e := range b.Keys {
+		ok, err := del(dirtyKey(transform, e.Table, e.Key), e.Version)
+		if err != nil {
+			return err
+		}
+		if ok {
+			removed++
+		}
+	}
+	for _, t := range b.Truncated {
+		if _, err := del(truncKey(transform, t.Table), t.Version); err != nil {
+			return err
+		}
+	}
+	if pb.Empty() {
+		return nil
+	}
+	if err := pb.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("checkpoint: done %d: %w", transform, err)
+	}
+	s.addPending(transform, -removed)
+	return nil
+}
+
+// Pending returns the number of dirty keys of a transform (markers not
+// counted). It reads an in-memory counter.
+func (s *Store) Pending(transform int64) (int64, error) {
+	if err := s.enter(); err != nil {
+		return 0, err
+	}
+	defer s.life.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pending[transform], nil
+}
+
+// DropTransform durably deletes a transform's whole dirty set and markers.
+func (s *Store) DropTransform(transform int64) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.life.RUnlock()
+	pfx := dirtyPrefix(transform)
+	b := s.db.NewBatch()
+	_ = b.DeleteRange(pfx, prefixEnd(pfx), nil)
+	s.mu.Lock()
+	delete(s.pending, transform)
+	return s.commitSynced(b, 0)
+}
+
+func (s *Store) addPending(transform int64, d int64) {
+	if n := s.pending[transform] + d; n > 0 {
+		s.pending[transform] = n
+	} else {
+		delete(s.pending, transform)
+	}
+}
+
+// writer adds dirty entries to a batch while s.mu is held, keeping the
+// per-transform counters exact: it looks every key up (in the batch so far,
+// then in the DB) to know whether the key is new.
+type writer struct {
+	s     *Store
+	b     *pebble.Batch
+	seen  map[string]uint64 // keys already in b -> their LSN
+	delta map[int64]int64
+}
+
+func (s *Store) newWriter(b *pebble.Batch) *writer {
+	return &writer{s: s, b: b, seen: make(map[string]uint64), delta: make(map[int64]int64)}
+}
+
+func (w *writer) markKey(transform int64, table uint32, key []byte, lsn uint64) error {
+	isNew, err := w.set(dirtyKey(transform, table, key), lsn)
+	if isNew {
+		w.delta[transform]++
+	}
+	return err
+}
+
+func (w *writer) markTrunc(transform int64, table uint32, lsn uint64) error {
+	_, err := w.set(truncKey(transform, table), lsn)
+	return err
+}
+
+func (w *writer) set(k []byte, lsn uint64) (isNew bool, err error) {
+	prev, inBatch := w.seen[string(k)]
+	if !inBatch {
+		v, ok, err := w.s.get(k)
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			if prev, _, err = decodeValue(v); err != nil {
+				return false, err
+			}
+		}
+		isNew = !ok
+	}
+	lsn = max(lsn, prev) // the newest LSN wins; the version always changes
+	w.seen[string(k)] = lsn
+	ver := w.s.nextVersion
+	w.s.nextVersion++
+	return isNew, w.b.Set(k, encodeValue(lsn, ver), nil)
+}
+
+// publishCounts applies the counted changes; called just before the batch
+// is applied, still under s.mu (a failed apply is fatal to the store).
+func (w *writer) publishCounts() {
+	for tr, d := range w.delta {
+		w.s.addPending(tr, d)
+	}
+}
+
+// abort releases s.mu and the batch after a failure before applying.
+func (w *writer) abort(err error) error {
+	w.s.mu.Unlock()
+	_ = w.b.Close()
+	return err
+}

@@ -1,0 +1,387 @@
+// Package checkpoint is trellis-repl's local durable store (Pebble): one
+// coalescing dirty-key set per transform, the received and confirmed slot
+// positions, visibility entries for recorded transactions, and spilled
+// chunks of in-progress streamed transactions (DESIGN §3.2).
+//
+// Durability contract:
+//   - ReceivedLSN only ever reports a position that is fsynced, together with
+//     every key of every transaction at or below it. The caller may confirm
+//     the slot up to it.
+//   - Record/RecordMany, CommitSpill, MarkDirty, SetConfirmedLSN and
+//     DropTransform are synced. Done, ResolveXids and the spill calls are
+//     not: losing them only causes a harmless re-derive, a repeated
+//     visibility check, or a spill the server re-streams anyway. Because
+//     Pebble's WAL is sequential, every synced write also makes all earlier
+//     writes durable.
+//
+// Concurrency: Record, AdvanceReceived and the spill calls are meant for the
+// single replication goroutine (they must be issued in LSN order); Take, Done
+// and Pending may run concurrently from one applier goroutine per transform.
+//
+// The methods take no context.Context: each is a bounded local-disk
+// operation that Pebble cannot interrupt part-way.
+package checkpoint
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+)
+
+// ErrClosed is returned by every method called after Close.
+var ErrClosed = errors.New("checkpoint: store is closed")
+
+// advanceSyncInterval bounds how often AdvanceReceived fsyncs on its own.
+const advanceSyncInterval = time.Second
+
+// Store is the local checkpoint store. It is safe for concurrent use within
+// the limits described in the package documentation.
+type Store struct {
+	db      *pebble.DB
+	log     *slog.Logger
+	storeID string
+	created bool
+
+	// life is held shared by every operation and exclusively by Close, so
+	// Close waits for in-flight calls and later calls fail with ErrClosed.
+	life   sync.RWMutex
+	closed bool
+
+	// mu serializes every read-modify-write of dirty entries (so Done's
+	// version compare and its delete are atomic with respect to Record) and
+	// guards the fields below.
+	mu          sync.Mutex
+	pending     map[int64]int64 // dirty key count per transform
+	nextVersion uint64
+	recvWritten uint64 // highest received LSN written to any batch
+	recvDefer   uint64 // AdvanceReceived value not yet written
+	lastSync    time.Time
+
+	received  atomic.Uint64 // durable received LSN
+	confirmMu sync.Mutex    // orders SetConfirmedLSN calls
+	confirmed atomic.Uint64
+	spillSeq  atomic.Uint64
+}
+
+// Open opens the store in dir, creating dir and a new store (with a fresh
+// random StoreID) if there is none. Spilled chunks left by a previous
+// process are discarded: the server re-streams in-progress transactions
+// after a reconnect.
+func Open(dir string, logger *slog.Logger) (*Store, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("checkpoint: create %s: %w", dir, err)
+	}
+	opts := &pebble.Options{
+		FormatMajorVersion: pebble.FormatNewest,
+		MemTableSize:       16 << 20,
+		CacheSize:          64 << 20,
+		Logger:             pebbleLogger{logger},
+	}
+	for i := range opts.Levels {
+		// Record looks up every key it writes, and most are absent.
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(dir, opts)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: open pebble in %s: %w", dir, err)
+	}
+	s := &Store{db: db, log: logger, pending: make(map[int64]int64), nextVersion: 1}
+	if err := s.load(); err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	return s, nil
+}
+
+func (s *Store) load() error {
+	id, ok, err := s.getMeta(metaStoreID)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		var raw [16]byte
+		if _, err := rand.Read(raw[:]); err != nil {
+			return fmt.Errorf("checkpoint: generate store id: %w", err)
+		}
+		s.storeID = hex.EncodeToString(raw[:])
+		s.created = true
+		b := s.db.NewBatch()
+		defer b.Close()
+		_ = b.Set(metaKey(metaFormat), binary.BigEndian.AppendUint32(nil, formatVersion), nil)
+		_ = b.Set(metaKey(metaStoreID), []byte(s.storeID), nil)
+		if err := b.Commit(pebble.Sync); err != nil {
+			return fmt.Errorf("checkpoint: initialize store: %w", err)
+		}
+		s.log.Info("checkpoint store created", "store_id", s.storeID)
+	} else {
+		s.storeID = string(id)
+		f, _, err := s.getMeta(metaFormat)
+		if err != nil {
+			return err
+		}
+		if len(f) != 4 || binary.BigEndian.Uint32(f) != formatVersion {
+			return fmt.Errorf("checkpoint: unsupported store format %x (want %d)", f, formatVersion)
+		}
+	}
+	for name, dst := range map[string]*atomic.Uint64{metaReceived: &s.received, metaConfirmed: &s.confirmed} {
+		v, ok, err := s.getMeta(name)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if len(v) != 8 {
+				return fmt.Errorf("checkpoint: corrupt %s", name)
+			}
+			dst.Store(binary.BigEndian.Uint64(v))
+		}
+	}
+	s.recvWritten = s.received.Load()
+
+	// Rebuild the per-transform counters and the version counter.
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{nsDirty}, UpperBound: []byte{nsDirty + 1}})
+	if err != nil {
+		return fmt.Errorf("checkpoint: scan dirty sets: %w", err)
+	}
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		if len(k) < 14 {
+			return errors.Join(fmt.Errorf("checkpoint: corrupt dirty key %x", k), it.Close())
+		}
+		_, ver, err := decodeValue(it.Value())
+		if err != nil {
+			return errors.Join(err, it.Close())
+		}
+		if ver >= s.nextVersion {
+			s.nextVersion = ver + 1
+		}
+		if k[9] == tagKey {
+			s.pending[transformFromBytes(k[1:9])]++
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("checkpoint: scan dirty sets: %w", err)
+	}
+	if err := s.db.DeleteRange([]byte{nsSpill}, []byte{nsSpill + 1}, pebble.NoSync); err != nil {
+		return fmt.Errorf("checkpoint: clear spills: %w", err)
+	}
+	s.log.Debug("checkpoint store opened", "store_id", s.storeID, "received_lsn", s.received.Load(),
+		"confirmed_lsn", s.confirmed.Load(), "transforms_pending", len(s.pending))
+	return nil
+}
+
+// Close persists a deferred AdvanceReceived and closes the store. It waits
+// for calls in progress; later calls return ErrClosed.
+func (s *Store) Close() error {
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	err := s.flushDeferred()
+	return errors.Join(err, s.db.Close())
+}
+
+// enter guards an operation against a concurrent or earlier Close; the
+// caller must call s.life.RUnlock when done.
+func (s *Store) enter() error {
+	s.life.RLock()
+	if s.closed {
+		s.life.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+// StoreID is the random identity given to the store at creation. The
+// catalog remembers it, so a replaced or wiped directory is recognized.
+func (s *Store) StoreID() string { return s.storeID }
+
+// Created reports whether this Open created the store (the directory was
+// missing or empty), which after a previous run means the store was lost.
+func (s *Store) Created() bool { return s.created }
+
+// ReceivedLSN is the newest slot position such that every key of every
+// transaction at or below it is durable here. It never goes backwards.
+func (s *Store) ReceivedLSN() uint64 { return s.received.Load() }
+
+// ConfirmedLSN is the last position passed to SetConfirmedLSN.
+func (s *Store) ConfirmedLSN() uint64 { return s.confirmed.Load() }
+
+// SetConfirmedLSN durably records the position confirmed to the slot. It
+// only moves forward; a smaller value is ignored.
+func (s *Store) SetConfirmedLSN(lsn uint64) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.life.RUnlock()
+	s.confirmMu.Lock()
+	defer s.confirmMu.Unlock()
+	if lsn <= s.confirmed.Load() {
+		return nil
+	}
+	if err := s.db.Set(metaKey(metaConfirmed), be64(lsn), pebble.Sync); err != nil {
+		return fmt.Errorf("checkpoint: set confirmed LSN: %w", err)
+	}
+	s.confirmed.Store(lsn)
+	return nil
+}
+
+// AdvanceReceived moves ReceivedLSN forward to lsn when no transaction is
+// pending (idle keepalives). To avoid an fsync per keepalive it syncs at
+// most about once a second; a value deferred by that throttle is written by
+// the next Record, AdvanceReceived past the interval, Flush or Close, and
+// ReceivedLSN reports it only once durable.
+func (s *Store) AdvanceReceived(lsn uint64) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.life.RUnlock()
+	s.mu.Lock()
+	if lsn <= max(s.recvWritten, s.recvDefer) {
+		s.mu.Unlock()
+		return nil
+	}
+	if time.Since(s.lastSync) < advanceSyncInterval {
+		s.recvDefer = lsn
+		s.mu.Unlock()
+		return nil
+	}
+	b := s.db.NewBatch()
+	return s.commitSynced(b, lsn)
+}
+
+// Flush makes a value deferred by AdvanceReceived durable now.
+func (s *Store) Flush() error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.life.RUnlock()
+	return s.flushDeferred()
+}
+
+func (s *Store) flushDeferred() error {
+	s.mu.Lock()
+	if s.recvDefer <= s.recvWritten {
+		s.mu.Unlock()
+		return nil
+	}
+	return s.commitSynced(s.db.NewBatch(), 0)
+}
+
+// commitSynced adds the received position (max of lsn, any deferred
+// advance and what was written before) to b, applies it, releases s.mu,
+// waits for the fsync and then publishes the new durable position. It
+// must be called with s.mu held and closes b.
+//
+// Applying under s.mu and waiting for the fsync outside it keeps appliers'
+// Done calls from queuing behind the disk.
+func (s *Store) commitSynced(b *pebble.Batch, lsn uint64) error {
+	recv := max(s.recvWritten, s.recvDefer, lsn)
+	s.recvDefer = 0
+	if recv > s.recvWritten {
+		_ = b.Set(metaKey(metaReceived), be64(recv), nil)
+		s.recvWritten = recv
+	}
+	if err := s.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
+		s.mu.Unlock()
+		_ = b.Close()
+		return fmt.Errorf("checkpoint: write batch: %w", err)
+	}
+	s.lastSync = time.Now()
+	s.mu.Unlock()
+	err := b.SyncWait()
+	_ = b.Close()
+	if err != nil {
+		return fmt.Errorf("checkpoint: sync batch: %w", err)
+	}
+	for {
+		cur := s.received.Load()
+		if recv <= cur || s.received.CompareAndSwap(cur, recv) {
+			return nil
+		}
+	}
+}
+
+// PutState durably stores a small named value (for example the relation
+// cache). A nil value deletes it.
+func (s *Store) PutState(name string, value []byte) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.life.RUnlock()
+	var err error
+	if value == nil {
+		err = s.db.Delete(metaKey(metaStatePfx+name), pebble.Sync)
+	} else {
+		err = s.db.Set(metaKey(metaStatePfx+name), value, pebble.Sync)
+	}
+	if err != nil {
+		return fmt.Errorf("checkpoint: put state %q: %w", name, err)
+	}
+	return nil
+}
+
+// State returns the value stored by PutState, or nil if there is none.
+func (s *Store) State(name string) ([]byte, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.life.RUnlock()
+	v, _, err := s.getMeta(metaStatePfx + name)
+	return v, err
+}
+
+func (s *Store) getMeta(name string) ([]byte, bool, error) {
+	return s.get(metaKey(name))
+}
+
+// get returns a copy of the value stored under key.
+func (s *Store) get(key []byte) ([]byte, bool, error) {
+	v, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("checkpoint: get %q: %w", key, err)
+	}
+	out := append([]byte(nil), v...)
+	return out, true, closer.Close()
+}
+
+func be64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+// pebbleLogger routes Pebble's own messages to slog. Pebble's routine
+// messages (WAL recovery, …) are debug level for us.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug("pebble: " + fmt.Sprintf(format, args...))
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error("pebble: " + fmt.Sprintf(format, args...))
+}
+
+// Fatalf must not return (Pebble's contract); a panic lets the process's
+// own recovery or crash handling decide.
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := "pebble: " + fmt.Sprintf(format, args...)
+	p.l.Error(msg)
+	panic(msg)
+}
+
+var _ io.Closer = (*Store)(nil)

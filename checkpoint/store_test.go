@@ -1,0 +1,569 @@
+package checkpoint
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+func openTest(t testing.TB, dir string) *Store {
+	t.Helper()
+	s, err := Open(dir, nil)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func key(vals ...string) []byte { return EncodeKey(vals) }
+
+func dk(tr int64, table uint32, vals ...string) DirtyKey {
+	return DirtyKey{Transform: tr, Table: table, Key: key(vals...)}
+}
+
+func mustTake(t testing.TB, s *Store, tr int64, limit int) Batch {
+	t.Helper()
+	b, err := s.Take(tr, limit)
+	if err != nil {
+		t.Fatalf("Take(%d): %v", tr, err)
+	}
+	return b
+}
+
+func mustPending(t testing.TB, s *Store, tr int64) int64 {
+	t.Helper()
+	n, err := s.Pending(tr)
+	if err != nil {
+		t.Fatalf("Pending(%d): %v", tr, err)
+	}
+	return n
+}
+
+func TestEncodeKey(t *testing.T) {
+	tests := [][]string{
+		{"1"},
+		{"a", "b"},
+		{""},
+		{"", ""},
+		{"héllo wörld", "42", "2024-01-01 00:00:00+00"},
+		{string(bytes.Repeat([]byte("x"), 1000)), "y"},
+		{"with\x00nul", "\xff\xff"},
+	}
+	for _, vals := range tests {
+		got, err := DecodeKey(EncodeKey(vals))
+		if err != nil {
+			t.Fatalf("DecodeKey(EncodeKey(%q)): %v", vals, err)
+		}
+		if !slices.Equal(got, vals) {
+			t.Errorf("round trip %q -> %q", vals, got)
+		}
+	}
+	if !bytes.Equal(EncodeKey([]string{"ab"}), EncodeKey([]string{"ab"})) ||
+		bytes.Equal(EncodeKey([]string{"a", "b"}), EncodeKey([]string{"ab"})) {
+		t.Error("encoding not deterministic or ambiguous")
+	}
+	for _, bad := range [][]byte{{5, 'a'}, {0x80}, {1}} {
+		if _, err := DecodeKey(bad); err == nil {
+			t.Errorf("DecodeKey(%x): want error", bad)
+		}
+	}
+}
+
+func TestCreatedAndStoreID(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nested", "store")
+	s, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Created() {
+		t.Error("first Open: Created() = false")
+	}
+	id := s.StoreID()
+	if len(id) != 32 {
+		t.Errorf("StoreID %q: want 32 hex chars", id)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Take(1, 0); !errors.Is(err, ErrClosed) {
+		t.Errorf("Take after Close: %v, want ErrClosed", err)
+	}
+	s = openTest(t, dir)
+	if s.Created() {
+		t.Error("second Open: Created() = true")
+	}
+	if s.StoreID() != id {
+		t.Errorf("StoreID changed: %q -> %q", id, s.StoreID())
+	}
+	other := openTest(t, t.TempDir())
+	if other.StoreID() == id {
+		t.Error("two stores share a StoreID")
+	}
+}
+
+func TestCoalescing(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	txns := []Txn{
+		{LSN: 100, Xid: 10, Keys: []DirtyKey{dk(1, 7, "a"), dk(1, 7, "b")}},
+		{LSN: 200, Xid: 11, Keys: []DirtyKey{dk(1, 7, "a"), dk(1, 8, "a"), dk(2, 7, "a")}},
+		{LSN: 300, Xid: 12, Keys: []DirtyKey{dk(1, 7, "a"), dk(1, 7, "a")}}, // twice in one txn
+	}
+	for _, tx := range txns {
+		if err := s.Record(tx.LSN, tx.Xid, tx.Keys, tx.Truncs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Coalescing inside one group commit as well.
+	if err := s.RecordMany([]Txn{
+		{LSN: 400, Xid: 13, Keys: []DirtyKey{dk(3, 1, "k")}},
+		{LSN: 500, Xid: 14, Keys: []DirtyKey{dk(3, 1, "k")}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.ReceivedLSN(); got != 500 {
+		t.Errorf("ReceivedLSN = %d, want 500", got)
+	}
+	want := map[int64]map[string]uint64{
+		1: {"7/a": 300, "7/b": 100, "8/a": 200},
+		2: {"7/a": 200},
+		3: {"1/k": 500},
+		4: {},
+	}
+	for tr, keys := range want {
+		if n := mustPending(t, s, tr); n != int64(len(keys)) {
+			t.Errorf("Pending(%d) = %d, want %d", tr, n, len(keys))
+		}
+		b := mustTake(t, s, tr, 0)
+		got := map[string]uint64{}
+		for _, e := range b.Keys {
+			v, err := DecodeKey(e.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[fmt.Sprintf("%d/%s", e.Table, v[0])] = e.LSN
+		}
+		if fmt.Sprint(got) != fmt.Sprint(keys) {
+			t.Errorf("Take(%d) = %v, want %v", tr, got, keys)
+		}
+		if !b.All || b.UpTo != 500 {
+			t.Errorf("Take(%d): All=%v UpTo=%d, want true 500", tr, b.All, b.UpTo)
+		}
+	}
+}
+
+func TestTakeLimitAndAll(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	var keys []DirtyKey
+	for i := range 10 {
+		keys = append(keys, dk(5, 1, fmt.Sprint(i)))
+	}
+	if err := s.Record(1000, 1, keys, []TableRef{{Transform: 5, Table: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		limit    int
+		wantKeys int
+		wantAll  bool
+	}{
+		{limit: 0, wantKeys: 10, wantAll: true},
+		{limit: -1, wantKeys: 10, wantAll: true},
+		{limit: 1, wantKeys: 1, wantAll: false},
+		{limit: 9, wantKeys: 9, wantAll: false},
+		{limit: 10, wantKeys: 10, wantAll: true},
+		{limit: 11, wantKeys: 10, wantAll: true},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprint("limit=", tc.limit), func(t *testing.T) {
+			b := mustTake(t, s, 5, tc.limit)
+			if len(b.Keys) != tc.wantKeys || b.All != tc.wantAll {
+				t.Errorf("got %d keys All=%v, want %d %v", len(b.Keys), b.All, tc.wantKeys, tc.wantAll)
+			}
+			if len(b.Truncated) != 1 || b.Truncated[0].Table != 2 || b.Truncated[0].LSN != 1000 {
+				t.Errorf("Truncated = %+v, want table 2 at 1000 regardless of limit", b.Truncated)
+			}
+			if b.UpTo != 1000 || b.MaxLSN() != 1000 {
+				t.Errorf("UpTo=%d MaxLSN=%d, want 1000", b.UpTo, b.MaxLSN())
+			}
+		})
+	}
+	// Draining in pages empties the set.
+	for {
+		b := mustTake(t, s, 5, 3)
+		if err := s.Done(5, b); err != nil {
+			t.Fatal(err)
+		}
+		if b.All {
+			break
+		}
+	}
+	if b := mustTake(t, s, 5, 0); len(b.Keys)+len(b.Truncated) != 0 || !b.All {
+		t.Errorf("after draining: %+v", b)
+	}
+	if n := mustPending(t, s, 5); n != 0 {
+		t.Errorf("Pending = %d after draining", n)
+	}
+}
+
+func TestDoneKeepsRedirtied(t *testing.T) {
+	tests := []struct {
+		name    string
+		redirty func(s *Store) error
+		wantLSN uint64 // LSN of the key that must survive Done; 0: none
+	}{
+		{name: "nothing", redirty: func(*Store) error { return nil }},
+		{name: "newer txn", wantLSN: 20, redirty: func(s *Store) error {
+			return s.Record(20, 2, []DirtyKey{dk(1, 1, "k")}, nil)
+		}},
+		{name: "MarkDirty at the same LSN", wantLSN: 10, redirty: func(s *Store) error {
+			return s.MarkDirty(1, []DirtyKey{dk(1, 1, "k")})
+		}},
+		{name: "redelivered older txn", wantLSN: 10, redirty: func(s *Store) error {
+			return s.Record(5, 1, []DirtyKey{dk(1, 1, "k")}, nil)
+		}},
+		{name: "done and re-added", wantLSN: 30, redirty: func(s *Store) error {
+			if err := s.Done(1, mustTake(t, s, 1, 0)); err != nil {
+				return err
+			}
+			return s.Record(30, 3, []DirtyKey{dk(1, 1, "k")}, nil)
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openTest(t, t.TempDir())
+			if err := s.Record(10, 1, []DirtyKey{dk(1, 1, "k")}, []TableRef{{1, 9}}); err != nil {
+				t.Fatal(err)
+			}
+			b := mustTake(t, s, 1, 0)
+			if err := tc.redirty(s); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Done(1, b); err != nil {
+				t.Fatal(err)
+			}
+			after := mustTake(t, s, 1, 0)
+			if len(after.Truncated) != 0 {
+				t.Errorf("truncation marker survived Done: %+v", after.Truncated)
+			}
+			var want []uint64
+			if tc.wantLSN != 0 {
+				want = []uint64{tc.wantLSN}
+			}
+			var got []uint64
+			for _, e := range after.Keys {
+				got = append(got, e.LSN)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("keys left: LSNs %v, want %v", got, want)
+			}
+			if n := mustPending(t, s, 1); n != int64(len(want)) {
+				t.Errorf("Pending = %d, want %d", n, len(want))
+			}
+			// A second Done of the same batch changes nothing.
+			if err := s.Done(1, b); err != nil {
+				t.Fatal(err)
+			}
+			if n := mustPending(t, s, 1); n != int64(len(want)) {
+				t.Errorf("Pending after repeated Done = %d, want %d", n, len(want))
+			}
+		})
+	}
+}
+
+func TestTruncationMarkerRedirtied(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	if err := s.Record(10, 1, nil, []TableRef{{1, 9}, {1, 8}}); err != nil {
+		t.Fatal(err)
+	}
+	b := mustTake(t, s, 1, 0)
+	if len(b.Truncated) != 2 || len(b.Keys) != 0 {
+		t.Fatalf("Take = %+v", b)
+	}
+	if err := s.Record(20, 2, nil, []TableRef{{1, 9}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Done(1, b); err != nil {
+		t.Fatal(err)
+	}
+	after := mustTake(t, s, 1, 0)
+	if len(after.Truncated) != 1 || after.Truncated[0].Table != 9 || after.Truncated[0].LSN != 20 {
+		t.Errorf("after Done: %+v, want table 9 at 20", after.Truncated)
+	}
+}
+
+func TestDropTransform(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	if err := s.Record(10, 1, []DirtyKey{dk(1, 1, "a"), dk(2, 1, "a"), dk(-1, 1, "a")}, []TableRef{{1, 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DropTransform(1); err != nil {
+		t.Fatal(err)
+	}
+	if b := mustTake(t, s, 1, 0); len(b.Keys)+len(b.Truncated) != 0 {
+		t.Errorf("dropped transform still has %+v", b)
+	}
+	for _, tr := range []int64{2, -1} {
+		if n := mustPending(t, s, tr); n != 1 {
+			t.Errorf("Pending(%d) = %d, want 1", tr, n)
+		}
+	}
+	if n := mustPending(t, s, 1); n != 0 {
+		t.Errorf("Pending(1) = %d after drop", n)
+	}
+}
+
+func TestXids(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	for _, tx := range []Txn{
+		{LSN: 10, Xid: 100, Keys: []DirtyKey{dk(1, 1, "a")}},
+		{LSN: 20, Xid: 0, Keys: []DirtyKey{dk(1, 1, "b")}}, // trigger capture: no check
+		{LSN: 30, Xid: 102}, // nothing dirty: no check
+		{LSN: 40, Xid: 103, Truncs: []TableRef{{1, 1}}},
+		{LSN: 50, Xid: 104, Keys: []DirtyKey{dk(2, 1, "a")}},
+	} {
+		if err := s.Record(tx.LSN, tx.Xid, tx.Keys, tx.Truncs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps := []struct {
+		resolve uint64
+		want    []XidEntry
+	}{
+		{resolve: 0, want: []XidEntry{{10, 100}, {40, 103}, {50, 104}}},
+		{resolve: 39, want: []XidEntry{{40, 103}, {50, 104}}},
+		{resolve: 40, want: []XidEntry{{50, 104}}},
+		{resolve: ^uint64(0), want: nil},
+	}
+	for _, st := range steps {
+		if err := s.ResolveXids(st.resolve); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.PendingXids()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, st.want) {
+			t.Errorf("after ResolveXids(%d): %v, want %v", st.resolve, got, st.want)
+		}
+	}
+}
+
+func TestAdvanceReceived(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	// The first advance syncs at once (no sync yet in this process).
+	if err := s.AdvanceReceived(100); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.ReceivedLSN(); got != 100 {
+		t.Fatalf("ReceivedLSN = %d, want 100", got)
+	}
+	// Within the throttle interval: deferred, not reported until durable.
+	if err := s.AdvanceReceived(200); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.ReceivedLSN(); got != 100 {
+		t.Errorf("deferred advance reported: %d", got)
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.ReceivedLSN(); got != 200 {
+		t.Errorf("after Flush: %d, want 200", got)
+	}
+	// Never backwards, through any path.
+	if err := s.AdvanceReceived(150); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Record(120, 1, []DirtyKey{dk(1, 1, "a")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.ReceivedLSN(); got != 200 {
+		t.Errorf("moved backwards to %d", got)
+	}
+	// A deferred advance rides along with the next Record.
+	if err := s.AdvanceReceived(300); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Record(250, 1, []DirtyKey{dk(1, 1, "b")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.ReceivedLSN(); got != 300 {
+		t.Errorf("after Record: %d, want 300", got)
+	}
+	// And after the interval, AdvanceReceived syncs by itself.
+	s.mu.Lock()
+	s.lastSync = time.Now().Add(-2 * advanceSyncInterval)
+	s.mu.Unlock()
+	if err := s.AdvanceReceived(400); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.ReceivedLSN(); got != 400 {
+		t.Errorf("after interval: %d, want 400", got)
+	}
+}
+
+func TestReopenKeepsEverything(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := s.StoreID()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(s.Record(10, 1, []DirtyKey{dk(1, 1, "a"), dk(1, 1, "b"), dk(2, 3, "x", "y")}, []TableRef{{1, 4}}))
+	must(s.Record(20, 2, []DirtyKey{dk(1, 1, "a")}, nil))
+	must(s.SetConfirmedLSN(15))
+	must(s.SetConfirmedLSN(5)) // ignored: backwards
+	must(s.PutState("relations", []byte("cache")))
+	must(s.SpillKeys(77, 77, []DirtyKey{dk(1, 1, "spilled")}))
+	must(s.AdvanceReceived(25)) // deferred by the throttle, persisted by Close
+	before1 := mustTake(t, s, 1, 0)
+	before2 := mustTake(t, s, 2, 0)
+	must(s.Close())
+
+	s = openTest(t, dir)
+	if s.Created() || s.StoreID() != id {
+		t.Errorf("reopened: Created=%v StoreID=%q, want false %q", s.Created(), s.StoreID(), id)
+	}
+	if s.ReceivedLSN() != 25 || s.ConfirmedLSN() != 15 {
+		t.Errorf("LSNs received=%d confirmed=%d, want 25 15", s.ReceivedLSN(), s.ConfirmedLSN())
+	}
+	if v, err := s.State("relations"); err != nil || string(v) != "cache" {
+		t.Errorf("State = %q, %v", v, err)
+	}
+	if v, err := s.State("missing"); err != nil || v != nil {
+		t.Errorf("State(missing) = %q, %v", v, err)
+	}
+	for tr, before := range map[int64]Batch{1: before1, 2: before2} {
+		after := mustTake(t, s, tr, 0)
+		after.UpTo, before.UpTo = 0, 0
+		if fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Errorf("transform %d: %+v, want %+v", tr, after, before)
+		}
+		if n := mustPending(t, s, tr); n != int64(len(before.Keys)) {
+			t.Errorf("Pending(%d) = %d after reopen, want %d", tr, n, len(before.Keys))
+		}
+	}
+	xids, err := s.PendingXids()
+	must(err)
+	if !slices.Equal(xids, []XidEntry{{10, 1}, {20, 2}}) {
+		t.Errorf("PendingXids = %v", xids)
+	}
+	// Spills do not survive a restart (the server re-streams).
+	must(s.CommitSpill(77, 30))
+	if n := mustPending(t, s, 1); n != 2 {
+		t.Errorf("stale spill resurrected: Pending(1) = %d", n)
+	}
+	// Versions keep increasing across restarts: a write after reopen is
+	// distinguishable from the entry a pre-restart Take saw.
+	must(s.Record(40, 3, []DirtyKey{dk(1, 1, "b")}, nil))
+	must(s.Done(1, before1))
+	if n := mustPending(t, s, 1); n != 1 {
+		t.Errorf("Pending(1) = %d, want 1 (re-dirtied b)", n)
+	}
+}
+
+func TestSpill(t *testing.T) {
+	const xid, sub1, sub2, other = 500, 501, 502, 600
+	setup := func(t *testing.T) *Store {
+		s := openTest(t, t.TempDir())
+		for _, sp := range []struct {
+			xid, sub uint32
+			key      string
+		}{{xid, xid, "top"}, {xid, sub1, "s1"}, {xid, sub2, "s2"}, {other, other, "o"}} {
+			if err := s.SpillKeys(sp.xid, sp.sub, []DirtyKey{dk(1, 1, sp.key)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.SpillTruncate(xid, sub2, []TableRef{{1, 2}}); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	tests := []struct {
+		name      string
+		abort     []uint32 // subxids of xid to abort before commit
+		wantKeys  []string
+		wantTrunc int
+		wantXid   bool
+	}{
+		{name: "commit all", wantKeys: []string{"s1", "s2", "top"}, wantTrunc: 1, wantXid: true},
+		{name: "abort one subxact", abort: []uint32{sub2}, wantKeys: []string{"s1", "top"}, wantXid: true},
+		{name: "abort two subxacts", abort: []uint32{sub1, sub2}, wantKeys: []string{"top"}, wantXid: true},
+		{name: "abort whole xid", abort: []uint32{xid}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := setup(t)
+			for _, sub := range tc.abort {
+				if err := s.AbortSpill(xid, sub); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := mustTake(t, s, 1, 0); len(got.Keys) != 0 {
+				t.Fatalf("spilled keys visible before commit: %+v", got)
+			}
+			if err := s.CommitSpill(xid, 1000); err != nil {
+				t.Fatal(err)
+			}
+			if s.ReceivedLSN() != 1000 {
+				t.Errorf("ReceivedLSN = %d, want 1000", s.ReceivedLSN())
+			}
+			b := mustTake(t, s, 1, 0)
+			var got []string
+			for _, e := range b.Keys {
+				v, _ := DecodeKey(e.Key)
+				got = append(got, v[0])
+				if e.LSN != 1000 {
+					t.Errorf("key %q at LSN %d, want 1000", v[0], e.LSN)
+				}
+			}
+			if !slices.Equal(got, tc.wantKeys) || len(b.Truncated) != tc.wantTrunc {
+				t.Errorf("keys %v truncs %d, want %v %d", got, len(b.Truncated), tc.wantKeys, tc.wantTrunc)
+			}
+			xids, err := s.PendingXids()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (len(xids) == 1 && xids[0] == XidEntry{1000, xid}) != tc.wantXid || len(xids) > 1 {
+				t.Errorf("PendingXids = %v, want entry: %v", xids, tc.wantXid)
+			}
+			// The other transaction is untouched; the committed one is gone.
+			if err := s.CommitSpill(xid, 1100); err != nil {
+				t.Fatal(err)
+			}
+			if n := mustPending(t, s, 1); n != int64(len(tc.wantKeys)) {
+				t.Errorf("committing twice added keys: Pending = %d", n)
+			}
+			if err := s.CommitSpill(other, 1200); err != nil {
+				t.Fatal(err)
+			}
+			if n := mustPending(t, s, 1); n != int64(len(tc.wantKeys))+1 {
+				t.Errorf("other xid lost: Pending = %d", n)
+			}
+		})
+	}
+	t.Run("clear", func(t *testing.T) {
+		s := setup(t)
+		if err := s.ClearSpills(); err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range []uint32{xid, other} {
+			if err := s.CommitSpill(x, 2000); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := mustPending(t, s, 1); n != 0 {
+			t.Errorf("Pending = %d after ClearSpills", n)
+		}
+	})
+}

@@ -1,0 +1,238 @@
+// Command trellis-repl keeps derived tables inside PostgreSQL equal to SQL
+// queries. It is a thin layer over the trellis package:
+//
+//	trellis-repl apply  --dsn URL (-f FILE | -e SQL)
+//	trellis-repl run    --dsn URL [--data-dir DIR] [--capture auto|logical|trigger]
+//	                    [--confirm local|applied] [--metrics-addr HOST:PORT]
+//	trellis-repl status --dsn URL [--json] [NAME]
+//
+// --dsn defaults to TRELLIS_DATABASE_URL, then the libpq PG* variables.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	trellis "github.com/trellis-repl/trellis-repl"
+)
+
+const usage = `usage:
+  trellis-repl apply  --dsn URL (-f FILE | -e SQL) [--schema NAME]
+  trellis-repl run    --dsn URL [--data-dir DIR] [--capture auto|logical|trigger]
+                      [--confirm local|applied] [--metrics-addr HOST:PORT] [--schema NAME]
+  trellis-repl status --dsn URL [--json] [--schema NAME] [NAME]
+--dsn defaults to TRELLIS_DATABASE_URL, then the libpq PG* variables.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, usage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch args[0] {
+	case "apply":
+		err = cmdApply(ctx, args[1:], stdout)
+	case "run":
+		err = cmdRun(ctx, args[1:], stderr)
+	case "status":
+		err = cmdStatus(ctx, args[1:], stdout)
+	default:
+		fmt.Fprintf(stderr, "validation: unknown command %q\n%s", args[0], usage)
+		return 2
+	}
+	if err != nil {
+		var ue usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "validation: %s\n%s", ue.msg, usage)
+			return 2
+		}
+		var te *trellis.Error
+		if errors.As(err, &te) {
+			fmt.Fprintf(stderr, "%s: %s\n", te.Code, te.Msg)
+		} else {
+			fmt.Fprintf(stderr, "internal: %v\n", err)
+		}
+		return 1
+	}
+	return 0
+}
+
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+type common struct {
+	dsn    string
+	schema string
+}
+
+func (c *common) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.dsn, "dsn", "", "PostgreSQL connection string (default TRELLIS_DATABASE_URL, then PG* variables)")
+	fs.StringVar(&c.schema, "schema", "trellis", "instance schema holding trellis-repl's catalog")
+}
+
+func parse(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	return nil
+}
+
+func cmdApply(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
+	var c common
+	c.register(fs)
+	file := fs.String("f", "", "file with definition statements (- for standard input)")
+	expr := fs.String("e", "", "definition statements")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if (*file == "") == (*expr == "") || fs.NArg() > 0 {
+		return usageError{"apply needs exactly one of -f FILE or -e SQL"}
+	}
+	script := *expr
+	if *file != "" {
+		var b []byte
+		var err error
+		if *file == "-" {
+			b, err = io.ReadAll(os.Stdin)
+		} else {
+			b, err = os.ReadFile(*file)
+		}
+		if err != nil {
+			return &trellis.Error{Code: trellis.CodeNotFound, Msg: fmt.Sprintf("cannot read %s: %v", *file, err)}
+		}
+		script = string(b)
+	}
+	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema})
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	res, err := t.Apply(ctx, script)
+	if err != nil {
+		return err
+	}
+	for _, r := range res {
+		fmt.Fprintf(stdout, "%s %s: %s\n", r.Statement, r.Name, r.Action)
+	}
+	return nil
+}
+
+func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var c common
+	c.register(fs)
+	dataDir := fs.String("data-dir", "", "local checkpoint store directory")
+	capture := fs.String("capture", trellis.CaptureAuto, "capture mode: auto, logical or trigger")
+	confirm := fs.String("confirm", trellis.ConfirmLocal, "confirm mode: local or applied")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on HOST:PORT (/metrics)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{"run takes no arguments"}
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return usageError{"--log-level must be debug, info, warn or error"}
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	m := trellis.NewMetrics(reg)
+	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, DataDir: *dataDir, Capture: *capture,
+		Confirm: *confirm, Logger: log, Metrics: m})
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	if *metricsAddr != "" {
+		ln, err := net.Listen("tcp", *metricsAddr)
+		if err != nil {
+			return &trellis.Error{Code: trellis.CodeUnavailable, Msg: fmt.Sprintf("cannot listen on --metrics-addr %s: %v", *metricsAddr, err)}
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(ln) //nolint:errcheck
+		defer srv.Close()
+		log.Info("serving metrics", "addr", ln.Addr().String())
+	}
+	log.Info("trellis-repl running", "schema", t.Schema(), "capture", *capture, "confirm", *confirm)
+	return t.Run(ctx)
+}
+
+func cmdStatus(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	var c common
+	c.register(fs)
+	asJSON := fs.Bool("json", false, "print a JSON array")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema})
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	st, err := t.Status(ctx, fs.Args()...)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSHAPE\tSTATE\tAPPLIED LSN\tLAG BYTES\tHELD KEYS\tKEYS APPLIED\tPROBLEM")
+	for _, s := range st {
+		lag, held, problem := "-", "0", ""
+		if s.LagBytes != nil {
+			lag = fmt.Sprint(*s.LagBytes)
+		}
+		if s.HeldKeys != nil {
+			held = fmt.Sprint(s.HeldKeys.Count)
+		}
+		if s.CaptureFailure != nil {
+			problem = s.CaptureFailure.Kind + ": " + s.CaptureFailure.Error
+		} else if s.BackfillFailure != nil {
+			problem = "backfill: " + s.BackfillFailure.LastError
+		} else if s.PausedBy != nil {
+			problem = "paused by " + *s.PausedBy
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.Name, s.Shape, s.State, s.AppliedLSN, lag, held, s.KeysApplied,
+			strings.ReplaceAll(problem, "\n", " "))
+	}
+	return tw.Flush()
+}

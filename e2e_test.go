@@ -1,0 +1,269 @@
+package trellis_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	trellis "github.com/trellis-repl/trellis-repl"
+	"github.com/trellis-repl/trellis-repl/engine"
+	"github.com/trellis-repl/trellis-repl/internal/pgtest"
+	"github.com/trellis-repl/trellis-repl/selfcheck"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// env is one test's database, instance and running pipeline.
+type env struct {
+	t      *testing.T
+	dsn    string
+	conn   *pgx.Conn
+	tr     *trellis.Trellis
+	cfg    trellis.Config
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func newEnv(t *testing.T, cfg trellis.Config) *env {
+	t.Helper()
+	dsn := pgtest.NewDatabase(t)
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	cfg.DSN = dsn
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	cfg.ProgressInterval = 100 * time.Millisecond
+	e := &env{t: t, dsn: dsn, conn: conn, cfg: cfg}
+	e.open()
+	return e
+}
+
+func (e *env) open() {
+	tr, err := trellis.Open(context.Background(), e.cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.tr = tr
+	e.t.Cleanup(func() { e.stop(); tr.Close() })
+}
+
+func (e *env) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	e.cancel, e.done = cancel, make(chan error, 1)
+	go func() { e.done <- e.tr.Run(ctx) }()
+}
+
+func (e *env) stop() {
+	if e.cancel == nil {
+		return
+	}
+	e.cancel()
+	if err := <-e.done; err != nil {
+		e.t.Errorf("Run: %v", err)
+	}
+	e.cancel = nil
+}
+
+func (e *env) exec(sql string, args ...any) {
+	e.t.Helper()
+	if _, err := e.conn.Exec(context.Background(), sql, args...); err != nil {
+		e.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func (e *env) apply(script string) {
+	e.t.Helper()
+	if _, err := e.tr.Apply(context.Background(), script); err != nil {
+		e.t.Fatalf("apply: %v", err)
+	}
+}
+
+// converge waits for convergence and checks every target equals its query.
+func (e *env) converge(when string) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	tok, err := e.tr.WatermarkToken(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.tr.AwaitConverged(ctx, tok); err != nil {
+		e.t.Fatalf("%s: %v", when, err)
+	}
+	rows, err := e.conn.Query(ctx, `SELECT name, plan FROM trellis.transforms`)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	type tp struct {
+		name string
+		plan []byte
+	}
+	var ps []tp
+	for rows.Next() {
+		var x tp
+		if err := rows.Scan(&x.name, &x.plan); err != nil {
+			e.t.Fatal(err)
+		}
+		ps = append(ps, x)
+	}
+	rows.Close()
+	for _, x := range ps {
+		p, err := engine.Decode(x.plan)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		d, err := selfcheck.Compare(ctx, e.conn, pgx.Identifier{p.Target.Schema, p.Target.Name}, p.Visible, p.QuerySQL())
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if !d.Equal() {
+			e.t.Fatalf("%s: %s differs from its query: missing %d %v extra %d %v", when, x.name, d.Missing, d.MissingSample, d.Extra, d.ExtraSample)
+		}
+	}
+}
+
+const schemaSQL = `CREATE TABLE orders (id bigint PRIMARY KEY, customer int, status text, amount numeric(12,2), qty int, note text)`
+
+const defsSQL = `
+CREATE TRANSFORM big_orders AS SELECT o.id, o.customer, upper(o.status) AS status, o.amount * o.qty AS total
+  FROM orders o WHERE o.amount > 10;
+CREATE TRANSFORM by_customer AS SELECT customer, count(*) AS n, sum(amount) AS revenue, avg(qty) AS avg_qty,
+  min(amount) AS smallest, max(note) AS last_note, count(note) AS notes FROM orders WHERE status <> 'cancelled' GROUP BY customer;
+CREATE TRANSFORM totals AS SELECT count(*) AS n, sum(qty) AS qty FROM orders;
+`
+
+// workload writes random changes in transactions of 1..maxRows rows over
+// small domains, so keys and groups collide.
+func workload(e *env, rng *rand.Rand, txns, maxRows int) {
+	e.t.Helper()
+	ctx := context.Background()
+	statuses := []string{"'new'", "'paid'", "'cancelled'", "NULL"}
+	val := func(n int) string {
+		if rng.Intn(8) == 0 {
+			return "NULL"
+		}
+		return fmt.Sprint(rng.Intn(n))
+	}
+	for i := 0; i < txns; i++ {
+		tx, err := e.conn.Begin(ctx)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		n := 1 + rng.Intn(maxRows)
+		for j := 0; j < n; j++ {
+			id := rng.Intn(300)
+			var q string
+			switch rng.Intn(6) {
+			case 0, 1:
+				q = fmt.Sprintf(`INSERT INTO orders VALUES (%d, %s, %s, %s, %s, %s) ON CONFLICT (id) DO UPDATE SET customer = EXCLUDED.customer, amount = EXCLUDED.amount`,
+					id, val(10), statuses[rng.Intn(4)], val(40), val(5), []string{"NULL", "''", "'a'", "'b'"}[rng.Intn(4)])
+			case 2:
+				q = fmt.Sprintf(`UPDATE orders SET customer = %s, status = %s WHERE id = %d`, val(10), statuses[rng.Intn(4)], id)
+			case 3:
+				q = fmt.Sprintf(`UPDATE orders SET id = %d WHERE id = %d AND NOT EXISTS (SELECT 1 FROM orders WHERE id = %d)`, rng.Intn(300), id, 0)
+				q = fmt.Sprintf(`UPDATE orders SET id = id + 1000 WHERE id = %d`, id)
+			case 4:
+				q = fmt.Sprintf(`DELETE FROM orders WHERE id = %d`, id)
+			case 5:
+				q = fmt.Sprintf(`UPDATE orders SET amount = amount + 1, qty = %s WHERE customer = %s`, val(5), val(10))
+			}
+			if _, err := tx.Exec(ctx, q); err != nil {
+				e.t.Fatalf("%s: %v", q, err)
+			}
+		}
+		if err := tx.Commit(ctx); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	// Keys moved past 1000 come back, so later rounds keep colliding.
+	if _, err := e.conn.Exec(ctx, `DELETE FROM orders WHERE id >= 1000 AND id - 1000 IN (SELECT id FROM orders)`); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.conn.Exec(ctx, `UPDATE orders SET id = id - 1000 WHERE id >= 1000`); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func TestPipelineConverges(t *testing.T) {
+	e := newEnv(t, trellis.Config{})
+	e.exec(schemaSQL)
+	e.exec(`INSERT INTO orders SELECT g, g % 7, 'new', g % 50, g % 4, NULL FROM generate_series(1, 200) g`)
+	e.apply(defsSQL)
+	e.start()
+	e.converge("after build")
+	rng := rand.New(rand.NewSource(42))
+	for round := 0; round < 5; round++ {
+		workload(e, rng, 20, 30)
+		e.converge(fmt.Sprintf("round %d", round))
+	}
+	// A big transaction (streamed by the server in chunks).
+	e.exec(`INSERT INTO orders SELECT g, g % 13, 'paid', g % 90, g % 6, 'x' FROM generate_series(10000, 110000) g`)
+	e.exec(`UPDATE orders SET customer = customer + 1 WHERE id >= 10000 AND id % 3 = 0`)
+	e.converge("after 100k-row transactions")
+	e.exec(`DELETE FROM orders WHERE id >= 10000`)
+	e.exec(`TRUNCATE orders`)
+	e.exec(`INSERT INTO orders VALUES (1, 1, 'new', 5, 1, NULL)`)
+	e.converge("after truncate")
+}
+
+func TestRestartResumes(t *testing.T) {
+	for _, confirm := range []string{trellis.ConfirmLocal, trellis.ConfirmApplied} {
+		t.Run(confirm, func(t *testing.T) {
+			e := newEnv(t, trellis.Config{Confirm: confirm})
+			e.exec(schemaSQL)
+			e.apply(defsSQL)
+			e.start()
+			rng := rand.New(rand.NewSource(7))
+			workload(e, rng, 10, 20)
+			e.converge("first run")
+			e.stop()
+			workload(e, rng, 10, 20) // while stopped
+			e.start()
+			workload(e, rng, 10, 20)
+			e.converge("after restart")
+		})
+	}
+}
+
+func TestStatementErrorsChangeNothing(t *testing.T) {
+	e := newEnv(t, trellis.Config{})
+	e.exec(schemaSQL)
+	e.exec(`CREATE TABLE nokey (a int)`)
+	cases := []struct{ sql, code, want string }{
+		{`CREATE TRANSFORM x AS SELECT a FROM nokey`, "validation", "no primary key"},
+		{`CREATE TRANSFORM x AS SELECT a FROM missing_table`, "not_found", "does not exist"},
+		{`CREATE TRANSFORM x AS SELECT id, random() AS r FROM orders`, "validation", "random"},
+		{`CREATE TRANSFORM x AS SELECT id, nope FROM orders`, "not_found", "nope"},
+		{`CREATE TRANSFORM x AS SELECT id FROM orders ORDER BY id`, "validation", "ORDER BY"},
+		{`CREATE TRANSFORM ok1 AS SELECT id FROM orders; CREATE TRANSFORM bad AS SELECT id FROM nokey`, "validation", "no primary key"},
+		{`PAUSE TRANSFORM nothere`, "not_found", "does not exist"},
+		{`CREATE TRANSFORM orders AS SELECT id FROM orders`, "conflict", "already exists"},
+	}
+	for _, c := range cases {
+		_, err := e.tr.Apply(context.Background(), c.sql)
+		if err == nil {
+			t.Errorf("%s: no error", c.sql)
+			continue
+		}
+		if string(trellis.CodeOf(err)) != c.code || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v (code %s), want code %s containing %q", c.sql, err, trellis.CodeOf(err), c.code, c.want)
+		}
+	}
+	var n int
+	if err := e.conn.QueryRow(context.Background(), `SELECT count(*) FROM trellis.transforms`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("failed statements left %d transforms (err %v)", n, err)
+	}
+	var ok bool
+	if err := e.conn.QueryRow(context.Background(), `SELECT to_regclass('ok1') IS NULL`).Scan(&ok); err != nil || !ok {
+		t.Fatalf("a failed script left the table of its first statement")
+	}
+}

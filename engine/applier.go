@@ -1,0 +1,287 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/trellis-repl/trellis-repl/internal/catalog"
+)
+
+// SessionSettings pin the GUCs that change how values print and parse, so
+// re-derived rows never depend on a session's defaults (see ADR 0003).
+var sessionSettings = [][2]string{
+	{"DateStyle", "ISO, MDY"},
+	{"IntervalStyle", "postgres"},
+	{"extra_float_digits", "1"},
+	{"bytea_output", "hex"},
+	{"statement_timeout", "0"},
+	{"lock_timeout", "0"},
+	{"idle_in_transaction_session_timeout", "0"},
+}
+
+// Applier re-derives keys of one transform on its own connection. Exactly
+// one Applier writes a transform's target and ledger (DESIGN.md §2).
+type Applier struct {
+	ID    int64
+	Plan  *Plan
+	Stmts *Statements
+	cat   catalog.Catalog
+	conn  *pgx.Conn
+	log   *slog.Logger
+}
+
+// NewApplier connects and prepares the session (settings, temp tables).
+func NewApplier(ctx context.Context, cfg *pgx.ConnConfig, cat catalog.Catalog, id int64, p *Plan, log *slog.Logger) (*Applier, error) {
+	cfg = cfg.Copy()
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	cfg.RuntimeParams["application_name"] = fmt.Sprintf("trellis-repl applier %s", p.Target.Name)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect applier for %s: %w", p.Target.Name, err)
+	}
+	a := &Applier{ID: id, Plan: p, Stmts: BuildStatements(p), cat: cat, conn: conn, log: log}
+	for _, kv := range sessionSettings {
+		if _, err := conn.Exec(ctx, `SELECT set_config($1, $2, false)`, kv[0], kv[1]); err != nil {
+			conn.Close(ctx)
+			return nil, fmt.Errorf("set %s: %w", kv[0], err)
+		}
+	}
+	if _, err := conn.Exec(ctx, `SELECT set_config('search_path', $1, false)`, p.SearchPath); err != nil {
+		conn.Close(ctx)
+		return nil, fmt.Errorf("set search_path: %w", err)
+	}
+	for _, s := range a.Stmts.Setup {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			conn.Close(ctx)
+			return nil, fmt.Errorf("prepare applier session for %s: %w", p.Target.Name, err)
+		}
+	}
+	return a, nil
+}
+
+// Close ends the applier's session.
+func (a *Applier) Close(ctx context.Context) error { return a.conn.Close(ctx) }
+
+// Conn exposes the applier's connection for build enumeration.
+func (a *Applier) Conn() *pgx.Conn { return a.conn }
+
+// Batch is one unit of work for Apply.
+type Batch struct {
+	// Keys are source keys as text values in Plan.Source.Key order.
+	Keys [][]string
+	// Xids are 32-bit xids of slot transactions whose effects the keys must
+	// reflect: the snapshot must see them before re-deriving.
+	Xids []uint32
+	// AppliedLSN, when non-zero, is recorded as the transform's applied
+	// position in the same transaction.
+	AppliedLSN uint64
+	// Extra runs inside the transaction after the writes (e.g. build cursor).
+	Extra func(ctx context.Context, tx pgx.Tx) error
+}
+
+// Apply re-derives one batch in one transaction and returns the number of
+// target and ledger row writes it made.
+func (a *Applier) Apply(ctx context.Context, b Batch) (int64, error) {
+	tx, err := a.conn.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("begin apply: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if len(b.Xids) > 0 {
+		if err := waitVisible(ctx, tx, b.Xids); err != nil {
+			return 0, err
+		}
+	}
+	var written int64
+	if len(b.Keys) > 0 {
+		cols := make([][]string, len(a.Plan.Source.Key))
+		for i := range cols {
+			cols[i] = make([]string, len(b.Keys))
+		}
+		for r, k := range b.Keys {
+			if len(k) != len(cols) {
+				return 0, fmt.Errorf("key %v has %d values, want %d", k, len(k), len(cols))
+			}
+			for i, v := range k {
+				cols[i][r] = v
+			}
+		}
+		args := make([]any, len(cols))
+		for i := range cols {
+			args[i] = cols[i]
+		}
+		batch := &pgx.Batch{}
+		batch.Queue(a.Stmts.LoadKeys, args...)
+		for _, s := range a.Stmts.Apply {
+			batch.Queue(s)
+		}
+		br := tx.SendBatch(ctx, batch)
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return 0, fmt.Errorf("load keys: %w", err)
+		}
+		for i := range a.Stmts.Apply {
+			if a.Plan.Shape == ShapeRow && i == 0 {
+				var n int64
+				if err := br.QueryRow().Scan(&n); err != nil {
+					br.Close()
+					return 0, fmt.Errorf("re-derive %s: %w", a.Plan.Target.Name, err)
+				}
+				written += n
+				continue
+			}
+			tag, err := br.Exec()
+			if err != nil {
+				br.Close()
+				return 0, fmt.Errorf("re-derive %s (step %d): %w", a.Plan.Target.Name, i+1, err)
+			}
+			written += tag.RowsAffected()
+		}
+		if err := br.Close(); err != nil {
+			return 0, fmt.Errorf("re-derive %s: %w", a.Plan.Target.Name, err)
+		}
+	}
+	if err := a.cat.RecordProgress(ctx, tx, a.ID, b.AppliedLSN, int64(len(b.Keys))); err != nil {
+		return 0, err
+	}
+	if b.Extra != nil {
+		if err := b.Extra(ctx, tx); err != nil {
+			return 0, err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("commit apply of %s: %w", a.Plan.Target.Name, err)
+	}
+	return written, nil
+}
+
+// visibleSQL returns the xids (of those given) that the statement's snapshot
+// does not see yet. A 32-bit xid is widened to the full xid8 nearest the
+// snapshot's xmax: a transaction the slot decoded is recent, but it may be
+// at or past xmax while its commit is in flight, so "the epoch of xmax, or
+// the one before" would be wrong there (see ADR 0002).
+const visibleSQL = `
+SELECT x FROM unnest($1::bigint[]) AS x,
+  (SELECT pg_current_snapshot() AS s) sn,
+  LATERAL (SELECT pg_snapshot_xmax(sn.s)::text::bigint AS m) mx
+WHERE NOT pg_visible_in_snapshot(
+  (mx.m + (((((x - (mx.m & 4294967295)) % 4294967296) + 4294967296 + 2147483648) % 4294967296) - 2147483648))::text::xid8,
+  sn.s)`
+
+// waitVisible blocks until a statement snapshot of tx sees every xid. In READ
+// COMMITTED each later statement's snapshot sees at least as much.
+func waitVisible(ctx context.Context, tx pgx.Tx, xids []uint32) error {
+	arg := make([]int64, len(xids))
+	for i, x := range xids {
+		arg[i] = int64(x)
+	}
+	delay := time.Millisecond
+	for {
+		rows, err := tx.Query(ctx, visibleSQL, arg)
+		if err != nil {
+			return fmt.Errorf("check visibility: %w", err)
+		}
+		var pending []int64
+		for rows.Next() {
+			var x int64
+			if err := rows.Scan(&x); err != nil {
+				rows.Close()
+				return err
+			}
+			pending = append(pending, x)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("check visibility: %w", err)
+		}
+		if len(pending) == 0 {
+			return nil
+		}
+		arg = pending
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		if delay < 100*time.Millisecond {
+			delay *= 2
+		}
+	}
+}
+
+// VisibleNow returns which xids a new snapshot sees (used to prune the
+// store's visibility list without opening an apply transaction).
+func VisibleNow(ctx context.Context, q interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}, xids []uint32) (map[uint32]bool, error) {
+	arg := make([]int64, len(xids))
+	for i, x := range xids {
+		arg[i] = int64(x)
+	}
+	rows, err := q.Query(ctx, visibleSQL, arg)
+	if err != nil {
+		return nil, fmt.Errorf("check visibility: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[uint32]bool, len(xids))
+	for _, x := range xids {
+		out[x] = true
+	}
+	for rows.Next() {
+		var x int64
+		if err := rows.Scan(&x); err != nil {
+			return nil, err
+		}
+		out[uint32(x)] = false
+	}
+	return out, rows.Err()
+}
+
+// Enumerate lists up to limit keys after cursor (nil = from the start), from
+// the source (stored=false) or from what the target/ledger holds.
+func (a *Applier) Enumerate(ctx context.Context, stored bool, cursor []string, limit int) ([][]string, error) {
+	sql, args := a.Stmts.EnumSourceFirst, []any{limit}
+	if stored {
+		sql = a.Stmts.EnumStoredFirst
+	}
+	if cursor != nil {
+		sql = a.Stmts.EnumSource
+		if stored {
+			sql = a.Stmts.EnumStored
+		}
+		args = args[:0]
+		for _, c := range cursor {
+			args = append(args, c)
+		}
+		args = append(args, limit)
+	}
+	rows, err := a.conn.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("enumerate keys of %s: %w", a.Plan.Target.Name, err)
+	}
+	defer rows.Close()
+	var out [][]string
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			return nil, err
+		}
+		k := make([]string, len(vals))
+		for i, v := range vals {
+			s, ok := v.(string)
+			if !ok {
+				return nil, errors.New("enumerate: key value is not text")
+			}
+			k[i] = s
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}

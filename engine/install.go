@@ -1,0 +1,200 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/trellis-repl/trellis-repl/internal/terr"
+)
+
+// Install creates the target table (and, for aggregates, the ledger) for a
+// planned transform inside the caller's transaction. id names the ledger.
+func Install(ctx context.Context, db DB, p *Plan, id int64) error {
+	var exists bool
+	if err := db.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, p.Target.Ident()).Scan(&exists); err != nil {
+		return fmt.Errorf("look for target: %w", err)
+	}
+	if exists {
+		return terr.New(terr.Conflict, "transform %q: a table named %s already exists; choose another transform name or drop that table",
+			p.Target.Name, p.Target.Ident())
+	}
+	if err := markTextCompare(ctx, db, p); err != nil {
+		return err
+	}
+	var ddl []string
+	var cols []string
+	if p.Shape == ShapeRow {
+		for _, c := range p.Cols {
+			cols = append(cols, ident(c.Name)+" "+c.Type)
+		}
+		cols = append(cols, "PRIMARY KEY ("+identList(p.Identity)+")")
+		ddl = append(ddl, "CREATE TABLE "+p.Target.Ident()+" ("+strings.Join(cols, ", ")+")")
+	} else {
+		p.Ledger.Name = fmt.Sprintf("ledger_%d", id)
+		for _, name := range p.Visible {
+			cols = append(cols, ident(name)+" "+p.visibleType(name))
+		}
+		for _, g := range p.Groups {
+			if !contains(p.Visible, g.Name) {
+				cols = append(cols, ident(g.Name)+" "+g.Type)
+			}
+		}
+		cols = append(cols, ident(RowsCol)+" bigint NOT NULL DEFAULT 0")
+		for _, a := range p.Aggs {
+			switch a.Mode {
+			case ModeSum:
+				cols = append(cols, ident(a.NNCol())+" bigint NOT NULL DEFAULT 0")
+			case ModeAvg:
+				cols = append(cols, ident(a.SumCol())+" numeric NOT NULL DEFAULT 0", ident(a.NNCol())+" bigint NOT NULL DEFAULT 0")
+			}
+		}
+		ddl = append(ddl, "CREATE TABLE "+p.Target.Ident()+" ("+strings.Join(cols, ", ")+") WITH (fillfactor = 80)")
+		if len(p.Groups) > 0 {
+			ddl = append(ddl, "ALTER TABLE "+p.Target.Ident()+" ADD CONSTRAINT "+
+				ident(truncIdent(p.Target.Name+"_group_key"))+" UNIQUE NULLS NOT DISTINCT ("+identList(p.groupNames())+")")
+		} else {
+			// Like PostgreSQL's answer, an aggregate without GROUP BY always
+			// has its one row: counts are 0, everything else NULL.
+			zero := []string{ident(RowsCol)}
+			for _, a := range p.Aggs {
+				if a.Mode == ModeCountStar || a.Mode == ModeCount {
+					zero = append(zero, ident(a.Name))
+				}
+			}
+			ddl = append(ddl, "INSERT INTO "+p.Target.Ident()+" ("+strings.Join(zero, ", ")+") SELECT "+
+				strings.TrimSuffix(strings.Repeat("0, ", len(zero)), ", "))
+		}
+		// The ledger: one row per source identity that passes WHERE.
+		var lcols []string
+		for i, k := range p.Source.Key {
+			lcols = append(lcols, fmt.Sprintf("__k%d %s NOT NULL", i, k.Type))
+		}
+		for i, g := range p.Groups {
+			lcols = append(lcols, fmt.Sprintf("__g%d %s", i, g.Type))
+		}
+		for _, a := range p.Args {
+			lcols = append(lcols, ident(a.Name)+" "+a.Type)
+		}
+		lcols = append(lcols, "PRIMARY KEY ("+keyList("__k", len(p.Source.Key))+")")
+		ddl = append(ddl, "CREATE TABLE "+p.Ledger.Ident()+" ("+strings.Join(lcols, ", ")+") WITH (fillfactor = 80)")
+		if p.hasRecompute() && len(p.Groups) > 0 {
+			// Only recomputed aggregates read the ledger by group; the index
+			// would make every group move a non-HOT update otherwise.
+			ddl = append(ddl, "CREATE INDEX ON "+p.Ledger.Ident()+" ("+keyList("__g", len(p.Groups))+")")
+		}
+	}
+	for _, s := range ddl {
+		if _, err := db.Exec(ctx, s); err != nil {
+			return fmt.Errorf("transform %q: create storage: %w", p.Target.Name, err)
+		}
+	}
+	return nil
+}
+
+// Uninstall drops the target and ledger of a transform.
+func Uninstall(ctx context.Context, db DB, p *Plan) error {
+	if _, err := db.Exec(ctx, "DROP TABLE IF EXISTS "+p.Target.Ident()); err != nil {
+		return fmt.Errorf("drop target %s: %w", p.Target.Ident(), err)
+	}
+	if p.Ledger != nil {
+		if _, err := db.Exec(ctx, "DROP TABLE IF EXISTS "+p.Ledger.Ident()); err != nil {
+			return fmt.Errorf("drop ledger %s: %w", p.Ledger.Ident(), err)
+		}
+	}
+	return nil
+}
+
+// markTextCompare flags columns whose type has no default btree equality
+// (json, point, xml, …): change detection compares their text form instead.
+func markTextCompare(ctx context.Context, db DB, p *Plan) error {
+	check := func(c *Col) error {
+		return db.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM pg_opclass oc JOIN pg_am am ON am.oid = oc.opcmethod
+			WHERE am.amname = 'btree' AND oc.opcdefault AND (oc.opcintype = $1::regtype OR
+			(oc.opcintype = 'anyarray'::regtype AND EXISTS (SELECT 1 FROM pg_type t WHERE t.oid = $1::regtype AND t.typelem <> 0 AND t.typlen = -1))
+			OR oc.opcintype = (SELECT typbasetype FROM pg_type WHERE oid = $1::regtype)))`, c.Type).Scan(&c.TextCmp)
+	}
+	for i := range p.Cols {
+		if err := check(&p.Cols[i]); err != nil {
+			return fmt.Errorf("inspect type %s: %w", p.Cols[i].Type, err)
+		}
+	}
+	for i := range p.Args {
+		if err := check(&p.Args[i]); err != nil {
+			return fmt.Errorf("inspect type %s: %w", p.Args[i].Type, err)
+		}
+	}
+	for i := range p.Groups {
+		if err := check(&p.Groups[i]); err != nil {
+			return fmt.Errorf("inspect type %s: %w", p.Groups[i].Type, err)
+		}
+	}
+	return nil
+}
+
+func (p *Plan) visibleType(name string) string {
+	for _, g := range p.Groups {
+		if g.Name == name {
+			return g.Type
+		}
+	}
+	for _, a := range p.Aggs {
+		if a.Name == name {
+			return a.Type
+		}
+	}
+	return "text"
+}
+
+func (p *Plan) groupNames() []string {
+	out := make([]string, len(p.Groups))
+	for i, g := range p.Groups {
+		out[i] = g.Name
+	}
+	return out
+}
+
+func (p *Plan) hasRecompute() bool {
+	for _, a := range p.Aggs {
+		if a.Mode == ModeRecompute {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func ident(s string) string { return pgx.Identifier{s}.Sanitize() }
+
+func identList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = ident(n)
+	}
+	return strings.Join(q, ", ")
+}
+
+func keyList(prefix string, n int) string {
+	q := make([]string, n)
+	for i := range q {
+		q[i] = fmt.Sprintf("%s%d", prefix, i)
+	}
+	return strings.Join(q, ", ")
+}
+
+func truncIdent(s string) string {
+	if len(s) > 63 {
+		return s[:63]
+	}
+	return s
+}

@@ -1,0 +1,649 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
+
+	"github.com/trellis-repl/trellis-repl/internal/terr"
+)
+
+// col is a select item that is a plain column reference (Column set).
+func col(name, expr, column string, group int) Target {
+	return Target{Name: name, Expr: expr, Column: column, Group: group}
+}
+
+// ex is a select item that is an expression (no Column).
+func ex(name, expr string, group int) Target {
+	return Target{Name: name, Expr: expr, Group: group}
+}
+
+// ag is an aggregate select item.
+func ag(name, expr, fn, arg string) Target {
+	return Target{Name: name, Expr: expr, Group: -1, Agg: &Agg{Func: fn, Arg: arg, Star: arg == ""}}
+}
+
+func create(name string, q *Query) Statement {
+	return Statement{Kind: CreateTransform, Name: name, Query: q}
+}
+
+type goodCase struct {
+	name   string
+	script string
+	want   []Statement // Query.SQL is checked only when set in want
+}
+
+type badCase struct {
+	name   string
+	script string
+	want   string // substring of the error sentence
+}
+
+func goodCases() []goodCase {
+	return []goodCase{
+		{
+			name:   "row transform",
+			script: "CREATE TRANSFORM active_users AS SELECT id, name FROM users",
+			want: []Statement{create("active_users", &Query{
+				SQL:     "SELECT id, name FROM users",
+				From:    TableRef{Name: "users", SQL: "users"},
+				Targets: []Target{col("id", "id", "id", -1), col("name", "name", "name", -1)},
+			})},
+		},
+		{
+			name:   "schema, alias, where, case folding",
+			script: "create transform Sales.Daily as select o.id, o.amount * 2 as Double_Amount from PUBLIC.Orders as O where o.amount > 0",
+			want: []Statement{{Kind: CreateTransform, Schema: "sales", Name: "daily", Query: &Query{
+				SQL:     "SELECT o.id, o.amount * 2 AS double_amount FROM public.orders o WHERE o.amount > 0",
+				From:    TableRef{Schema: "public", Name: "orders", Alias: "o", SQL: "public.orders o"},
+				Targets: []Target{col("id", "o.id", "id", -1), ex("double_amount", "o.amount * 2", -1)},
+				Where:   "o.amount > 0",
+			}}},
+		},
+		{
+			name:   "quoted identifiers kept exactly",
+			script: `CREATE TRANSFORM "Sales"."Daily ""Totals""" AS SELECT "Id", "T"."Name" AS "Label" FROM "Sch"."Orders" "T"`,
+			want: []Statement{{Kind: CreateTransform, Schema: "Sales", Name: `Daily "Totals"`, Query: &Query{
+				From:    TableRef{Schema: "Sch", Name: "Orders", Alias: "T", SQL: `"Sch"."Orders" "T"`},
+				Targets: []Target{col("Id", `"Id"`, "Id", -1), col("Label", `"T"."Name"`, "Name", -1)},
+			}}},
+		},
+		{
+			name:   "keywords in any case, IF NOT EXISTS, comments inside the header",
+			script: "cReAtE /* c */ TrAnSfOrM iF nOt ExIsTs -- line\n x aS sElEcT a FrOm t",
+			want: []Statement{{Kind: CreateTransform, Name: "x", IfNotExists: true, Query: &Query{
+				SQL:     "SELECT a FROM t",
+				From:    TableRef{Name: "t", SQL: "t"},
+				Targets: []Target{col("a", "a", "a", -1)},
+			}}},
+		},
+		{
+			name:   "unreserved keyword as a name",
+			script: "CREATE TRANSFORM data AS SELECT a FROM t",
+			want: []Statement{create("data", &Query{
+				From: TableRef{Name: "t", SQL: "t"}, Targets: []Target{col("a", "a", "a", -1)},
+			})},
+		},
+		{
+			name:   "parenthesised select",
+			script: "CREATE TRANSFORM x AS (SELECT a FROM t WHERE b)",
+			want: []Statement{create("x", &Query{
+				SQL:  "SELECT a FROM t WHERE b",
+				From: TableRef{Name: "t", SQL: "t"}, Targets: []Target{col("a", "a", "a", -1)}, Where: "b",
+			})},
+		},
+		{
+			name: "default output names follow FigureColname",
+			script: `CREATE TRANSFORM x AS SELECT lower(name), amount::numeric(10,2), '1'::int, ` +
+				`CASE WHEN flag THEN b ELSE c END, CASE WHEN flag THEN 1 ELSE 0 END, coalesce(d, 0), ` +
+				`greatest(e, f), nullif(g, 0), ARRAY[h, i], ROW(j, k), (comp).field, arr[1], title COLLATE "C", ` +
+				`'x'::text::varchar, pg_catalog.upper(name) AS up, t.m FROM t`,
+			want: []Statement{create("x", &Query{
+				From: TableRef{Name: "t", SQL: "t"},
+				Targets: []Target{
+					ex("lower", "lower(name)", -1),
+					ex("amount", "amount::numeric(10, 2)", -1),
+					ex("int4", "'1'::int", -1),
+					ex("c", "CASE WHEN flag THEN b ELSE c END", -1),
+					ex("case", "CASE WHEN flag THEN 1 ELSE 0 END", -1),
+					ex("coalesce", "COALESCE(d, 0)", -1),
+					ex("greatest", "GREATEST(e, f)", -1),
+					ex("nullif", "NULLIF(g, 0)", -1),
+					ex("array", "ARRAY[h, i]", -1),
+					ex("row", "ROW(j, k)", -1),
+					ex("field", "(comp).field", -1),
+					ex("arr", "arr[1]", -1),
+					ex("title", `title COLLATE "C"`, -1),
+					ex("varchar", "'x'::text::varchar", -1),
+					ex("up", "pg_catalog.upper(name)", -1),
+					col("m", "t.m", "m", -1),
+				},
+			})},
+		},
+		{
+			name: "immutable expressions in WHERE",
+			script: "CREATE TRANSFORM x AS SELECT id FROM t WHERE status IN ('a', 'b') AND name LIKE 'x%' " +
+				"AND amount BETWEEN 1 AND 10 AND deleted_at IS NULL AND created_at > '2024-01-01'::date AND t.id <> 0",
+			want: []Statement{create("x", &Query{
+				From:    TableRef{Name: "t", SQL: "t"},
+				Targets: []Target{col("id", "id", "id", -1)},
+				Where:   "status IN ('a', 'b') AND name LIKE 'x%' AND amount BETWEEN 1 AND 10 AND deleted_at IS NULL AND created_at > '2024-01-01'::date AND t.id <> 0",
+			})},
+		},
+		{
+			name: "aggregate transform (DESIGN example without the join)",
+			script: `CREATE TRANSFORM customer_revenue AS
+  SELECT o.customer_id, count(*) AS orders,
+         sum(o.amount) AS revenue, max(o.created_at) AS last_order
+  FROM orders o
+  WHERE o.status <> 'cancelled'
+  GROUP BY o.customer_id;`,
+			want: []Statement{create("customer_revenue", &Query{
+				SQL:  "SELECT o.customer_id, count(*) AS orders, sum(o.amount) AS revenue, max(o.created_at) AS last_order FROM orders o WHERE o.status <> 'cancelled' GROUP BY o.customer_id",
+				From: TableRef{Name: "orders", Alias: "o", SQL: "orders o"},
+				Targets: []Target{
+					col("customer_id", "o.customer_id", "customer_id", 0),
+					ag("orders", "count(*)", "count", ""),
+					ag("revenue", "sum(o.amount)", "sum", "o.amount"),
+					ag("last_order", "max(o.created_at)", "max", "o.created_at"),
+				},
+				Where:        "o.status <> 'cancelled'",
+				GroupBy:      []string{"o.customer_id"},
+				GroupByAlias: []string{""},
+				Aggregate:    true,
+			})},
+		},
+		{
+			name:   "GROUP BY ordinals",
+			script: "CREATE TRANSFORM x AS SELECT region, date_trunc('day', created_at) AS day, count(*) AS n FROM orders GROUP BY 2, 1",
+			want: []Statement{create("x", &Query{
+				SQL:  "SELECT region, date_trunc('day', created_at) AS day, count(*) AS n FROM orders GROUP BY 2, 1",
+				From: TableRef{Name: "orders", SQL: "orders"},
+				Targets: []Target{
+					col("region", "region", "region", 1),
+					ex("day", "date_trunc('day', created_at)", 0),
+					ag("n", "count(*)", "count", ""),
+				},
+				GroupBy:      []string{"date_trunc('day', created_at)", "region"},
+				GroupByAlias: []string{"", ""},
+				Aggregate:    true,
+			})},
+		},
+		{
+			name:   "GROUP BY output alias resolves to the select item",
+			script: "CREATE TRANSFORM x AS SELECT lower(email) AS email_l, count(*) AS n FROM users GROUP BY email_l",
+			want: []Statement{create("x", &Query{
+				From:         TableRef{Name: "users", SQL: "users"},
+				Targets:      []Target{ex("email_l", "lower(email)", 0), ag("n", "count(*)", "count", "")},
+				GroupBy:      []string{"lower(email)"},
+				GroupByAlias: []string{"email_l"},
+				Aggregate:    true,
+			})},
+		},
+		{
+			name:   "GROUP BY name of a plain column item is the column",
+			script: "CREATE TRANSFORM x AS SELECT o.region, count(*) AS n FROM orders o GROUP BY region",
+			want: []Statement{create("x", &Query{
+				From:         TableRef{Name: "orders", Alias: "o", SQL: "orders o"},
+				Targets:      []Target{col("region", "o.region", "region", 0), ag("n", "count(*)", "count", "")},
+				GroupBy:      []string{"region"},
+				GroupByAlias: []string{""},
+				Aggregate:    true,
+			})},
+		},
+		{
+			name:   "qualified GROUP BY matches unqualified select item",
+			script: "CREATE TRANSFORM x AS SELECT region, count(*) AS n FROM orders o GROUP BY o.region",
+			want: []Statement{create("x", &Query{
+				From:         TableRef{Name: "orders", Alias: "o", SQL: "orders o"},
+				Targets:      []Target{col("region", "region", "region", 0), ag("n", "count(*)", "count", "")},
+				GroupBy:      []string{"o.region"},
+				GroupByAlias: []string{""},
+				Aggregate:    true,
+			})},
+		},
+		{
+			name:   "duplicate GROUP BY entries collapse",
+			script: "CREATE TRANSFORM x AS SELECT region, count(*) AS n FROM t GROUP BY region, region, 1, t.region",
+			want: []Statement{create("x", &Query{
+				From:         TableRef{Name: "t", SQL: "t"},
+				Targets:      []Target{col("region", "region", "region", 0), ag("n", "count(*)", "count", "")},
+				GroupBy:      []string{"region"},
+				GroupByAlias: []string{""},
+				Aggregate:    true,
+			})},
+		},
+		{
+			name:   "GROUP BY expression",
+			script: "CREATE TRANSFORM x AS SELECT date_trunc('month', created_at) AS month, sum(price * qty) AS revenue FROM orders GROUP BY date_trunc('month', created_at)",
+			want: []Statement{create("x", &Query{
+				From: TableRef{Name: "orders", SQL: "orders"},
+				Targets: []Target{
+					ex("month", "date_trunc('month', created_at)", 0),
+					ag("revenue", "sum(price * qty)", "sum", "price * qty"),
+				},
+				GroupBy:      []string{"date_trunc('month', created_at)"},
+				GroupByAlias: []string{""},
+				Aggregate:    true,
+			})},
+		},
+		{
+			name:   "one-row aggregate",
+			script: "CREATE TRANSFORM totals AS SELECT count(*) AS n, count(x) AS nx, sum(amount) AS total, avg(amount) AS mean, min(x), max(x), pg_catalog.count(y) AS ny FROM t WHERE amount > 0",
+			want: []Statement{create("totals", &Query{
+				From: TableRef{Name: "t", SQL: "t"},
+				Targets: []Target{
+					ag("n", "count(*)", "count", ""),
+					ag("nx", "count(x)", "count", "x"),
+					ag("total", "sum(amount)", "sum", "amount"),
+					ag("mean", "avg(amount)", "avg", "amount"),
+					ag("min", "min(x)", "min", "x"),
+					ag("max", "max(x)", "max", "x"),
+					ag("ny", "pg_catalog.count(y)", "count", "y"),
+				},
+				Where:     "amount > 0",
+				Aggregate: true,
+			})},
+		},
+		{
+			name:   "aggregate over an immutable expression",
+			script: "CREATE TRANSFORM x AS SELECT k, max(lower(name) || '!') AS m FROM t GROUP BY k",
+			want: []Statement{create("x", &Query{
+				From:         TableRef{Name: "t", SQL: "t"},
+				Targets:      []Target{col("k", "k", "k", 0), ag("m", "max(lower(name) || '!')", "max", "lower(name) || '!'")},
+				GroupBy:      []string{"k"},
+				GroupByAlias: []string{""},
+				Aggregate:    true,
+			})},
+		},
+		{
+			name: "script: comments and semicolons in strings, dollar quotes and quoted identifiers",
+			script: `-- leading comment; with a semicolon
+CREATE TRANSFORM a AS SELECT id, 'x;y' AS s FROM t; /* block ; comment */
+PAUSE TRANSFORM a;
+RESUME TRANSFORM "we;ird";
+CREATE TRANSFORM b AS SELECT id, $$semi;colon$$ AS d, $tag$ $$ ; $tag$ AS e, "col;name" FROM t2 WHERE note <> E'\';' ;;
+;
+DROP TRANSFORM IF EXISTS a;
+drop transform s.b -- trailing comment without a semicolon`,
+			want: []Statement{
+				create("a", &Query{
+					SQL:     "SELECT id, 'x;y' AS s FROM t",
+					From:    TableRef{Name: "t", SQL: "t"},
+					Targets: []Target{col("id", "id", "id", -1), ex("s", "'x;y'", -1)},
+				}),
+				{Kind: PauseTransform, Name: "a"},
+				{Kind: ResumeTransform, Name: "we;ird"},
+				create("b", &Query{
+					From: TableRef{Name: "t2", SQL: "t2"},
+					Targets: []Target{
+						col("id", "id", "id", -1), ex("d", "'semi;colon'", -1), ex("e", "' $$ ; '", -1),
+						col("col;name", `"col;name"`, "col;name", -1),
+					},
+					Where: "note <> ''';'",
+				}),
+				{Kind: DropTransform, Name: "a", IfExists: true},
+				{Kind: DropTransform, Schema: "s", Name: "b"},
+			},
+		},
+		{
+			name:   "DROP TRANSFORM IF EXISTS named if",
+			script: "DROP TRANSFORM IF EXISTS if; DROP TRANSFORM if",
+			want:   []Statement{{Kind: DropTransform, Name: "if", IfExists: true}, {Kind: DropTransform, Name: "if"}},
+		},
+		{
+			name:   "63-byte name",
+			script: "PAUSE TRANSFORM " + strings.Repeat("n", 63),
+			want:   []Statement{{Kind: PauseTransform, Name: strings.Repeat("n", 63)}},
+		},
+		{
+			name:   "non-ASCII names fold ASCII only",
+			script: `PAUSE TRANSFORM Ünïcode_X`,
+			want:   []Statement{{Kind: PauseTransform, Name: "Ünïcode_x"}},
+		},
+	}
+}
+
+func TestParseStatementsGood(t *testing.T) {
+	for _, tt := range goodCases() {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseStatements(tt.script)
+			if err != nil {
+				t.Fatalf("ParseStatements: %v", err)
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %d statements, want %d: %+v", len(got), len(tt.want), got)
+			}
+			for i := range got {
+				if gq, wq := got[i].Query, tt.want[i].Query; gq != nil && wq != nil {
+					if gq.SQL == "" {
+						t.Errorf("statement %d: empty Query.SQL", i+1)
+					}
+					if wq.SQL == "" {
+						wq.SQL = gq.SQL
+					}
+				}
+				if got[i].Query != nil {
+					checkQuery(t, got[i].Query)
+				}
+				if !reflect.DeepEqual(got[i], tt.want[i]) {
+					t.Errorf("statement %d:\n got %s\nwant %s", i+1, dump(got[i]), dump(tt.want[i]))
+				}
+			}
+		})
+	}
+}
+
+func dump(s Statement) string {
+	var b strings.Builder
+	b.WriteString(strings.TrimSpace(strings.ReplaceAll(
+		strings.ReplaceAll(sprintf("%+v", s), "0x", "&"), "  ", " ")))
+	if s.Query != nil {
+		b.WriteString("\n  query: " + sprintf("%+v", *s.Query))
+		for _, t := range s.Query.Targets {
+			b.WriteString("\n  target: " + sprintf("%+v", t))
+			if t.Agg != nil {
+				b.WriteString(" agg: " + sprintf("%+v", *t.Agg))
+			}
+		}
+	}
+	return b.String()
+}
+
+func badCases() []badCase {
+	tests := []badCase{
+		// Script and statement prefixes.
+		{"empty script", "", "script: no statement found"},
+		{"invalid UTF-8", "PAUSE TRANSFORM a;\nCREATE TRANSFORM A AS SELECT \xaf", "script: invalid UTF-8 at byte 48 (line 2, column 30)"},
+		{"comments only", "-- x;\n/* y; */ ; ;", "script: no statement found"},
+		{"plain SELECT", "SELECT 1", "statement 1: expected CREATE TRANSFORM, PAUSE TRANSFORM, RESUME TRANSFORM or DROP TRANSFORM, found \"SELECT\" (line 1, column 1)"},
+		{"second statement unknown", "PAUSE TRANSFORM a;\n  VACUUM", "statement 2: expected CREATE TRANSFORM"},
+		{"CREATE TABLE", "CREATE TABLE t (a int)", "expected TRANSFORM after CREATE, found \"TABLE\""},
+		{"OR REPLACE", "CREATE OR REPLACE TRANSFORM x AS SELECT a FROM t", `transform "x": CREATE OR REPLACE TRANSFORM is not supported yet`},
+		{"OR without REPLACE", "CREATE OR TRANSFORM x AS SELECT a FROM t", "expected REPLACE after CREATE OR"},
+		{"WITHOUT SOURCE INDEX", "CREATE TRANSFORM x WITHOUT SOURCE INDEX AS SELECT a FROM t", `transform "x": WITHOUT SOURCE INDEX is not supported yet`},
+		{"missing AS", "CREATE TRANSFORM x SELECT a FROM t", `transform "x": expected AS after the transform name, found "SELECT"`},
+		{"nothing after AS", "CREATE TRANSFORM x AS -- nothing\n;", `transform "x": expected a SELECT after AS`},
+		{"missing name", "CREATE TRANSFORM", "expected a transform name, found the end of the statement"},
+		{"three-part name", "CREATE TRANSFORM a.b.c AS SELECT a FROM t", "at most two parts"},
+		{"reserved word name", "CREATE TRANSFORM select AS SELECT a FROM t", `"select" is a reserved word`},
+		{"reserved prefix", "CREATE TRANSFORM __x AS SELECT a FROM t", `transform "__x": names beginning with "__" are reserved`},
+		{"quoted reserved prefix", `DROP TRANSFORM s."__x"`, `names beginning with "__" are reserved`},
+		{"64-byte name", "PAUSE TRANSFORM " + strings.Repeat("n", 64), "limited to 63 bytes"},
+		{"64-byte schema", "PAUSE TRANSFORM " + strings.Repeat("s", 64) + ".x", "limited to 63 bytes"},
+		{"unicode escape name", `CREATE TRANSFORM U&"d\0061t" AS SELECT a FROM t`, "Unicode-escaped names"},
+		{"string as name", `PAUSE TRANSFORM 'x'`, `expected a transform name, found "'x'"`},
+		{"extra tokens", "PAUSE TRANSFORM x y", `transform "x": unexpected "y" after the transform name`},
+		{"PAUSE without TRANSFORM", "PAUSE x", `expected TRANSFORM after PAUSE, found "x"`},
+		{"RESUME without name", "RESUME TRANSFORM;", "expected a transform name"},
+		{"DROP TABLE", "DROP TABLE x", "expected TRANSFORM after DROP"},
+		{"IF NOT without EXISTS", "CREATE TRANSFORM IF NOT x AS SELECT a FROM t", `expected EXISTS after IF NOT, found "x"`},
+		{"unterminated string", "CREATE TRANSFORM x AS SELECT 'abc FROM t", "unterminated quoted string"},
+		{"unterminated comment", "PAUSE TRANSFORM x; /* abc", "unterminated /* comment"},
+		{"unterminated dollar quote", "CREATE TRANSFORM x AS SELECT $a$ abc FROM t", "unterminated dollar-quoted string"},
+		{"syntax error at end", "CREATE TRANSFORM x AS SELECT a FROM t WHERE", `transform "x": syntax error at end of input (line 1, column 44)`},
+		{"syntax error position", "PAUSE TRANSFORM y;\nCREATE TRANSFORM x AS\n  SELECT a\n  FROM t wher a", `transform "x": syntax error at or near "a" (line 4, column 15)`},
+		{"syntax error after multibyte", "CREATE TRANSFORM x AS SELECT 'ééé' AS e FROM t WHERE WHERE", `syntax error at or near "WHERE" (line 1, column 54)`},
+		{"not a SELECT", "CREATE TRANSFORM x AS DELETE FROM t", `transform "x": the query after AS must be a SELECT`},
+
+		// Statement-level clauses.
+		{"WITH", "CREATE TRANSFORM x AS WITH c AS (SELECT a FROM t) SELECT a FROM c", `transform "x": WITH (common table expressions) is not supported`},
+		{"UNION", "CREATE TRANSFORM x AS SELECT a FROM t UNION SELECT a FROM u", "UNION is not supported in a transform"},
+		{"INTERSECT", "CREATE TRANSFORM x AS SELECT a FROM t INTERSECT SELECT a FROM u", "INTERSECT is not supported"},
+		{"EXCEPT", "CREATE TRANSFORM x AS SELECT a FROM t EXCEPT ALL SELECT a FROM u", "EXCEPT is not supported"},
+		{"VALUES", "CREATE TRANSFORM x AS VALUES (1), (2)", "VALUES is not supported"},
+		{"INTO", "CREATE TRANSFORM x AS SELECT a INTO y FROM t", "SELECT INTO is not supported"},
+		{"DISTINCT", "CREATE TRANSFORM x AS SELECT DISTINCT a FROM t", "DISTINCT is not supported yet; GROUP BY"},
+		{"DISTINCT ON", "CREATE TRANSFORM x AS SELECT DISTINCT ON (a) a, b FROM t", "DISTINCT ON is not supported"},
+		{"ORDER BY", "CREATE TRANSFORM x AS SELECT a FROM t ORDER BY a", `validation: transform "x": ORDER BY is not supported in a transform; remove it (the target is a table, order rows when you read it)`},
+		{"LIMIT", "CREATE TRANSFORM x AS SELECT a FROM t LIMIT 10", "LIMIT, OFFSET and FETCH are not supported"},
+		{"OFFSET", "CREATE TRANSFORM x AS SELECT a FROM t OFFSET 10", "LIMIT, OFFSET and FETCH are not supported"},
+		{"FETCH", "CREATE TRANSFORM x AS SELECT a FROM t FETCH FIRST 3 ROWS ONLY", "LIMIT, OFFSET and FETCH are not supported"},
+		{"FOR UPDATE", "CREATE TRANSFORM x AS SELECT a FROM t FOR UPDATE", "FOR UPDATE/FOR SHARE is not supported"},
+		{"FOR SHARE", "CREATE TRANSFORM x AS SELECT a FROM t FOR SHARE SKIP LOCKED", "FOR UPDATE/FOR SHARE is not supported"},
+		{"WINDOW clause", "CREATE TRANSFORM x AS SELECT a FROM t WINDOW w AS (PARTITION BY a)", "remove the WINDOW clause"},
+		{"HAVING", "CREATE TRANSFORM x AS SELECT a, count(*) AS n FROM t GROUP BY a HAVING count(*) > 1", `transform "x": HAVING arrives in a later version`},
+		{"GROUP BY DISTINCT", "CREATE TRANSFORM x AS SELECT a, count(*) AS n FROM t GROUP BY DISTINCT a", "GROUP BY DISTINCT is not supported"},
+
+		// FROM.
+		{"no FROM", "CREATE TRANSFORM x AS SELECT 1 AS one", "FROM: a transform reads exactly one source table"},
+		{"comma join", "CREATE TRANSFORM x AS SELECT a FROM t, u", "FROM: more than one FROM item (a comma join); joins arrive in a later version"},
+		{"JOIN", "CREATE TRANSFORM x AS SELECT t.a FROM t JOIN u ON u.id = t.id", "FROM: joins arrive in a later version"},
+		{"LEFT JOIN USING", "CREATE TRANSFORM x AS SELECT a FROM t LEFT JOIN u USING (id)", "FROM: joins arrive in a later version"},
+		{"subquery in FROM", "CREATE TRANSFORM x AS SELECT a FROM (SELECT a FROM t) s", "FROM: subqueries in FROM are not supported"},
+		{"LATERAL", "CREATE TRANSFORM x AS SELECT a FROM LATERAL (SELECT 1 AS a) s", "FROM: subqueries in FROM"},
+		{"function in FROM", "CREATE TRANSFORM x AS SELECT g FROM generate_series(1, 3) g", "FROM: functions in FROM are not supported"},
+		{"ONLY", "CREATE TRANSFORM x AS SELECT a FROM ONLY t", "FROM: ONLY is not supported"},
+		{"TABLESAMPLE", "CREATE TRANSFORM x AS SELECT a FROM t TABLESAMPLE SYSTEM (10)", "FROM: TABLESAMPLE is not supported"},
+		{"three-part table", "CREATE TRANSFORM x AS SELECT a FROM db.s.t", "FROM: a three-part table name"},
+		{"column aliases on table", "CREATE TRANSFORM x AS SELECT a FROM t AS z(a, b)", "FROM: column aliases on the table"},
+		{"XMLTABLE", "CREATE TRANSFORM x AS SELECT a FROM XMLTABLE('/r' PASSING '<r/>' COLUMNS a int) x", "FROM: only a plain table is supported"},
+
+		// Select list.
+		{"empty select list", "CREATE TRANSFORM x AS SELECT FROM t", "the select list is empty"},
+		{"star", "CREATE TRANSFORM x AS SELECT * FROM t", "select list item 1: * is not supported in a transform; list the columns"},
+		{"table star", "CREATE TRANSFORM x AS SELECT id, t.* FROM t", "select list item 2: * is not supported"},
+		{"star in indirection", "CREATE TRANSFORM x AS SELECT (c).* FROM t", "* is not supported"},
+		{"star inside a call", "CREATE TRANSFORM x AS SELECT row_to_json(t.*) AS j FROM t", "* is not supported"},
+		{"scalar subquery", "CREATE TRANSFORM x AS SELECT a, (SELECT max(b) FROM u) AS m FROM t", "select list item 2 ((SELECT max(b) FROM u)): subqueries are not supported"},
+		{"EXISTS in WHERE", "CREATE TRANSFORM x AS SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u)", "WHERE: subqueries are not supported"},
+		{"IN subquery", "CREATE TRANSFORM x AS SELECT a FROM t WHERE a IN (SELECT b FROM u)", "WHERE: subqueries are not supported"},
+		{"ARRAY subquery", "CREATE TRANSFORM x AS SELECT ARRAY(SELECT b FROM u) AS arr FROM t", "subqueries are not supported"},
+		{"ANY subquery", "CREATE TRANSFORM x AS SELECT a FROM t WHERE a = ANY (SELECT b FROM u)", "subqueries are not supported"},
+		{"window function", "CREATE TRANSFORM x AS SELECT a, row_number() OVER () AS rn FROM t", "select list item 2 (row_number() OVER ()): window functions (row_number … OVER) are not supported"},
+		{"aggregate window", "CREATE TRANSFORM x AS SELECT a, sum(a) OVER (PARTITION BY b) AS s FROM t", "window functions (sum … OVER)"},
+		{"window function without OVER", "CREATE TRANSFORM x AS SELECT rank() AS r FROM t", "rank() is a window function"},
+		{"window in WHERE", "CREATE TRANSFORM x AS SELECT a FROM t WHERE lag(a) OVER () > 1", "WHERE: window functions"},
+		{"CURRENT_DATE", "CREATE TRANSFORM x AS SELECT a, CURRENT_DATE AS d FROM t", "select list item 2 (current_date): CURRENT_DATE is not immutable"},
+		{"CURRENT_TIMESTAMP in WHERE", "CREATE TRANSFORM x AS SELECT a FROM t WHERE ts > CURRENT_TIMESTAMP(3)", "WHERE: CURRENT_TIMESTAMP is not immutable"},
+		{"CURRENT_USER", "CREATE TRANSFORM x AS SELECT a FROM t WHERE owner = CURRENT_USER", "CURRENT_USER is not immutable"},
+		{"LOCALTIME", "CREATE TRANSFORM x AS SELECT LOCALTIME AS lt FROM t", "LOCALTIME is not immutable"},
+		{"'now' literal", "CREATE TRANSFORM x AS SELECT a FROM t WHERE ts > 'now'::timestamptz", "the literal 'now' is read when the query runs"},
+		{"'today' literal", "CREATE TRANSFORM x AS SELECT a FROM t WHERE d = DATE 'Today'", "the literal 'today'"},
+		{"qualified now", "CREATE TRANSFORM x AS SELECT pg_catalog.now() AS n FROM t", "now() is not immutable"},
+		{"expression as type modifier", "CREATE TRANSFORM x AS SELECT a::numeric(!0) AS n FROM t", "type modifiers must be simple constants"},
+		{"parameter", "CREATE TRANSFORM x AS SELECT a FROM t WHERE a = $1", "WHERE: parameters ($1) are not supported"},
+		{"three-part column", "CREATE TRANSFORM x AS SELECT public.t.a FROM public.t", "column reference public.t.a has 3 parts; refer to columns as t.column or just column"},
+		{"other table qualifier", "CREATE TRANSFORM x AS SELECT u.a FROM t", "column reference u.a names u, which is not the FROM table"},
+		{"table name behind an alias", "CREATE TRANSFORM x AS SELECT o.id FROM orders o WHERE orders.id > 1", "WHERE: column reference orders.id names orders, which is not the FROM table; the FROM table is referred to as o, write o.id or just id"},
+		{"unnamed expression", "CREATE TRANSFORM x AS SELECT a + 1 FROM t", `select list item 1 (a + 1): PostgreSQL would name it "?column?"; give the expression an alias with AS`},
+		{"unnamed constant", "CREATE TRANSFORM x AS SELECT a, 42 FROM t", `"?column?"`},
+		{"duplicate names", "CREATE TRANSFORM x AS SELECT a, b AS a FROM t", `select list item 2 (b): output name "a" is already used by select list item 1`},
+		{"duplicate default names", "CREATE TRANSFORM x AS SELECT t.a, lower(a), upper(b) AS lower FROM t", `output name "lower" is already used by select list item 2`},
+		{"reserved output alias", "CREATE TRANSFORM x AS SELECT a AS __a FROM t", `output name "__a" begins with "__"`},
+		{"reserved output column", "CREATE TRANSFORM x AS SELECT __ledger FROM t", `output name "__ledger" begins with "__"`},
+
+		// Aggregates and GROUP BY.
+		{"expression over aggregates", "CREATE TRANSFORM x AS SELECT sum(x) / count(*) AS mean FROM t", "select list item 1 (sum(x) / count(*)): sum() is an aggregate inside an expression; expressions over aggregates are not supported yet, select each aggregate as its own item"},
+		{"coalesce over aggregate", "CREATE TRANSFORM x AS SELECT k, coalesce(sum(x), 0) AS s FROM t GROUP BY k", "expressions over aggregates are not supported"},
+		{"cast of aggregate", "CREATE TRANSFORM x AS SELECT count(*)::int AS n FROM t", "expressions over aggregates are not supported"},
+		{"count DISTINCT", "CREATE TRANSFORM x AS SELECT count(DISTINCT a) AS n FROM t", "select list item 1 (count(DISTINCT a)): DISTINCT inside an aggregate arrives in a later version"},
+		{"FILTER", "CREATE TRANSFORM x AS SELECT sum(a) FILTER (WHERE a > 0) AS s FROM t", "FILTER is not supported yet"},
+		{"ORDER BY inside aggregate", "CREATE TRANSFORM x AS SELECT max(a ORDER BY b) AS m FROM t", "ORDER BY inside an aggregate is not supported"},
+		{"unsupported aggregate", "CREATE TRANSFORM x AS SELECT k, string_agg(a, ',') AS s FROM t GROUP BY k", "aggregate string_agg is not supported yet; supported aggregates are count(*), count(x), sum(x), avg(x), min(x) and max(x)"},
+		{"bool_and", "CREATE TRANSFORM x AS SELECT bool_and(a) AS b FROM t", "aggregate bool_and is not supported yet"},
+		{"ordered-set aggregate", "CREATE TRANSFORM x AS SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY a) AS p FROM t", "aggregate percentile_cont is not supported yet"},
+		{"user aggregate syntax", "CREATE TRANSFORM x AS SELECT s.myagg(DISTINCT a) AS m FROM t", "aggregate myagg is not supported yet"},
+		{"JSON_ARRAYAGG", "CREATE TRANSFORM x AS SELECT JSON_ARRAYAGG(a) AS j FROM t", "JSON_ARRAYAGG is not supported"},
+		{"nested aggregate", "CREATE TRANSFORM x AS SELECT max(count(*)) AS m FROM t", "aggregate calls cannot be nested (count inside max)"},
+		{"sum star", "CREATE TRANSFORM x AS SELECT sum(*) AS s FROM t", "only count accepts *"},
+		{"count no argument", "CREATE TRANSFORM x AS SELECT count() AS n FROM t", "count() needs an argument; write count(*)"},
+		{"two arguments", "CREATE TRANSFORM x AS SELECT sum(a, b) AS s FROM t", "sum takes exactly one argument"},
+		{"VARIADIC", "CREATE TRANSFORM x AS SELECT max(VARIADIC a) AS s FROM t", "VARIADIC is not supported"},
+		{"volatile in aggregate argument", "CREATE TRANSFORM x AS SELECT sum(random()) AS s FROM t", "select list item 1 (sum(random())): random() is not immutable"},
+		{"aggregate in WHERE", "CREATE TRANSFORM x AS SELECT a FROM t WHERE count(*) > 1", "WHERE: aggregate functions are not allowed in WHERE (count)"},
+		{"aggregate in GROUP BY", "CREATE TRANSFORM x AS SELECT a FROM t GROUP BY a, count(*)", "GROUP BY item 2 (count(*)): aggregate functions are not allowed in GROUP BY"},
+		{"ordinal to aggregate", "CREATE TRANSFORM x AS SELECT count(*) AS n FROM t GROUP BY 1", "GROUP BY item 1 (1): aggregate functions are not allowed in GROUP BY"},
+		{"alias to aggregate", "CREATE TRANSFORM x AS SELECT k, count(*) AS n FROM t GROUP BY k, n", "GROUP BY item 2 (n): aggregate functions are not allowed in GROUP BY"},
+		{"ordinal out of range", "CREATE TRANSFORM x AS SELECT a, count(*) AS n FROM t GROUP BY 3", "GROUP BY item 1 (3): GROUP BY position 3 is not in select list; the select list has 2 items"},
+		{"ordinal zero", "CREATE TRANSFORM x AS SELECT a, count(*) AS n FROM t GROUP BY 0", "GROUP BY position 0 is not in select list"},
+		{"GROUPING SETS", "CREATE TRANSFORM x AS SELECT a, b, count(*) AS n FROM t GROUP BY GROUPING SETS ((a), (b))", "GROUPING SETS, ROLLUP and CUBE are not supported"},
+		{"ROLLUP", "CREATE TRANSFORM x AS SELECT a, b, count(*) AS n FROM t GROUP BY ROLLUP (a, b)", "GROUPING SETS, ROLLUP and CUBE are not supported"},
+		{"CUBE", "CREATE TRANSFORM x AS SELECT a, count(*) AS n FROM t GROUP BY a, CUBE (b)", "GROUP BY item 2: GROUPING SETS, ROLLUP and CUBE"},
+		{"empty grouping set", "CREATE TRANSFORM x AS SELECT count(*) AS n FROM t GROUP BY ()", "GROUP BY () is not supported"},
+		{"GROUPING()", "CREATE TRANSFORM x AS SELECT a, GROUPING(a) AS g FROM t GROUP BY a", "GROUPING() is not supported"},
+		{"subquery in GROUP BY", "CREATE TRANSFORM x AS SELECT count(*) AS n FROM t GROUP BY (SELECT 1)", "GROUP BY item 1 ((SELECT 1)): subqueries are not supported"},
+		{"volatile in GROUP BY", "CREATE TRANSFORM x AS SELECT count(*) AS n FROM t GROUP BY random()", "GROUP BY item 1 (random()): random() is not immutable"},
+		{"ungrouped column", "CREATE TRANSFORM x AS SELECT region, amount, count(*) AS n FROM t GROUP BY region", "select list item 2 (amount) is neither a GROUP BY expression nor an aggregate"},
+		{"ungrouped column in one-row aggregate", "CREATE TRANSFORM x AS SELECT region, count(*) AS n FROM t", "select list item 1 (region) is neither a GROUP BY expression nor an aggregate"},
+		{"expression over a group column", "CREATE TRANSFORM x AS SELECT region || '!' AS r, count(*) AS n FROM t GROUP BY region", "select list item 1 (region || '!') is neither a GROUP BY expression nor an aggregate"},
+		{"group expression not selected", "CREATE TRANSFORM x AS SELECT region, count(*) AS n FROM t GROUP BY region, city", "GROUP BY item 2 (city) is not in the select list; select it too"},
+		{"group without aggregates not selected", "CREATE TRANSFORM x AS SELECT count(*) AS n FROM t GROUP BY region", "GROUP BY item 1 (region) is not in the select list"},
+	}
+	for _, fn := range []string{"now", "random", "clock_timestamp", "statement_timestamp", "transaction_timestamp",
+		"timeofday", "nextval", "currval", "setval", "gen_random_uuid", "txid_current", "pg_current_xact_id",
+		"current_setting", "set_config"} {
+		tests = append(tests,
+			badCase{"volatile " + fn + " in select list", "CREATE TRANSFORM x AS SELECT a, " + fn + "() AS v FROM t", "select list item 2 (" + fn + "()): " + fn + "() is not immutable"},
+			badCase{"volatile " + fn + " in WHERE", "CREATE TRANSFORM x AS SELECT a FROM t WHERE b = " + fn + "('s')", "WHERE: " + fn + "() is not immutable"},
+		)
+	}
+	return tests
+}
+
+func TestParseStatementsBad(t *testing.T) {
+	for _, tt := range badCases() {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseStatements(tt.script)
+			if err == nil {
+				t.Fatalf("ParseStatements succeeded: %s", dumpAll(got))
+			}
+			var te *terr.Error
+			if !errors.As(err, &te) {
+				t.Fatalf("error %v (%T) is not a *terr.Error", err, err)
+			}
+			if te.Code != terr.Validation {
+				t.Errorf("code = %s, want %s (%v)", te.Code, terr.Validation, err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error\n  %v\ndoes not contain\n  %s", err, tt.want)
+			}
+		})
+	}
+}
+
+func dumpAll(stmts []Statement) string {
+	var out []string
+	for _, s := range stmts {
+		out = append(out, dump(s))
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestDeparseExpr(t *testing.T) {
+	tree, err := parseOne("SELECT a + b * 2, CAST(x AS text), 'it''s', f(VARIADIC arr)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a + (b * 2)", "x::text", "'it''s'", "f(VARIADIC arr)"}
+	for i, n := range tree {
+		got, err := deparseExpr(n)
+		if err != nil {
+			t.Fatalf("deparseExpr: %v", err)
+		}
+		if got != want[i] {
+			t.Errorf("deparseExpr #%d = %q, want %q", i, got, want[i])
+		}
+	}
+}
+
+func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
+
+// parseOne returns the select-list expressions of one SELECT.
+func parseOne(sql string) ([]*pg_query.Node, error) {
+	tree, err := pg_query.Parse(sql)
+	if err != nil {
+		return nil, err
+	}
+	var out []*pg_query.Node
+	for _, n := range tree.Stmts[0].Stmt.GetSelectStmt().TargetList {
+		out = append(out, n.GetResTarget().Val)
+	}
+	return out, nil
+}
+
+// FuzzParseStatements checks that no input panics, that every error is a
+// *terr.Error, and that accepted queries are internally consistent and
+// survive a round trip through their deparsed SQL. Run it with
+// `go test ./engine -run '^$' -fuzz FuzzParseStatements -fuzztime 30s`.
+func FuzzParseStatements(f *testing.F) {
+	for _, tt := range goodCases() {
+		f.Add(tt.script)
+	}
+	for _, tt := range badCases() {
+		f.Add(tt.script)
+	}
+	f.Fuzz(func(t *testing.T, script string) {
+		watchdog := time.AfterFunc(5*time.Second, func() { panic(fmt.Sprintf("ParseStatements(%q) is still running after 5s", script)) })
+		defer watchdog.Stop()
+		stmts, err := ParseStatements(script)
+		if err != nil {
+			var te *terr.Error
+			if !errors.As(err, &te) {
+				t.Fatalf("error %v (%T) is not a *terr.Error", err, err)
+			}
+			if te.Code != terr.Validation {
+				t.Fatalf("code %s for %q: %v", te.Code, script, err)
+			}
+			return
+		}
+		if len(stmts) == 0 {
+			t.Fatal("no statements and no error")
+		}
+		for _, st := range stmts {
+			if st.Name == "" || len(st.Name) > maxIdentLen || len(st.Schema) > maxIdentLen || strings.HasPrefix(st.Name, reservedPrefix) {
+				t.Fatalf("bad name %q.%q", st.Schema, st.Name)
+			}
+			if (st.Kind == CreateTransform) != (st.Query != nil) {
+				t.Fatalf("kind %d with query %v", st.Kind, st.Query)
+			}
+			if st.Query != nil {
+				checkQuery(t, st.Query)
+			}
+		}
+	})
+}
+
+// checkQuery asserts the invariants of a validated query.
+func checkQuery(t *testing.T, q *Query) {
+	t.Helper()
+	if q.SQL == "" || q.From.Name == "" || q.From.SQL == "" || len(q.Targets) == 0 {
+		t.Fatalf("incomplete query %+v", q)
+	}
+	if len(q.GroupByAlias) != len(q.GroupBy) || (len(q.GroupBy) > 0 && !q.Aggregate) {
+		t.Fatalf("inconsistent GROUP BY %+v", q)
+	}
+	names := map[string]bool{}
+	usedGroups := map[int]bool{}
+	for _, tg := range q.Targets {
+		if tg.Name == "" || tg.Name == "?column?" || names[tg.Name] || strings.HasPrefix(tg.Name, reservedPrefix) || tg.Expr == "" {
+			t.Fatalf("bad target %+v", tg)
+		}
+		names[tg.Name] = true
+		switch {
+		case tg.Agg != nil && tg.Group != -1,
+			tg.Agg == nil && q.Aggregate && (tg.Group < 0 || tg.Group >= len(q.GroupBy)),
+			!q.Aggregate && (tg.Agg != nil || tg.Group != -1):
+			t.Fatalf("bad target %+v in %+v", tg, q)
+		}
+		usedGroups[tg.Group] = true
+	}
+	for i := range q.GroupBy {
+		if !usedGroups[i] {
+			t.Fatalf("GROUP BY %d unused in %+v", i, q)
+		}
+	}
+	again, err := ParseStatements("CREATE TRANSFORM x AS " + q.SQL)
+	if err != nil {
+		t.Fatalf("deparsed query %q does not parse again: %v", q.SQL, err)
+	}
+	q2 := again[0].Query
+	if q2.SQL != q.SQL || !reflect.DeepEqual(q2.Targets, q.Targets) || q2.From != q.From || q2.Where != q.Where || !reflect.DeepEqual(q2.GroupBy, q.GroupBy) {
+		t.Fatalf("round trip changed the query:\n%+v\n%+v", q, q2)
+	}
+}

@@ -1,0 +1,573 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/trellis-repl/trellis-repl/internal/terr"
+)
+
+// Shapes of transforms.
+const (
+	ShapeRow       = "row"
+	ShapeAggregate = "aggregate"
+)
+
+// Aggregate maintenance modes.
+const (
+	// ModeCountStar is count(*): the group's row count.
+	ModeCountStar = "count_star"
+	// ModeCount is count(x): kept by the delta of non-null values.
+	ModeCount = "count"
+	// ModeSum is an exact sum kept by deltas plus a non-null count.
+	ModeSum = "sum"
+	// ModeAvg is an exact average kept as hidden sum and count.
+	ModeAvg = "avg"
+	// ModeRecompute is recomputed for affected groups from the ledger.
+	ModeRecompute = "recompute"
+)
+
+// Plan is everything the engine needs to build and maintain one transform.
+// It is decided once, at define time (after asking PostgreSQL for types),
+// and stored as JSON in the catalog so every process applies the same plan.
+type Plan struct {
+	Shape string `json:"shape"`
+	// SearchPath is the search_path the definition was validated under;
+	// appliers use it so unqualified functions resolve the same way.
+	SearchPath string `json:"search_path"`
+	Source     Source `json:"source"`
+	Target     Rel    `json:"target"`
+	Ledger     *Rel   `json:"ledger,omitempty"`
+	Where      string `json:"where,omitempty"`
+	// Visible are the target's user-visible column names in select-list order.
+	Visible []string `json:"visible"`
+
+	// Row shape: every target column (visible then hidden identity columns)
+	// and, aligned with Source.Key, the target columns forming the identity.
+	Cols     []Col    `json:"cols,omitempty"`
+	Identity []string `json:"identity,omitempty"`
+
+	// Aggregate shape.
+	Groups []Col    `json:"groups,omitempty"` // group key columns of the target (Expr over the source)
+	Args   []Col    `json:"args,omitempty"`   // ledger argument columns __a<i>
+	Aggs   []AggCol `json:"aggs,omitempty"`
+}
+
+// Source describes the FROM table.
+type Source struct {
+	Schema string `json:"schema"`
+	Name   string `json:"name"`
+	OID    uint32 `json:"oid"`
+	// From is the FROM item as used in generated SQL: schema-qualified and
+	// aliased with Ref, so the user's column references resolve as written.
+	From string `json:"from"`
+	Ref  string `json:"ref"`
+	Key  []Col  `json:"key"`
+}
+
+// Rel is a schema-qualified table.
+type Rel struct {
+	Schema string `json:"schema"`
+	Name   string `json:"name"`
+}
+
+// Ident returns the quoted name.
+func (r Rel) Ident() string { return pgx.Identifier{r.Schema, r.Name}.Sanitize() }
+
+// Col is a column with its SQL type and the expression that computes it.
+type Col struct {
+	Name    string `json:"name"`
+	Type    string `json:"type"`
+	Expr    string `json:"expr,omitempty"`
+	NotNull bool   `json:"not_null,omitempty"`
+	// TextCmp: the type has no default equality, so changes are detected on
+	// its text form.
+	TextCmp bool `json:"text_cmp,omitempty"`
+}
+
+// AggCol is one aggregate output column of an aggregate transform.
+type AggCol struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	Func string `json:"func"`
+	Mode string `json:"mode"`
+	// Arg indexes Plan.Args; -1 for count(*).
+	Arg int `json:"arg"`
+}
+
+// SumCol is the hidden exact-sum column of an avg.
+func (a AggCol) SumCol() string { return "__sum_" + a.Name }
+
+// NNCol is the hidden non-null-count column of a sum or avg.
+func (a AggCol) NNCol() string { return "__nn_" + a.Name }
+
+// RowsCol is the hidden per-group row count of an aggregate target.
+const RowsCol = "__rows"
+
+// Decode parses a stored plan.
+func Decode(raw []byte) (*Plan, error) {
+	var p Plan
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, fmt.Errorf("decode plan: %w", err)
+	}
+	return &p, nil
+}
+
+// Encode serialises the plan.
+func (p *Plan) Encode() (json.RawMessage, error) { return json.Marshal(p) }
+
+// DB is what planning needs: queries and statement description in one
+// transaction.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Conn() *pgx.Conn
+}
+
+type colType struct {
+	oid  uint32
+	name string
+}
+
+// describe asks PostgreSQL for the result types of a SELECT without running it.
+func describe(ctx context.Context, db DB, sql string) ([]colType, error) {
+	sd, err := db.Conn().PgConn().Prepare(ctx, "", sql, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]colType, len(sd.Fields))
+	for i, f := range sd.Fields {
+		if err := db.QueryRow(ctx, `SELECT format_type($1::oid, nullif($2::int, -1))`, f.DataTypeOID, f.TypeModifier).
+			Scan(&out[i].name); err != nil {
+			return nil, fmt.Errorf("format type %d: %w", f.DataTypeOID, err)
+		}
+		out[i].oid = f.DataTypeOID
+	}
+	return out, nil
+}
+
+// exactNumeric reports whether sums of this type are exact (and so can be
+// maintained by deltas): smallint, integer, bigint, numeric.
+func exactNumeric(oid uint32) bool {
+	switch oid {
+	case 20, 21, 23, 1700:
+		return true
+	}
+	return false
+}
+
+// PlanCreate validates a CREATE TRANSFORM against the database and decides
+// its plan. It reads only; DDL is done by Install. schema is the resolved
+// target schema.
+func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *Statement) (*Plan, error) {
+	q := st.Query
+	name := st.Name
+	fail := func(format string, args ...any) error {
+		return terr.New(terr.Validation, "transform %q: "+format, append([]any{name}, args...)...)
+	}
+	// Resolve the source table.
+	var srcSchema, srcName string
+	var oid uint32
+	var relkind string
+	lookup := q.From.Name
+	if q.From.Schema != "" {
+		lookup = pgx.Identifier{q.From.Schema, q.From.Name}.Sanitize()
+	} else {
+		lookup = pgx.Identifier{q.From.Name}.Sanitize()
+	}
+	err := db.QueryRow(ctx, `SELECT c.oid, n.nspname, c.relname, c.relkind::text FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)`, lookup).
+		Scan(&oid, &srcSchema, &srcName, &relkind)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, terr.New(terr.NotFound, "transform %q: FROM table %s does not exist; create it first or fix the name", name, lookup)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("resolve source %s: %w", lookup, err)
+	}
+	if relkind != "r" && relkind != "p" {
+		return nil, fail("FROM %s is not a table (relkind %q); a transform reads ordinary or partitioned tables", lookup, relkind)
+	}
+	if srcSchema == instanceSchema {
+		return nil, fail("FROM %s is in the trellis-repl instance schema; transforms read user tables", lookup)
+	}
+	// Primary key (or replica identity index) of the source.
+	key, err := sourceKey(ctx, db, oid)
+	if err != nil {
+		return nil, err
+	}
+	if len(key) == 0 {
+		return nil, fail("FROM table %s has no primary key; add one (ALTER TABLE %s ADD PRIMARY KEY (...)) so changed rows can be identified",
+			pgx.Identifier{srcSchema, srcName}.Sanitize(), pgx.Identifier{srcSchema, srcName}.Sanitize())
+	}
+	var searchPath string
+	if err := db.QueryRow(ctx, `SELECT current_setting('search_path')`).Scan(&searchPath); err != nil {
+		return nil, err
+	}
+	ref := q.From.RefName()
+	p := &Plan{
+		SearchPath: searchPath,
+		Source: Source{
+			Schema: srcSchema, Name: srcName, OID: oid, Ref: ref, Key: key,
+			From: pgx.Identifier{srcSchema, srcName}.Sanitize() + " AS " + pgx.Identifier{ref}.Sanitize(),
+		},
+		Target: Rel{Schema: schema, Name: name},
+		Where:  q.Where,
+	}
+	for _, t := range q.Targets {
+		p.Visible = append(p.Visible, t.Name)
+	}
+	if err := checkImmutable(ctx, db, name, p.selectSQL(q)); err != nil {
+		return nil, err
+	}
+	// Types of the visible columns, as PostgreSQL types the user's query.
+	outTypes, err := describe(ctx, db, p.selectSQL(q))
+	if err != nil {
+		return nil, queryError(name, err)
+	}
+	if !q.Aggregate {
+		p.Shape = ShapeRow
+		for i, t := range q.Targets {
+			p.Cols = append(p.Cols, Col{Name: t.Name, Type: outTypes[i].name, Expr: t.Expr})
+		}
+		for _, k := range key {
+			idc := ""
+			for _, t := range q.Targets {
+				if t.Column == k.Name {
+					idc = t.Name
+					break
+				}
+			}
+			if idc == "" {
+				idc = "__k_" + k.Name
+				p.Cols = append(p.Cols, Col{Name: idc, Type: k.Type,
+					Expr: pgx.Identifier{ref, k.Name}.Sanitize()})
+			}
+			p.Identity = append(p.Identity, idc)
+		}
+		return p, nil
+	}
+	p.Shape = ShapeAggregate
+	p.Ledger = &Rel{Schema: instanceSchema, Name: "ledger_" + sanitizeName(schema+"_"+name)}
+	// Group key columns: visible ones take the select item's name.
+	gtypes := []colType{}
+	if len(q.GroupBy) > 0 {
+		exprs := make([]string, len(q.GroupBy))
+		copy(exprs, q.GroupBy)
+		gtypes, err = describe(ctx, db, "SELECT "+strings.Join(exprs, ", ")+" FROM "+p.Source.From)
+		if err != nil {
+			return nil, queryError(name, err)
+		}
+	}
+	notNull, err := notNullColumns(ctx, db, oid)
+	if err != nil {
+		return nil, err
+	}
+	for gi, g := range q.GroupBy {
+		col := Col{Name: fmt.Sprintf("__g%d", gi), Type: gtypes[gi].name, Expr: g}
+		for _, t := range q.Targets {
+			if t.Group == gi && t.Agg == nil {
+				col.Name = t.Name
+				break
+			}
+		}
+		for _, t := range q.Targets {
+			if t.Group == gi && t.Column != "" && notNull[t.Column] {
+				col.NotNull = true
+			}
+		}
+		p.Groups = append(p.Groups, col)
+	}
+	argIndex := map[string]int{}
+	var argOIDs []uint32
+	for i, t := range q.Targets {
+		if t.Agg == nil {
+			continue
+		}
+		a := AggCol{Name: t.Name, Type: outTypes[i].name, Func: t.Agg.Func, Arg: -1}
+		if !t.Agg.Star {
+			ai, ok := argIndex[t.Agg.Arg]
+			if !ok {
+				at, err := describe(ctx, db, "SELECT "+t.Agg.Arg+" FROM "+p.Source.From)
+				if err != nil {
+					return nil, queryError(name, err)
+				}
+				ai = len(p.Args)
+				argIndex[t.Agg.Arg] = ai
+				p.Args = append(p.Args, Col{Name: fmt.Sprintf("__a%d", ai), Type: at[0].name, Expr: t.Agg.Arg})
+				argOIDs = append(argOIDs, at[0].oid)
+			}
+			a.Arg = ai
+		}
+		switch {
+		case t.Agg.Func == "count" && t.Agg.Star:
+			a.Mode = ModeCountStar
+		case t.Agg.Func == "count":
+			a.Mode = ModeCount
+		case t.Agg.Func == "sum" && exactNumeric(argOIDs[a.Arg]):
+			a.Mode = ModeSum
+		case t.Agg.Func == "avg" && exactNumeric(argOIDs[a.Arg]) && argOIDs[a.Arg] != 1700:
+			// avg(numeric) is recomputed: PostgreSQL's result scale depends on
+			// the scales of the values summed, which deltas do not preserve.
+			a.Mode = ModeAvg
+		default:
+			a.Mode = ModeRecompute
+		}
+		p.Aggs = append(p.Aggs, a)
+	}
+	return p, nil
+}
+
+// selectSQL is the user's query with the FROM item schema-qualified.
+func (p *Plan) selectSQL(q *Query) string {
+	var b strings.Builder
+	b.WriteString("SELECT ")
+	for i, t := range q.Targets {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(t.Expr)
+		b.WriteString(" AS ")
+		b.WriteString(pgx.Identifier{t.Name}.Sanitize())
+	}
+	b.WriteString(" FROM ")
+	b.WriteString(p.Source.From)
+	if q.Where != "" {
+		b.WriteString(" WHERE ")
+		b.WriteString(q.Where)
+	}
+	if len(q.GroupBy) > 0 {
+		b.WriteString(" GROUP BY ")
+		b.WriteString(strings.Join(q.GroupBy, ", "))
+	}
+	return b.String()
+}
+
+// QuerySQL is the transform's defining query over the resolved source, with
+// visible columns in order: what the target must equal.
+func (p *Plan) QuerySQL() string {
+	var b strings.Builder
+	b.WriteString("SELECT ")
+	if p.Shape == ShapeRow {
+		for i, c := range p.Cols[:len(p.Visible)] {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%s AS %s", c.Expr, pgx.Identifier{c.Name}.Sanitize())
+		}
+	} else {
+		for i, name := range p.Visible {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(p.visibleAggExpr(name))
+			b.WriteString(" AS ")
+			b.WriteString(pgx.Identifier{name}.Sanitize())
+		}
+	}
+	b.WriteString(" FROM " + p.Source.From)
+	if p.Where != "" {
+		b.WriteString(" WHERE " + p.Where)
+	}
+	if p.Shape == ShapeAggregate && len(p.Groups) > 0 {
+		b.WriteString(" GROUP BY ")
+		for i, g := range p.Groups {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(g.Expr)
+		}
+	}
+	return b.String()
+}
+
+func (p *Plan) visibleAggExpr(name string) string {
+	for _, g := range p.Groups {
+		if g.Name == name {
+			return g.Expr
+		}
+	}
+	for _, a := range p.Aggs {
+		if a.Name != name {
+			continue
+		}
+		if a.Arg < 0 {
+			return "count(*)"
+		}
+		return a.Func + "(" + p.Args[a.Arg].Expr + ")"
+	}
+	return "NULL"
+}
+
+// sourceKey returns the primary key (else replica identity index) columns of
+// a table in index order, with their types.
+func sourceKey(ctx context.Context, db DB, oid uint32) ([]Col, error) {
+	rows, err := db.Query(ctx, `
+		WITH idx AS (
+			SELECT i.indexrelid, i.indkey FROM pg_index i
+			WHERE i.indrelid = $1 AND (i.indisprimary OR i.indisreplident)
+			ORDER BY i.indisprimary DESC LIMIT 1)
+		SELECT a.attname, format_type(a.atttypid, a.atttypmod)
+		FROM idx, unnest(idx.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
+		JOIN pg_attribute a ON a.attrelid = $1 AND a.attnum = k.attnum
+		ORDER BY k.ord`, oid)
+	if err != nil {
+		return nil, fmt.Errorf("read key of table %d: %w", oid, err)
+	}
+	defer rows.Close()
+	var out []Col
+	for rows.Next() {
+		var c Col
+		if err := rows.Scan(&c.Name, &c.Type); err != nil {
+			return nil, err
+		}
+		c.NotNull = true
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+func notNullColumns(ctx context.Context, db DB, oid uint32) (map[string]bool, error) {
+	rows, err := db.Query(ctx, `SELECT attname FROM pg_attribute WHERE attrelid = $1 AND attnum > 0
+		AND NOT attisdropped AND attnotnull`, oid)
+	if err != nil {
+		return nil, fmt.Errorf("read columns of table %d: %w", oid, err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		out[n] = true
+	}
+	return out, rows.Err()
+}
+
+// checkImmutable refuses definitions that call volatile or stable functions
+// or operators: PostgreSQL records every function and operator a view uses in
+// pg_depend, so a throwaway temporary view inside a savepoint tells us.
+func checkImmutable(ctx context.Context, db DB, name, sql string) error {
+	if _, err := db.Exec(ctx, `SAVEPOINT trellis_check`); err != nil {
+		return err
+	}
+	defer db.Exec(ctx, `ROLLBACK TO SAVEPOINT trellis_check`) //nolint:errcheck
+	if _, err := db.Exec(ctx, `CREATE TEMPORARY VIEW trellis_check_view AS `+sql); err != nil {
+		return queryError(name, err)
+	}
+	rows, err := db.Query(ctx, `
+		SELECT DISTINCT p.oid::regprocedure::text, p.provolatile::text
+		FROM pg_depend d
+		JOIN pg_rewrite r ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+		LEFT JOIN pg_operator o ON d.refclassid = 'pg_operator'::regclass AND d.refobjid = o.oid
+		JOIN pg_proc p ON (d.refclassid = 'pg_proc'::regclass AND p.oid = d.refobjid) OR p.oid = o.oprcode
+		WHERE r.ev_class = 'trellis_check_view'::regclass AND p.provolatile <> 'i'
+		ORDER BY 1`)
+	if err != nil {
+		return fmt.Errorf("check volatility: %w", err)
+	}
+	defer rows.Close()
+	var bad []string
+	for rows.Next() {
+		var fn, vol string
+		if err := rows.Scan(&fn, &vol); err != nil {
+			return err
+		}
+		kind := "stable"
+		if vol == "v" {
+			kind = "volatile"
+		}
+		bad = append(bad, fn+" ("+kind+")")
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(bad) > 0 {
+		return terr.New(terr.Validation, "transform %q: the query calls %s; a transform may use only immutable functions and operators, because rows are re-derived at different times — remove the call or compute the value into a source column",
+			name, strings.Join(bad, ", "))
+	}
+	return nil
+}
+
+// queryError turns PostgreSQL's complaint about a definition into a
+// validation error that keeps PostgreSQL's own sentence.
+func queryError(name string, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		code := terr.Validation
+		if pgErr.Code == "42P01" || pgErr.Code == "42703" || pgErr.Code == "42883" {
+			code = terr.NotFound
+		}
+		msg := pgErr.Message
+		if pgErr.Hint != "" {
+			msg += " (hint: " + pgErr.Hint + ")"
+		}
+		return terr.Wrap(code, err, "transform %q: PostgreSQL rejects the query: %s; fix the SELECT", name, msg)
+	}
+	return fmt.Errorf("transform %q: describe query: %w", name, err)
+}
+
+// sanitizeName makes a string usable inside a generated identifier.
+func sanitizeName(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '_':
+			b.WriteRune(r)
+		case r >= 'A' && r <= 'Z':
+			b.WriteRune(r + 32)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	out := b.String()
+	if len(out) > 50 {
+		out = out[:50]
+	}
+	return out
+}
+
+// Revalidate checks, before a rebuild, that a stored plan still matches the
+// database: the source exists with the same identity and key.
+func Revalidate(ctx context.Context, db DB, name string, p *Plan) error {
+	var oid uint32
+	err := db.QueryRow(ctx, `SELECT coalesce(to_regclass($1)::oid, 0)`, pgx.Identifier{p.Source.Schema, p.Source.Name}.Sanitize()).Scan(&oid)
+	if err != nil {
+		return fmt.Errorf("look for source: %w", err)
+	}
+	if oid == 0 {
+		return terr.New(terr.NotFound, "transform %q: its FROM table %s.%s no longer exists; recreate it, or DROP TRANSFORM %s",
+			name, p.Source.Schema, p.Source.Name, name)
+	}
+	if oid != p.Source.OID {
+		return terr.New(terr.Validation, "transform %q: its FROM table %s.%s was dropped and recreated; DROP TRANSFORM %s and create it again",
+			name, p.Source.Schema, p.Source.Name, name)
+	}
+	key, err := sourceKey(ctx, db, oid)
+	if err != nil {
+		return err
+	}
+	if len(key) != len(p.Source.Key) {
+		return terr.New(terr.Validation, "transform %q: the primary key of %s.%s changed; DROP TRANSFORM %s and create it again", name, p.Source.Schema, p.Source.Name, name)
+	}
+	for i := range key {
+		if key[i].Name != p.Source.Key[i].Name || key[i].Type != p.Source.Key[i].Type {
+			return terr.New(terr.Validation, "transform %q: the primary key of %s.%s changed; DROP TRANSFORM %s and create it again", name, p.Source.Schema, p.Source.Name, name)
+		}
+	}
+	var ok bool
+	if err := db.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, p.Target.Ident()).Scan(&ok); err != nil {
+		return err
+	}
+	if !ok {
+		return terr.New(terr.NotFound, "transform %q: its target table %s was dropped; DROP TRANSFORM %s and create it again", name, p.Target.Ident(), name)
+	}
+	return nil
+}

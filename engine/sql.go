@@ -1,0 +1,393 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Statements are the SQL texts one applier runs for its transform. They are
+// generated once from the plan; every value travels as a parameter.
+type Statements struct {
+	// Setup creates the applier session's temporary tables.
+	Setup []string
+	// LoadKeys inserts the batch's keys (one text[] parameter per key column).
+	LoadKeys string
+	// Apply re-derives the loaded keys and writes ledger and target, in order.
+	Apply []string
+	// EnumSource lists source keys after a cursor, in key order, as text
+	// ($1.. = cursor values, or no cursor for the first page; LIMIT is $n).
+	EnumSource      string
+	EnumSourceFirst string
+	// EnumStored lists identities kept in the ledger (aggregates) or target
+	// (rows), for rebuilds and truncation.
+	EnumStored      string
+	EnumStoredFirst string
+}
+
+const keysTable = "pg_temp.__trellis_k"
+const changesTable = "pg_temp.__trellis_c"
+
+// nullSafeEq compares two expressions with NULL equal to NULL in a form
+// PostgreSQL can still drive through a btree index (a BitmapOr of `=` and
+// `IS NULL`); IS NOT DISTINCT FROM cannot use an index at all.
+func nullSafeEq(a, b string, notNull bool) string {
+	if notNull {
+		return a + " = " + b
+	}
+	return "(" + a + " = " + b + " OR (" + a + " IS NULL AND " + b + " IS NULL))"
+}
+
+func cmpExpr(e string, textCmp bool) string {
+	if textCmp {
+		return "(" + e + ")::text"
+	}
+	return e
+}
+
+// BuildStatements generates the applier SQL for a plan.
+func BuildStatements(p *Plan) *Statements {
+	s := &Statements{}
+	nk := len(p.Source.Key)
+	var kcols, kcasts, kparams, ucols []string
+	for i, k := range p.Source.Key {
+		kcols = append(kcols, fmt.Sprintf("__k%d %s", i, k.Type))
+		kcasts = append(kcasts, fmt.Sprintf("u.c%d::%s", i, k.Type))
+		kparams = append(kparams, fmt.Sprintf("$%d::text[]", i+1))
+		ucols = append(ucols, fmt.Sprintf("c%d", i))
+	}
+	s.Setup = append(s.Setup, "CREATE TEMP TABLE IF NOT EXISTS __trellis_k ("+strings.Join(kcols, ", ")+") ON COMMIT DELETE ROWS")
+	s.LoadKeys = "INSERT INTO " + keysTable + " SELECT DISTINCT " + strings.Join(kcasts, ", ") +
+		" FROM unnest(" + strings.Join(kparams, ", ") + ") AS u(" + strings.Join(ucols, ", ") + ")"
+
+	ref := ident(p.Source.Ref)
+	var joinK []string
+	for i, k := range p.Source.Key {
+		joinK = append(joinK, fmt.Sprintf("%s.%s = __k.__k%d", ref, ident(k.Name), i))
+	}
+	fromK := p.Source.From + " JOIN " + keysTable + " __k ON " + strings.Join(joinK, " AND ")
+	where := ""
+	if p.Where != "" {
+		where = " WHERE (" + p.Where + ")"
+	}
+	// Source enumeration in key order, for builds.
+	var keyText, keyOrder []string
+	for _, k := range p.Source.Key {
+		keyText = append(keyText, fmt.Sprintf("%s::text", ident(k.Name)))
+		keyOrder = append(keyOrder, ident(k.Name))
+	}
+	srcTable := ident(p.Source.Schema) + "." + ident(p.Source.Name)
+	var cur []string
+	for i, k := range p.Source.Key {
+		cur = append(cur, fmt.Sprintf("$%d::%s", i+1, k.Type))
+	}
+	s.EnumSourceFirst = fmt.Sprintf("SELECT %s FROM %s ORDER BY %s LIMIT $1",
+		strings.Join(keyText, ", "), srcTable, strings.Join(keyOrder, ", "))
+	s.EnumSource = fmt.Sprintf("SELECT %s FROM %s WHERE (%s) > (%s) ORDER BY %s LIMIT $%d",
+		strings.Join(keyText, ", "), srcTable, strings.Join(keyOrder, ", "), strings.Join(cur, ", "),
+		strings.Join(keyOrder, ", "), nk+1)
+
+	if p.Shape == ShapeRow {
+		buildRow(s, p, fromK, where)
+	} else {
+		buildAggregate(s, p, fromK, where)
+	}
+	return s
+}
+
+func buildRow(s *Statements, p *Plan, fromK, where string) {
+	var sel, names, idEq, idKeyEq, set, oldVals, newVals []string
+	for _, c := range p.Cols {
+		sel = append(sel, c.Expr+" AS "+ident(c.Name))
+		names = append(names, ident(c.Name))
+	}
+	for i, id := range p.Identity {
+		idEq = append(idEq, "__n."+ident(id)+" = __t."+ident(id))
+		idKeyEq = append(idKeyEq, fmt.Sprintf("__t.%s = __k.__k%d", ident(id), i))
+	}
+	for _, c := range p.Cols {
+		if contains(p.Identity, c.Name) {
+			continue
+		}
+		set = append(set, ident(c.Name)+" = EXCLUDED."+ident(c.Name))
+		oldVals = append(oldVals, cmpExpr("__t."+ident(c.Name), c.TextCmp))
+		newVals = append(newVals, cmpExpr("EXCLUDED."+ident(c.Name), c.TextCmp))
+	}
+	conflict := " ON CONFLICT (" + identList(p.Identity) + ") DO NOTHING"
+	if len(set) > 0 {
+		conflict = " ON CONFLICT (" + identList(p.Identity) + ") DO UPDATE SET " + strings.Join(set, ", ") +
+			" WHERE (" + strings.Join(oldVals, ", ") + ", NULL) IS DISTINCT FROM (" + strings.Join(newVals, ", ") + ", NULL)"
+	}
+	t := p.Target.Ident()
+	s.Apply = append(s.Apply, "WITH __n AS (SELECT "+strings.Join(sel, ", ")+" FROM "+fromK+where+"),\n"+
+		" __d AS (DELETE FROM "+t+" __t USING "+keysTable+" __k WHERE "+strings.Join(idKeyEq, " AND ")+
+		" AND NOT EXISTS (SELECT 1 FROM __n WHERE "+strings.Join(idEq, " AND ")+") RETURNING 1),\n"+
+		" __u AS (INSERT INTO "+t+" AS __t ("+strings.Join(names, ", ")+") SELECT "+strings.Join(names, ", ")+
+		" FROM __n"+conflict+" RETURNING 1)\n"+
+		"SELECT (SELECT count(*) FROM __d) + (SELECT count(*) FROM __u)")
+	var idText, idOrder, cur []string
+	for i, id := range p.Identity {
+		idText = append(idText, ident(id)+"::text")
+		idOrder = append(idOrder, ident(id))
+		cur = append(cur, fmt.Sprintf("$%d::%s", i+1, p.Source.Key[i].Type))
+	}
+	s.EnumStoredFirst = fmt.Sprintf("SELECT %s FROM %s ORDER BY %s LIMIT $1", strings.Join(idText, ", "), t, strings.Join(idOrder, ", "))
+	s.EnumStored = fmt.Sprintf("SELECT %s FROM %s WHERE (%s) > (%s) ORDER BY %s LIMIT $%d", strings.Join(idText, ", "), t,
+		strings.Join(idOrder, ", "), strings.Join(cur, ", "), strings.Join(idOrder, ", "), len(p.Identity)+1)
+}
+
+func buildAggregate(s *Statements, p *Plan, fromK, where string) {
+	nk, ng := len(p.Source.Key), len(p.Groups)
+	L := p.Ledger.Ident()
+	T := p.Target.Ident()
+	// New contributions of the loaded keys, and their old ones from the ledger.
+	var nsel []string
+	for i := 0; i < nk; i++ {
+		nsel = append(nsel, fmt.Sprintf("__k.__k%d", i))
+	}
+	for i, g := range p.Groups {
+		nsel = append(nsel, fmt.Sprintf("%s AS __g%d", g.Expr, i))
+	}
+	for _, a := range p.Args {
+		nsel = append(nsel, a.Expr+" AS "+ident(a.Name))
+	}
+	var ljoin, fjoin, ck, had, has, oldv, newv, csel []string
+	for i := 0; i < nk; i++ {
+		ljoin = append(ljoin, fmt.Sprintf("__l.__k%d = __k.__k%d", i, i))
+		fjoin = append(fjoin, fmt.Sprintf("__n.__k%d = __o.__k%d", i, i))
+		ck = append(ck, fmt.Sprintf("coalesce(__n.__k%d, __o.__k%d) AS __k%d", i, i, i))
+	}
+	had = append(had, "(__o.__k0 IS NOT NULL) AS __had")
+	has = append(has, "(__n.__k0 IS NOT NULL) AS __has")
+	csel = append(csel, ck...)
+	csel = append(csel, had...)
+	csel = append(csel, has...)
+	for i, g := range p.Groups {
+		csel = append(csel, fmt.Sprintf("__o.__g%d AS __og%d", i, i), fmt.Sprintf("__n.__g%d AS __ng%d", i, i))
+		oldv = append(oldv, cmpExpr(fmt.Sprintf("__o.__g%d", i), g.TextCmp))
+		newv = append(newv, cmpExpr(fmt.Sprintf("__n.__g%d", i), g.TextCmp))
+	}
+	for i, a := range p.Args {
+		csel = append(csel, fmt.Sprintf("__o.%s AS __oa%d", ident(a.Name), i), fmt.Sprintf("__n.%s AS __na%d", ident(a.Name), i))
+		oldv = append(oldv, cmpExpr("__o."+ident(a.Name), a.TextCmp))
+		newv = append(newv, cmpExpr("__n."+ident(a.Name), a.TextCmp))
+	}
+	changes := "SELECT " + strings.Join(csel, ", ") +
+		" FROM (SELECT " + strings.Join(nsel, ", ") + " FROM " + fromK + where + ") __n" +
+		" FULL JOIN (SELECT __l.* FROM " + L + " __l JOIN " + keysTable + " __k ON " + strings.Join(ljoin, " AND ") + ") __o" +
+		" ON " + strings.Join(fjoin, " AND ") +
+		" WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR (" + strings.Join(append(oldv, "NULL"), ", ") +
+		") IS DISTINCT FROM (" + strings.Join(append(newv, "NULL"), ", ") + ")"
+	s.Setup = append(s.Setup, "CREATE TEMP TABLE IF NOT EXISTS __trellis_c ON COMMIT DELETE ROWS AS "+changes+" WITH NO DATA")
+	s.Apply = append(s.Apply, "INSERT INTO "+changesTable+" "+changes)
+
+	// Ledger: delete identities that left, upsert the rest (disjoint rows).
+	var lkeyEq, lcols, lvals, lset []string
+	for i := 0; i < nk; i++ {
+		lkeyEq = append(lkeyEq, fmt.Sprintf("__l.__k%d = __c.__k%d", i, i))
+		lcols = append(lcols, fmt.Sprintf("__k%d", i))
+		lvals = append(lvals, fmt.Sprintf("__k%d", i))
+	}
+	for i := 0; i < ng; i++ {
+		lcols = append(lcols, fmt.Sprintf("__g%d", i))
+		lvals = append(lvals, fmt.Sprintf("__ng%d", i))
+		lset = append(lset, fmt.Sprintf("__g%d = EXCLUDED.__g%d", i, i))
+	}
+	for i, a := range p.Args {
+		lcols = append(lcols, ident(a.Name))
+		lvals = append(lvals, fmt.Sprintf("__na%d", i))
+		lset = append(lset, ident(a.Name)+" = EXCLUDED."+ident(a.Name))
+	}
+	s.Apply = append(s.Apply, "DELETE FROM "+L+" __l USING "+changesTable+" __c WHERE "+strings.Join(lkeyEq, " AND ")+" AND NOT __c.__has")
+	lconf := " ON CONFLICT (" + keyList("__k", nk) + ") DO NOTHING"
+	if len(lset) > 0 {
+		lconf = " ON CONFLICT (" + keyList("__k", nk) + ") DO UPDATE SET " + strings.Join(lset, ", ")
+	}
+	s.Apply = append(s.Apply, "INSERT INTO "+L+" ("+strings.Join(lcols, ", ")+") SELECT "+strings.Join(lvals, ", ")+
+		" FROM "+changesTable+" WHERE __has"+lconf)
+
+	// Signed contributions: -old, +new.
+	contrib := func(sign, pre string, filter string) string {
+		var cols []string
+		for i := 0; i < ng; i++ {
+			cols = append(cols, fmt.Sprintf("__%sg%d AS __g%d", pre, i, i))
+		}
+		cols = append(cols, sign+"1 AS __dn")
+		for i, a := range p.Aggs {
+			if a.Arg < 0 {
+				continue
+			}
+			v := fmt.Sprintf("__%sa%d", pre, a.Arg)
+			switch a.Mode {
+			case ModeCount, ModeSum, ModeAvg:
+				cols = append(cols, fmt.Sprintf("%s(CASE WHEN %s IS NULL THEN 0 ELSE 1 END) AS __nn%d", sign, v, i))
+			}
+			switch a.Mode {
+			case ModeSum:
+				cols = append(cols, fmt.Sprintf("%s(%s::%s) AS __s%d", sign, v, a.Type, i))
+			case ModeAvg:
+				cols = append(cols, fmt.Sprintf("%s(%s::numeric) AS __s%d", sign, v, i))
+			}
+		}
+		return "SELECT " + strings.Join(cols, ", ") + " FROM " + changesTable + " WHERE " + filter
+	}
+	deltas := contrib("-", "o", "__had") + " UNION ALL " + contrib("", "n", "__has")
+	var dsel, nonzero []string
+	var gcols []string
+	for i := 0; i < ng; i++ {
+		gcols = append(gcols, fmt.Sprintf("__g%d", i))
+	}
+	dsel = append(dsel, gcols...)
+	dsel = append(dsel, "sum(__dn) AS __dn")
+	nonzero = append(nonzero, "sum(__dn) <> 0")
+	for i, a := range p.Aggs {
+		switch a.Mode {
+		case ModeCount:
+			dsel = append(dsel, fmt.Sprintf("sum(__nn%d) AS __nn%d", i, i))
+			nonzero = append(nonzero, fmt.Sprintf("sum(__nn%d) <> 0", i))
+		case ModeSum, ModeAvg:
+			dsel = append(dsel, fmt.Sprintf("sum(__nn%d) AS __nn%d", i, i), fmt.Sprintf("sum(__s%d) AS __s%d", i, i))
+			nonzero = append(nonzero, fmt.Sprintf("sum(__nn%d) <> 0", i), fmt.Sprintf("coalesce(sum(__s%d), 0) <> 0", i))
+		}
+	}
+	grouped := "SELECT " + strings.Join(dsel, ", ") + " FROM (" + deltas + ") __x"
+	if ng > 0 {
+		grouped += " GROUP BY " + strings.Join(gcols, ", ")
+	}
+	grouped += " HAVING " + strings.Join(nonzero, " OR ")
+
+	// Target columns and their values for a new group (deltas are absolute
+	// there) and for an existing one (old + delta).
+	var tcols, tins, tset []string
+	for i, g := range p.Groups {
+		tcols = append(tcols, ident(g.Name))
+		tins = append(tins, fmt.Sprintf("__d.__g%d", i))
+	}
+	tcols = append(tcols, ident(RowsCol))
+	tins = append(tins, "__d.__dn")
+	tset = append(tset, ident(RowsCol)+" = __t."+ident(RowsCol)+" + EXCLUDED."+ident(RowsCol))
+	for i, a := range p.Aggs {
+		c := ident(a.Name)
+		switch a.Mode {
+		case ModeCountStar:
+			tcols = append(tcols, c)
+			tins = append(tins, "__d.__dn")
+			tset = append(tset, c+" = __t."+c+" + EXCLUDED."+c)
+		case ModeCount:
+			tcols = append(tcols, c)
+			tins = append(tins, fmt.Sprintf("__d.__nn%d", i))
+			tset = append(tset, c+" = __t."+c+" + EXCLUDED."+c)
+		case ModeSum:
+			nn := ident(a.NNCol())
+			tcols = append(tcols, c, nn)
+			tins = append(tins, fmt.Sprintf("__d.__s%d", i), fmt.Sprintf("__d.__nn%d", i))
+			tset = append(tset, c+" = CASE WHEN __t."+nn+" + EXCLUDED."+nn+" = 0 THEN NULL ELSE coalesce(__t."+c+", 0) + coalesce(EXCLUDED."+c+", 0) END",
+				nn+" = __t."+nn+" + EXCLUDED."+nn)
+		case ModeAvg:
+			nn, sm := ident(a.NNCol()), ident(a.SumCol())
+			tcols = append(tcols, c, sm, nn)
+			tins = append(tins, fmt.Sprintf("CASE WHEN __d.__nn%d = 0 THEN NULL ELSE coalesce(__d.__s%d, 0) / __d.__nn%d END", i, i, i),
+				fmt.Sprintf("coalesce(__d.__s%d, 0)", i), fmt.Sprintf("__d.__nn%d", i))
+			tset = append(tset, c+" = CASE WHEN __t."+nn+" + EXCLUDED."+nn+" = 0 THEN NULL ELSE (__t."+sm+" + EXCLUDED."+sm+") / (__t."+nn+" + EXCLUDED."+nn+") END",
+				sm+" = __t."+sm+" + EXCLUDED."+sm, nn+" = __t."+nn+" + EXCLUDED."+nn)
+		}
+	}
+	if ng > 0 {
+		s.Apply = append(s.Apply, "INSERT INTO "+T+" AS __t ("+strings.Join(tcols, ", ")+") SELECT "+strings.Join(tins, ", ")+
+			" FROM ("+grouped+") __d ON CONFLICT ("+identList(p.groupNames())+") DO UPDATE SET "+strings.Join(tset, ", "))
+	} else {
+		// One row that always exists: update it in place.
+		s.Apply = append(s.Apply, "UPDATE "+T+" SET "+oneRowSet(p)+" FROM ("+grouped+") __d")
+	}
+
+	// Affected groups: every group a changed row left or entered.
+	affected := ""
+	if ng > 0 {
+		var og, ngs []string
+		for i := 0; i < ng; i++ {
+			og = append(og, fmt.Sprintf("__og%d AS __g%d", i, i))
+			ngs = append(ngs, fmt.Sprintf("__ng%d", i))
+		}
+		affected = "SELECT " + strings.Join(og, ", ") + " FROM " + changesTable + " WHERE __had UNION SELECT " +
+			strings.Join(ngs, ", ") + " FROM " + changesTable + " WHERE __has"
+	}
+	if p.hasRecompute() {
+		var rsel, rset, rold, rnew []string
+		for i, a := range p.Aggs {
+			if a.Mode != ModeRecompute {
+				continue
+			}
+			arg := "*"
+			if a.Arg >= 0 {
+				arg = "__l." + ident(p.Args[a.Arg].Name)
+			}
+			rsel = append(rsel, fmt.Sprintf("%s(%s) AS __r%d", a.Func, arg, i))
+			rset = append(rset, fmt.Sprintf("%s = __r.__r%d", ident(a.Name), i))
+			rold = append(rold, cmpExpr("__t."+ident(a.Name), false))
+			rnew = append(rnew, fmt.Sprintf("__r.__r%d", i))
+		}
+		if ng > 0 {
+			var ajoin, tjoin, agcols []string
+			for i, g := range p.Groups {
+				ajoin = append(ajoin, nullSafeEq(fmt.Sprintf("__l.__g%d", i), fmt.Sprintf("__a.__g%d", i), g.NotNull))
+				tjoin = append(tjoin, nullSafeEq("__t."+ident(g.Name), fmt.Sprintf("__r.__g%d", i), g.NotNull))
+				agcols = append(agcols, fmt.Sprintf("__a.__g%d", i))
+			}
+			s.Apply = append(s.Apply, "UPDATE "+T+" __t SET "+strings.Join(rset, ", ")+" FROM (SELECT "+strings.Join(agcols, ", ")+", "+
+				strings.Join(rsel, ", ")+" FROM ("+affected+") __a JOIN "+L+" __l ON "+strings.Join(ajoin, " AND ")+
+				" GROUP BY "+strings.Join(agcols, ", ")+") __r WHERE "+strings.Join(tjoin, " AND ")+
+				" AND ("+strings.Join(append(rold, "NULL"), ", ")+") IS DISTINCT FROM ("+strings.Join(append(rnew, "NULL"), ", ")+")")
+		} else {
+			s.Apply = append(s.Apply, "UPDATE "+T+" __t SET "+strings.Join(rset, ", ")+" FROM (SELECT "+strings.Join(rsel, ", ")+
+				" FROM "+L+" __l) __r WHERE EXISTS (SELECT 1 FROM "+changesTable+") AND ("+strings.Join(append(rold, "NULL"), ", ")+
+				") IS DISTINCT FROM ("+strings.Join(append(rnew, "NULL"), ", ")+")")
+		}
+	}
+	if ng > 0 {
+		var djoin []string
+		for i, g := range p.Groups {
+			djoin = append(djoin, nullSafeEq("__t."+ident(g.Name), fmt.Sprintf("__a.__g%d", i), g.NotNull))
+		}
+		s.Apply = append(s.Apply, "DELETE FROM "+T+" __t USING ("+affected+") __a WHERE "+strings.Join(djoin, " AND ")+
+			" AND __t."+ident(RowsCol)+" = 0")
+	}
+	var lk []string
+	for i := 0; i < nk; i++ {
+		lk = append(lk, fmt.Sprintf("__k%d", i))
+	}
+	var cur []string
+	for i, k := range p.Source.Key {
+		cur = append(cur, fmt.Sprintf("$%d::%s", i+1, k.Type))
+	}
+	var lkText []string
+	for _, k := range lk {
+		lkText = append(lkText, k+"::text")
+	}
+	s.EnumStoredFirst = fmt.Sprintf("SELECT %s FROM %s ORDER BY %s LIMIT $1", strings.Join(lkText, ", "), L, strings.Join(lk, ", "))
+	s.EnumStored = fmt.Sprintf("SELECT %s FROM %s WHERE (%s) > (%s) ORDER BY %s LIMIT $%d", strings.Join(lkText, ", "), L,
+		strings.Join(lk, ", "), strings.Join(cur, ", "), strings.Join(lk, ", "), nk+1)
+}
+
+// oneRowSet is the SET list applying deltas __d to the single row of an
+// aggregate without GROUP BY.
+func oneRowSet(p *Plan) string {
+	r := ident(RowsCol)
+	set := []string{r + " = " + r + " + __d.__dn"}
+	for i, a := range p.Aggs {
+		c := ident(a.Name)
+		switch a.Mode {
+		case ModeCountStar:
+			set = append(set, c+" = "+c+" + __d.__dn")
+		case ModeCount:
+			set = append(set, fmt.Sprintf("%s = %s + __d.__nn%d", c, c, i))
+		case ModeSum:
+			nn := ident(a.NNCol())
+			set = append(set, fmt.Sprintf("%s = CASE WHEN %s + __d.__nn%d = 0 THEN NULL ELSE coalesce(%s, 0) + coalesce(__d.__s%d, 0) END", c, nn, i, c, i),
+				fmt.Sprintf("%s = %s + __d.__nn%d", nn, nn, i))
+		case ModeAvg:
+			nn, sm := ident(a.NNCol()), ident(a.SumCol())
+			set = append(set, fmt.Sprintf("%s = CASE WHEN %s + __d.__nn%d = 0 THEN NULL ELSE (%s + coalesce(__d.__s%d, 0)) / (%s + __d.__nn%d) END", c, nn, i, sm, i, nn, i),
+				fmt.Sprintf("%s = %s + coalesce(__d.__s%d, 0)", sm, sm, i), fmt.Sprintf("%s = %s + __d.__nn%d", nn, nn, i))
+		}
+	}
+	return strings.Join(set, ", ")
+}

@@ -1,0 +1,282 @@
+package trellis
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/trellis-repl/trellis-repl/checkpoint"
+	"github.com/trellis-repl/trellis-repl/decode"
+	"github.com/trellis-repl/trellis-repl/engine"
+)
+
+// route says how one transform reads one source table: which relation key
+// column feeds each of the transform's key columns.
+type route struct {
+	transform int64
+	keyNames  []string
+}
+
+// intake is the decode.Sink of the slot stream: it turns row keys into
+// dirty keys of the transforms that read each table and records them in the
+// local store, several transactions per synced write (group commit).
+type intake struct {
+	r *runner
+
+	mu      sync.Mutex
+	rels    map[uint32]*decode.Relation
+	routes  map[uint32][]route // by source OID
+	pending []checkpoint.Txn
+	nkeys   int
+	since   time.Time
+	stopped chan struct{}
+}
+
+const (
+	groupCommitKeys = 5000
+	groupCommitTxns = 1000
+	groupCommitWait = 2 * time.Millisecond
+)
+
+func newIntake(r *runner) *intake {
+	in := &intake{r: r, rels: map[uint32]*decode.Relation{}, routes: map[uint32][]route{}}
+	return in
+}
+
+func (in *intake) addRoute(id int64, p *engine.Plan) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, rt := range in.routes[p.Source.OID] {
+		if rt.transform == id {
+			return
+		}
+	}
+	names := make([]string, len(p.Source.Key))
+	for i, k := range p.Source.Key {
+		names[i] = k.Name
+	}
+	in.routes[p.Source.OID] = append(in.routes[p.Source.OID], route{transform: id, keyNames: names})
+}
+
+func (in *intake) removeRoute(id int64) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for oid, rts := range in.routes {
+		out := rts[:0]
+		for _, rt := range rts {
+			if rt.transform != id {
+				out = append(out, rt)
+			}
+		}
+		in.routes[oid] = out
+	}
+}
+
+// Relation caches the table description.
+func (in *intake) Relation(ctx context.Context, rel *decode.Relation) error {
+	in.mu.Lock()
+	in.rels[rel.ID] = rel
+	in.mu.Unlock()
+	return nil
+}
+
+// dirty maps row keys to dirty keys; called with in.mu held.
+func (in *intake) dirty(keys []decode.RowKey) ([]checkpoint.DirtyKey, error) {
+	var out []checkpoint.DirtyKey
+	for _, k := range keys {
+		rts := in.routes[k.Rel]
+		if len(rts) == 0 {
+			continue
+		}
+		rel := in.rels[k.Rel]
+		if rel == nil {
+			return nil, fmt.Errorf("change for relation %d arrived before its Relation message", k.Rel)
+		}
+		for _, rt := range rts {
+			vals := make([]string, len(rt.keyNames))
+			for i, name := range rt.keyNames {
+				j := indexOf(rel.KeyColumns, name)
+				if j < 0 || j >= len(k.Values) {
+					return nil, fmt.Errorf("table %s.%s: key column %q is not in its replica identity (%v); restore the primary key as replica identity",
+						rel.Namespace, rel.Name, name, rel.KeyColumns)
+				}
+				vals[i] = k.Values[j]
+			}
+			out = append(out, checkpoint.DirtyKey{Transform: rt.transform, Table: k.Rel, Key: checkpoint.EncodeKey(vals)})
+		}
+	}
+	return out, nil
+}
+
+func (in *intake) truncs(rels []uint32) []checkpoint.TableRef {
+	var out []checkpoint.TableRef
+	for _, rel := range rels {
+		for _, rt := range in.routes[rel] {
+			out = append(out, checkpoint.TableRef{Transform: rt.transform, Table: rel})
+		}
+	}
+	return out
+}
+
+func indexOf(list []string, s string) int {
+	for i, x := range list {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// Commit queues a committed transaction; the queue is written as one batch
+// when it is large or a little time has passed.
+func (in *intake) Commit(ctx context.Context, txn *decode.Txn) error {
+	in.mu.Lock()
+	keys, err := in.dirty(txn.Keys)
+	if err != nil {
+		in.mu.Unlock()
+		return err
+	}
+	xid := txn.Xid
+	if len(keys) == 0 {
+		xid = 0
+	}
+	if len(in.pending) == 0 {
+		in.since = time.Now()
+	}
+	in.pending = append(in.pending, checkpoint.Txn{LSN: txn.EndLSN, Xid: xid, Keys: keys, Truncs: in.truncs(txn.Truncated)})
+	in.nkeys += len(keys)
+	full := in.nkeys >= groupCommitKeys || len(in.pending) >= groupCommitTxns || time.Since(in.since) >= groupCommitWait
+	in.mu.Unlock()
+	in.r.metrics.Transactions.Inc()
+	if full {
+		return in.flush()
+	}
+	in.ensureFlusher()
+	return nil
+}
+
+// ensureFlusher writes a queue that no later Commit will push out.
+func (in *intake) ensureFlusher() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.stopped != nil {
+		return
+	}
+	done := make(chan struct{})
+	in.stopped = done
+	go func() {
+		time.Sleep(groupCommitWait)
+		in.mu.Lock()
+		in.stopped = nil
+		in.mu.Unlock()
+		if err := in.flush(); err != nil {
+			in.r.t.log.Error("record changes", "err", err)
+		}
+		close(done)
+	}()
+}
+
+// flush records the queue in the store and wakes the affected workers.
+func (in *intake) flush() error {
+	in.mu.Lock()
+	txns := in.pending
+	in.pending, in.nkeys = nil, 0
+	if len(txns) == 0 {
+		in.mu.Unlock()
+		return nil
+	}
+	// Hold the lock while writing so batches reach the store in LSN order.
+	err := in.r.store.RecordMany(txns)
+	in.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("record %d transactions in the local store: %w", len(txns), err)
+	}
+	in.wake(txns)
+	return nil
+}
+
+func (in *intake) wake(txns []checkpoint.Txn) {
+	seen := map[int64]bool{}
+	for _, t := range txns {
+		for _, k := range t.Keys {
+			seen[k.Transform] = true
+		}
+		for _, k := range t.Truncs {
+			seen[k.Transform] = true
+		}
+	}
+	in.r.mu.Lock()
+	for id := range seen {
+		if w := in.r.workers[id]; w != nil {
+			w.notify()
+		}
+	}
+	in.r.mu.Unlock()
+}
+
+// StreamChunk spills keys of an in-progress transaction to the store.
+func (in *intake) StreamChunk(ctx context.Context, xid uint32, keys []decode.RowKey, truncated []uint32) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	bySub := map[uint32][]decode.RowKey{}
+	for _, k := range keys {
+		sub := k.Xid
+		if sub == 0 {
+			sub = xid
+		}
+		bySub[sub] = append(bySub[sub], k)
+	}
+	for sub, ks := range bySub {
+		dk, err := in.dirty(ks)
+		if err != nil {
+			return err
+		}
+		if len(dk) > 0 {
+			if err := in.r.store.SpillKeys(xid, sub, dk); err != nil {
+				return err
+			}
+		}
+	}
+	if tr := in.truncs(truncated); len(tr) > 0 {
+		return in.r.store.SpillTruncate(xid, xid, tr)
+	}
+	return nil
+}
+
+// StreamCommit moves a streamed transaction's spilled keys into the sets.
+func (in *intake) StreamCommit(ctx context.Context, xid uint32, commitLSN, endLSN uint64, commitTime time.Time) error {
+	if err := in.flush(); err != nil {
+		return err
+	}
+	in.mu.Lock()
+	err := in.r.store.CommitSpill(xid, endLSN)
+	in.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	in.r.metrics.Transactions.Inc()
+	in.r.mu.Lock()
+	for _, w := range in.r.workers {
+		w.notify()
+	}
+	in.r.mu.Unlock()
+	return nil
+}
+
+// StreamAbort drops a subtransaction's (or the whole transaction's) spill.
+func (in *intake) StreamAbort(ctx context.Context, xid, subxid uint32) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.r.store.AbortSpill(xid, subxid)
+}
+
+// Idle advances the position over WAL that changed nothing we read.
+func (in *intake) Idle(ctx context.Context, walEnd uint64) error {
+	if err := in.flush(); err != nil {
+		return err
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.r.store.AdvanceReceived(walEnd)
+}

@@ -1,0 +1,495 @@
+// Package catalog owns trellis-repl's state inside PostgreSQL: the instance
+// schema, its versioned migrations, the transform definitions with their
+// states and failures, and per-transform apply progress. Every process reads
+// status from here, so `trellis-repl status` works from any machine.
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// DefaultSchema is the instance schema used when none is configured.
+const DefaultSchema = "trellis"
+
+// States of a transform (DESIGN.md §4).
+const (
+	StateWaiting     = "waiting_to_backfill"
+	StateBackfilling = "backfilling"
+	StateLive        = "live"
+	StatePaused      = "paused"
+)
+
+// Failure kinds recorded in capture_failure.
+const (
+	FailureCapture    = "capture"
+	FailureHalt       = "halt"
+	FailureDisruption = "disruption"
+)
+
+// Querier is what the catalog needs from a connection, pool or transaction.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Catalog addresses the catalog tables of one instance schema.
+type Catalog struct {
+	Schema string
+}
+
+// New returns a Catalog for schema (DefaultSchema when empty).
+func New(schema string) Catalog {
+	if schema == "" {
+		schema = DefaultSchema
+	}
+	return Catalog{Schema: schema}
+}
+
+// T returns the quoted, schema-qualified name of a catalog table.
+func (c Catalog) T(name string) string {
+	return pgx.Identifier{c.Schema, name}.Sanitize()
+}
+
+// SlotName is the replication slot of this instance, derived from the schema.
+func (c Catalog) SlotName() string { return c.Schema + "_slot" }
+
+// PublicationName is the publication of this instance.
+func (c Catalog) PublicationName() string { return c.Schema + "_pub" }
+
+// LockKey is the advisory-lock key that makes one runner per instance.
+func (c Catalog) LockKey() string { return "trellis-repl runner " + c.Schema }
+
+// NotifyChannel is the channel Apply notifies after changing definitions.
+func (c Catalog) NotifyChannel() string { return c.Schema + "_changed" }
+
+// Failure describes why a transform is paused by the system, or a build that
+// keeps failing. Fields are serialised with snake_case names.
+type Failure struct {
+	Kind       string    `json:"kind"`
+	Error      string    `json:"error"`
+	Columns    []string  `json:"columns,omitempty"`
+	DetectedAt time.Time `json:"detected_at"`
+}
+
+// BackfillFailure describes a failing build.
+type BackfillFailure struct {
+	Attempts    int       `json:"attempts"`
+	LastError   string    `json:"last_error"`
+	NextAttempt time.Time `json:"next_attempt"`
+}
+
+// Transform is one catalog row.
+type Transform struct {
+	ID              int64
+	Schema          string
+	Name            string
+	Definition      string // the SELECT as deparsed at define time
+	Shape           string
+	Plan            json.RawMessage
+	State           string
+	PausedBy        string // "user" or "system" when paused
+	Rebuild         bool   // RESUME asked for a rebuild (orphans deleted)
+	BuildCursor     []string
+	BuildPhase      int
+	CaptureFailure  *Failure
+	BackfillFailure *BackfillFailure
+	SourceTable     string // schema-qualified, quoted
+	SourceOID       uint32
+	CreatedAt       time.Time
+	StateChangedAt  time.Time
+	AppliedLSN      uint64
+	AppliedAt       *time.Time
+	KeysApplied     int64
+	HeldKeys        int64
+}
+
+var migrations = []string{
+	// 1: the initial catalog.
+	`CREATE TABLE IF NOT EXISTS {{s}}.instance (
+		id int PRIMARY KEY CHECK (id = 1),
+		store_id text,
+		confirm_mode text,
+		capture_mode text,
+		capture_reason text,
+		slot_name text,
+		received_lsn pg_lsn,
+		confirmed_lsn pg_lsn,
+		runner_pid int,
+		heartbeat_at timestamptz,
+		started_at timestamptz
+	);
+	INSERT INTO {{s}}.instance (id) VALUES (1) ON CONFLICT DO NOTHING;
+	CREATE TABLE IF NOT EXISTS {{s}}.transforms (
+		id bigserial PRIMARY KEY,
+		schema_name text NOT NULL,
+		name text NOT NULL,
+		definition text NOT NULL,
+		shape text NOT NULL,
+		plan jsonb NOT NULL,
+		state text NOT NULL,
+		paused_by text,
+		rebuild boolean NOT NULL DEFAULT false,
+		build_phase int NOT NULL DEFAULT 0,
+		build_cursor text[],
+		capture_failure jsonb,
+		backfill_failure jsonb,
+		source_table text NOT NULL,
+		source_oid oid NOT NULL,
+		created_at timestamptz NOT NULL DEFAULT now(),
+		state_changed_at timestamptz NOT NULL DEFAULT now(),
+		UNIQUE (schema_name, name)
+	);
+	CREATE TABLE IF NOT EXISTS {{s}}.progress (
+		transform_id bigint PRIMARY KEY REFERENCES {{s}}.transforms (id) ON DELETE CASCADE,
+		applied_lsn pg_lsn NOT NULL DEFAULT '0/0',
+		applied_at timestamptz,
+		keys_applied bigint NOT NULL DEFAULT 0,
+		held_keys bigint NOT NULL DEFAULT 0
+	) WITH (fillfactor = 50);`,
+}
+
+// Migrate creates or upgrades the instance schema to the newest version. It
+// is idempotent and safe to run from several processes at once (it takes a
+// transaction-scoped advisory lock).
+func (c Catalog) Migrate(ctx context.Context, conn interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}) error {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin migration: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "trellis-repl migrate "+c.Schema); err != nil {
+		return fmt.Errorf("lock for migration: %w", err)
+	}
+	s := pgx.Identifier{c.Schema}.Sanitize()
+	if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+s); err != nil {
+		return fmt.Errorf("create schema %s: %w", s, err)
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+c.T("schema_migrations")+
+		` (version int PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	var have int
+	if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+c.T("schema_migrations")).Scan(&have); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if have > len(migrations) {
+		return fmt.Errorf("catalog schema %s is at version %d, newer than this binary knows (%d): upgrade trellis-repl", c.Schema, have, len(migrations))
+	}
+	for v := have + 1; v <= len(migrations); v++ {
+		sql := replaceSchema(migrations[v-1], s)
+		if _, err := tx.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("apply catalog migration %d: %w", v, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO `+c.T("schema_migrations")+` (version) VALUES ($1)`, v); err != nil {
+			return fmt.Errorf("record catalog migration %d: %w", v, err)
+		}
+	}
+	return tx.Commit(ctx)
+}
+
+func replaceSchema(sql, quoted string) string {
+	out := make([]byte, 0, len(sql))
+	for i := 0; i < len(sql); {
+		if i+5 <= len(sql) && sql[i:i+5] == "{{s}}" {
+			out = append(out, quoted...)
+			i += 5
+			continue
+		}
+		out = append(out, sql[i])
+		i++
+	}
+	return string(out)
+}
+
+// Version returns the catalog's migration version, 0 when not installed.
+func (c Catalog) Version(ctx context.Context, q Querier) (int, error) {
+	var exists bool
+	if err := q.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, c.T("schema_migrations")).Scan(&exists); err != nil {
+		return 0, fmt.Errorf("look for catalog: %w", err)
+	}
+	if !exists {
+		return 0, nil
+	}
+	var v int
+	err := q.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+c.T("schema_migrations")).Scan(&v)
+	return v, err
+}
+
+const transformCols = `t.id, t.schema_name, t.name, t.definition, t.shape, t.plan, t.state,
+	coalesce(t.paused_by, ''), t.rebuild, t.build_cursor, t.build_phase, t.capture_failure, t.backfill_failure,
+	t.source_table, t.source_oid, t.created_at, t.state_changed_at,
+	coalesce(p.applied_lsn, '0/0')::text, p.applied_at, coalesce(p.keys_applied, 0), coalesce(p.held_keys, 0)`
+
+func scanTransform(row pgx.Row) (*Transform, error) {
+	var t Transform
+	var cf, bf []byte
+	var lsn string
+	var cursor []string
+	if err := row.Scan(&t.ID, &t.Schema, &t.Name, &t.Definition, &t.Shape, &t.Plan, &t.State,
+		&t.PausedBy, &t.Rebuild, &cursor, &t.BuildPhase, &cf, &bf, &t.SourceTable, &t.SourceOID,
+		&t.CreatedAt, &t.StateChangedAt, &lsn, &t.AppliedAt, &t.KeysApplied, &t.HeldKeys); err != nil {
+		return nil, err
+	}
+	t.BuildCursor = cursor
+	if len(cf) > 0 {
+		t.CaptureFailure = new(Failure)
+		if err := json.Unmarshal(cf, t.CaptureFailure); err != nil {
+			return nil, fmt.Errorf("decode capture_failure of %s: %w", t.Name, err)
+		}
+	}
+	if len(bf) > 0 {
+		t.BackfillFailure = new(BackfillFailure)
+		if err := json.Unmarshal(bf, t.BackfillFailure); err != nil {
+			return nil, fmt.Errorf("decode backfill_failure of %s: %w", t.Name, err)
+		}
+	}
+	v, err := ParseLSN(lsn)
+	if err != nil {
+		return nil, err
+	}
+	t.AppliedLSN = v
+	return &t, nil
+}
+
+// List returns every transform, ordered by id.
+func (c Catalog) List(ctx context.Context, q Querier) ([]*Transform, error) {
+	rows, err := q.Query(ctx, `SELECT `+transformCols+` FROM `+c.T("transforms")+` t LEFT JOIN `+
+		c.T("progress")+` p ON p.transform_id = t.id ORDER BY t.id`)
+	if err != nil {
+		return nil, fmt.Errorf("list transforms: %w", err)
+	}
+	defer rows.Close()
+	var out []*Transform
+	for rows.Next() {
+		t, err := scanTransform(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read transform: %w", err)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// Get returns one transform by schema and name; nil when absent.
+func (c Catalog) Get(ctx context.Context, q Querier, schema, name string) (*Transform, error) {
+	t, err := scanTransform(q.QueryRow(ctx, `SELECT `+transformCols+` FROM `+c.T("transforms")+` t LEFT JOIN `+
+		c.T("progress")+` p ON p.transform_id = t.id WHERE t.schema_name = $1 AND t.name = $2`, schema, name))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read transform %s.%s: %w", schema, name, err)
+	}
+	return t, nil
+}
+
+// GetByID returns one transform by id; nil when absent.
+func (c Catalog) GetByID(ctx context.Context, q Querier, id int64) (*Transform, error) {
+	t, err := scanTransform(q.QueryRow(ctx, `SELECT `+transformCols+` FROM `+c.T("transforms")+` t LEFT JOIN `+
+		c.T("progress")+` p ON p.transform_id = t.id WHERE t.id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read transform %d: %w", id, err)
+	}
+	return t, nil
+}
+
+// Insert records a new transform in state waiting_to_backfill and returns its id.
+func (c Catalog) Insert(ctx context.Context, q Querier, t *Transform) (int64, error) {
+	var id int64
+	err := q.QueryRow(ctx, `INSERT INTO `+c.T("transforms")+
+		` (schema_name, name, definition, shape, plan, state, source_table, source_oid)
+		  VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
+		t.Schema, t.Name, t.Definition, t.Shape, []byte(t.Plan), StateWaiting, t.SourceTable, t.SourceOID).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("record transform %s: %w", t.Name, err)
+	}
+	if _, err := q.Exec(ctx, `INSERT INTO `+c.T("progress")+` (transform_id) VALUES ($1)`, id); err != nil {
+		return 0, fmt.Errorf("record progress of %s: %w", t.Name, err)
+	}
+	return id, nil
+}
+
+// SetPlan replaces a transform's plan (used when a rebuild re-validates it).
+func (c Catalog) SetPlan(ctx context.Context, q Querier, id int64, plan json.RawMessage) error {
+	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET plan = $2 WHERE id = $1`, id, []byte(plan))
+	return err
+}
+
+// Pause moves a transform to paused. by is "user" or "system"; failure may be nil.
+func (c Catalog) Pause(ctx context.Context, q Querier, id int64, by string, failure *Failure) error {
+	var cf []byte
+	if failure != nil {
+		var err error
+		if cf, err = json.Marshal(failure); err != nil {
+			return err
+		}
+	}
+	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET state = $2, paused_by = $3,
+		capture_failure = coalesce($4::jsonb, capture_failure), state_changed_at = now() WHERE id = $1`,
+		id, StatePaused, by, cf)
+	if err != nil {
+		return fmt.Errorf("pause transform %d: %w", id, err)
+	}
+	return nil
+}
+
+// Resume clears failures and asks for a full rebuild.
+func (c Catalog) Resume(ctx context.Context, q Querier, id int64) error {
+	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET state = $2, paused_by = NULL, rebuild = true,
+		build_phase = 0, build_cursor = NULL, capture_failure = NULL, backfill_failure = NULL,
+		state_changed_at = now() WHERE id = $1`, id, StateWaiting)
+	if err != nil {
+		return fmt.Errorf("resume transform %d: %w", id, err)
+	}
+	return nil
+}
+
+// SetState moves a transform between the build states. It only applies when
+// the transform is still in state from (so a concurrent PAUSE wins).
+func (c Catalog) SetState(ctx context.Context, q Querier, id int64, from, to string) (bool, error) {
+	tag, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET state = $3, state_changed_at = now(),
+		rebuild = CASE WHEN $3 = 'live' THEN false ELSE rebuild END,
+		backfill_failure = CASE WHEN $3 = 'live' THEN NULL ELSE backfill_failure END
+		WHERE id = $1 AND state = $2`, id, from, to)
+	if err != nil {
+		return false, fmt.Errorf("set state of transform %d: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// SetBuildCursor records build progress (phase and the last key done).
+func (c Catalog) SetBuildCursor(ctx context.Context, q Querier, id int64, phase int, cursor []string) error {
+	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET build_phase = $2, build_cursor = $3 WHERE id = $1`,
+		id, phase, cursor)
+	return err
+}
+
+// SetBackfillFailure records a failed build attempt (nil clears it).
+func (c Catalog) SetBackfillFailure(ctx context.Context, q Querier, id int64, f *BackfillFailure) error {
+	var b []byte
+	if f != nil {
+		var err error
+		if b, err = json.Marshal(f); err != nil {
+			return err
+		}
+	}
+	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET backfill_failure = $2 WHERE id = $1`, id, b)
+	return err
+}
+
+// Delete removes a transform's catalog rows (progress cascades).
+func (c Catalog) Delete(ctx context.Context, q Querier, id int64) error {
+	_, err := q.Exec(ctx, `DELETE FROM `+c.T("transforms")+` WHERE id = $1`, id)
+	return err
+}
+
+// RecordProgress adds n applied keys and, when lsn > 0, moves applied_lsn
+// forward (never back). Called inside the apply transaction.
+func (c Catalog) RecordProgress(ctx context.Context, q Querier, id int64, lsn uint64, n int64) error {
+	_, err := q.Exec(ctx, `UPDATE `+c.T("progress")+` SET
+		applied_lsn = CASE WHEN $2::pg_lsn > applied_lsn THEN $2::pg_lsn ELSE applied_lsn END,
+		keys_applied = keys_applied + $3, applied_at = now() WHERE transform_id = $1`, id, FormatLSN(lsn), n)
+	if err != nil {
+		return fmt.Errorf("record progress of transform %d: %w", id, err)
+	}
+	return nil
+}
+
+// SetHeldKeys records the dirty-key backlog count reported by status.
+func (c Catalog) SetHeldKeys(ctx context.Context, q Querier, id int64, n int64) error {
+	_, err := q.Exec(ctx, `UPDATE `+c.T("progress")+` SET held_keys = $2 WHERE transform_id = $1 AND held_keys <> $2`, id, n)
+	return err
+}
+
+// Instance is the singleton instance row.
+type Instance struct {
+	StoreID       string
+	ConfirmMode   string
+	CaptureMode   string
+	CaptureReason string
+	SlotName      string
+	ReceivedLSN   uint64
+	ConfirmedLSN  uint64
+	RunnerPID     int
+	HeartbeatAt   *time.Time
+	StartedAt     *time.Time
+}
+
+// GetInstance reads the instance row.
+func (c Catalog) GetInstance(ctx context.Context, q Querier) (*Instance, error) {
+	var in Instance
+	var recv, conf *string
+	var pid *int
+	var store, mode, cmode, creason, slot *string
+	err := q.QueryRow(ctx, `SELECT store_id, confirm_mode, capture_mode, capture_reason, slot_name,
+		received_lsn::text, confirmed_lsn::text, runner_pid, heartbeat_at, started_at FROM `+c.T("instance")+` WHERE id = 1`).
+		Scan(&store, &mode, &cmode, &creason, &slot, &recv, &conf, &pid, &in.HeartbeatAt, &in.StartedAt)
+	if err != nil {
+		return nil, fmt.Errorf("read instance: %w", err)
+	}
+	in.StoreID, in.ConfirmMode, in.CaptureMode, in.CaptureReason, in.SlotName =
+		deref(store), deref(mode), deref(cmode), deref(creason), deref(slot)
+	if pid != nil {
+		in.RunnerPID = *pid
+	}
+	if recv != nil {
+		if in.ReceivedLSN, err = ParseLSN(*recv); err != nil {
+			return nil, err
+		}
+	}
+	if conf != nil {
+		if in.ConfirmedLSN, err = ParseLSN(*conf); err != nil {
+			return nil, err
+		}
+	}
+	return &in, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// StartInstance records a runner start.
+func (c Catalog) StartInstance(ctx context.Context, q Querier, storeID, confirmMode, captureMode, reason, slot string) error {
+	_, err := q.Exec(ctx, `UPDATE `+c.T("instance")+` SET store_id = $1, confirm_mode = $2, capture_mode = $3,
+		capture_reason = $4, slot_name = $5, runner_pid = pg_backend_pid(), started_at = now(), heartbeat_at = now() WHERE id = 1`,
+		storeID, confirmMode, captureMode, reason, slot)
+	return err
+}
+
+// Heartbeat records the runner's positions.
+func (c Catalog) Heartbeat(ctx context.Context, q Querier, received, confirmed uint64) error {
+	_, err := q.Exec(ctx, `UPDATE `+c.T("instance")+` SET received_lsn = $1::pg_lsn, confirmed_lsn = $2::pg_lsn,
+		heartbeat_at = now() WHERE id = 1`, FormatLSN(received), FormatLSN(confirmed))
+	return err
+}
+
+// ParseLSN parses PostgreSQL's X/Y text form.
+func ParseLSN(s string) (uint64, error) {
+	var hi, lo uint32
+	if _, err := fmt.Sscanf(s, "%X/%X", &hi, &lo); err != nil {
+		return 0, fmt.Errorf("parse LSN %q: %w", s, err)
+	}
+	return uint64(hi)<<32 | uint64(lo), nil
+}
+
+// FormatLSN renders an LSN in PostgreSQL's X/Y text form.
+func FormatLSN(v uint64) string {
+	return fmt.Sprintf("%X/%X", uint32(v>>32), uint32(v))
+}

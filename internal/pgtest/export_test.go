@@ -1,0 +1,4 @@
+package pgtest
+
+// WithDatabase exposes withDatabase to the external tests.
+var WithDatabase = withDatabase

@@ -1,0 +1,136 @@
+package trellis
+
+import (
+	"context"
+	"time"
+
+	"github.com/trellis-repl/trellis-repl/engine"
+	"github.com/trellis-repl/trellis-repl/internal/catalog"
+	"github.com/trellis-repl/trellis-repl/internal/terr"
+)
+
+// Failure is why a transform was paused by the system.
+type Failure = catalog.Failure
+
+// BackfillFailure describes a build that keeps failing.
+type BackfillFailure = catalog.BackfillFailure
+
+// HeldKeys is the backlog of keys waiting to be re-derived.
+type HeldKeys struct {
+	Count int64 `json:"count"`
+}
+
+// TransformStatus is one transform's state as every process sees it.
+// Absent parts are nil (JSON null).
+type TransformStatus struct {
+	Name            string           `json:"name"`
+	Schema          string           `json:"schema"`
+	Shape           string           `json:"shape"`
+	State           string           `json:"state"`
+	PausedBy        *string          `json:"paused_by"`
+	CaptureFailure  *Failure         `json:"capture_failure"`
+	BackfillFailure *BackfillFailure `json:"backfill_failure"`
+	CaptureWait     *string          `json:"capture_wait"`
+	DrainFailure    *string          `json:"drain_failure"`
+	HeldKeys        *HeldKeys        `json:"held_keys"`
+	SourceIndexGaps []string         `json:"source_index_gaps"`
+	CorrectingNodes []string         `json:"correcting_nodes"`
+	CaptureMode     *string          `json:"capture_mode"`
+	SlotName        *string          `json:"slot_name"`
+	AppliedLSN      string           `json:"applied_lsn"`
+	AppliedAt       *time.Time       `json:"applied_at"`
+	LagBytes        *int64           `json:"lag_bytes"`
+	KeysApplied     int64            `json:"keys_applied"`
+	Target          string           `json:"target"`
+	Source          string           `json:"source"`
+	StateChangedAt  time.Time        `json:"state_changed_at"`
+}
+
+// Status reports every transform, or only those named.
+func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatus, error) {
+	ts, err := t.cat.List(ctx, t.pool)
+	if err != nil {
+		return nil, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
+	}
+	inst, err := t.cat.GetInstance(ctx, t.pool)
+	if err != nil {
+		return nil, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
+	}
+	var cur string
+	if err := t.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&cur); err != nil {
+		return nil, terr.Wrap(terr.Unavailable, err, "read WAL position: %v", err)
+	}
+	curLSN, _ := catalog.ParseLSN(cur)
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	out := []TransformStatus{}
+	for _, tr := range ts {
+		if len(want) > 0 && !want[tr.Name] {
+			continue
+		}
+		s := TransformStatus{Name: tr.Name, Schema: tr.Schema, Shape: tr.Shape, State: tr.State,
+			CaptureFailure: tr.CaptureFailure, BackfillFailure: tr.BackfillFailure,
+			AppliedLSN: catalog.FormatLSN(tr.AppliedLSN), AppliedAt: tr.AppliedAt, KeysApplied: tr.KeysApplied,
+			Source: tr.SourceTable, StateChangedAt: tr.StateChangedAt, SourceIndexGaps: []string{}, CorrectingNodes: []string{}}
+		if p, err := engine.Decode(tr.Plan); err == nil {
+			s.Target = p.Target.Ident()
+		}
+		if tr.PausedBy != "" {
+			pb := tr.PausedBy
+			s.PausedBy = &pb
+		}
+		if tr.HeldKeys > 0 {
+			s.HeldKeys = &HeldKeys{Count: tr.HeldKeys}
+		}
+		if inst.CaptureMode != "" {
+			m, sl := inst.CaptureMode, inst.SlotName
+			s.CaptureMode, s.SlotName = &m, &sl
+		}
+		if tr.AppliedLSN > 0 && curLSN >= tr.AppliedLSN {
+			lag := int64(curLSN - tr.AppliedLSN)
+			s.LagBytes = &lag
+		}
+		out = append(out, s)
+	}
+	if len(want) > 0 && len(out) < len(want) {
+		for n := range want {
+			found := false
+			for _, s := range out {
+				found = found || s.Name == n
+			}
+			if !found {
+				return nil, terr.New(terr.NotFound, "transform %q does not exist; run `trellis-repl status` to list transforms", n)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Definition is a transform's stored definition.
+type Definition struct {
+	Schema string `json:"schema"`
+	Name   string `json:"name"`
+	// SQL is the CREATE TRANSFORM statement that recreates it.
+	SQL   string `json:"sql"`
+	Shape string `json:"shape"`
+}
+
+// Definitions lists every transform's definition.
+func (t *Trellis) Definitions(ctx context.Context) ([]Definition, error) {
+	ts, err := t.cat.List(ctx, t.pool)
+	if err != nil {
+		return nil, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
+	}
+	out := []Definition{}
+	for _, tr := range ts {
+		out = append(out, Definition{Schema: tr.Schema, Name: tr.Name, Shape: tr.Shape,
+			SQL: "CREATE TRANSFORM " + quoteName(tr.Schema, tr.Name) + " AS " + tr.Definition})
+	}
+	return out, nil
+}
+
+func quoteName(schema, name string) string {
+	return pgxIdent(schema) + "." + pgxIdent(name)
+}

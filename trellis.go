@@ -1,0 +1,222 @@
+// Package trellis keeps derived tables inside your own PostgreSQL equal to a
+// SQL SELECT while the source tables change. Define a transform with Apply,
+// keep it maintained with Run (in this process, or `trellis-repl run`
+// beside the database), and read its state with Status from anywhere.
+//
+// Changes are captured from a logical-replication slot; a change only says
+// which rows changed, and the engine re-derives those rows from the source
+// and diffs them against what it wrote before, so restarts and duplicate
+// delivery never double-count.
+package trellis
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/trellis-repl/trellis-repl/internal/catalog"
+	"github.com/trellis-repl/trellis-repl/internal/terr"
+)
+
+// Error is the error type every call returns for bad input or failed
+// operations: a stable Code plus a sentence naming the object and the fix.
+type Error = terr.Error
+
+// ErrorCode is the stable class of an Error.
+type ErrorCode = terr.Code
+
+// The stable error codes.
+const (
+	CodeValidation  = terr.Validation
+	CodeNotFound    = terr.NotFound
+	CodeConflict    = terr.Conflict
+	CodeTimeout     = terr.Timeout
+	CodeUnavailable = terr.Unavailable
+	CodeInternal    = terr.Internal
+)
+
+// CodeOf returns the stable code of err (CodeInternal for foreign errors).
+func CodeOf(err error) ErrorCode { return terr.CodeOf(err) }
+
+// Capture modes.
+const (
+	CaptureAuto    = "auto"
+	CaptureLogical = "logical"
+	CaptureTrigger = "trigger"
+)
+
+// Confirm modes (DESIGN.md §3.2).
+const (
+	// ConfirmLocal confirms the slot once changes are durable in the local
+	// store: WAL retention stays small even while a transform is slow.
+	ConfirmLocal = "local"
+	// ConfirmApplied confirms only what every running transform applied in
+	// PostgreSQL: survives losing the local disk.
+	ConfirmApplied = "applied"
+)
+
+// Config configures a Trellis instance.
+type Config struct {
+	// DSN is the libpq connection string (URL or key=value). Empty means
+	// TRELLIS_DATABASE_URL, then the PG* environment variables.
+	DSN string
+	// Schema is the instance schema holding the catalog (default "trellis").
+	Schema string
+	// DataDir is where Run keeps its local checkpoint store. Default:
+	// ./trellis-repl-data/<system id>-<database oid>-<schema>.
+	DataDir string
+	// Capture is auto (default), logical or trigger.
+	Capture string
+	// Confirm is local (default) or applied.
+	Confirm string
+	// Logger receives operational logs; nil discards them.
+	Logger *slog.Logger
+	// ProgressInterval is how often an idle transform records its applied
+	// position (what AwaitConverged waits for). Default 1s.
+	ProgressInterval time.Duration
+	// BatchSize caps the keys re-derived in one apply transaction
+	// (default 10000).
+	BatchSize int
+	// Metrics, when set, receives Run's Prometheus metrics.
+	Metrics *Metrics
+}
+
+// Trellis is an open instance: a connection pool and the catalog.
+type Trellis struct {
+	cfg  Config
+	pool *pgxpool.Pool
+	cat  catalog.Catalog
+	log  *slog.Logger
+}
+
+// ResolveDSN returns dsn, else TRELLIS_DATABASE_URL, else "" (which pgx
+// completes from the PG* variables).
+func ResolveDSN(dsn string) string {
+	if dsn != "" {
+		return dsn
+	}
+	return os.Getenv("TRELLIS_DATABASE_URL")
+}
+
+// Open connects and creates or upgrades the catalog.
+func Open(ctx context.Context, cfg Config) (*Trellis, error) {
+	cfg.DSN = ResolveDSN(cfg.DSN)
+	if cfg.Capture == "" {
+		cfg.Capture = CaptureAuto
+	}
+	if cfg.Confirm == "" {
+		cfg.Confirm = ConfirmLocal
+	}
+	switch cfg.Capture {
+	case CaptureAuto, CaptureLogical, CaptureTrigger:
+	default:
+		return nil, terr.New(terr.Validation, "capture mode %q is unknown; use auto, logical or trigger", cfg.Capture)
+	}
+	switch cfg.Confirm {
+	case ConfirmLocal, ConfirmApplied:
+	default:
+		return nil, terr.New(terr.Validation, "confirm mode %q is unknown; use local or applied", cfg.Confirm)
+	}
+	if cfg.ProgressInterval <= 0 {
+		cfg.ProgressInterval = time.Second
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 10000
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	pcfg, err := pgxpool.ParseConfig(cfg.DSN)
+	if err != nil {
+		return nil, terr.Wrap(terr.Validation, err, "the connection string is not valid: %v; pass --dsn postgres://user@host/db or set TRELLIS_DATABASE_URL", err)
+	}
+	pcfg.MaxConns = 8
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, terr.Wrap(terr.Unavailable, err, "cannot connect to PostgreSQL: %v", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, terr.Wrap(terr.Unavailable, err, "cannot connect to PostgreSQL at %s:%d: %v; check --dsn and that the server is running",
+			pcfg.ConnConfig.Host, pcfg.ConnConfig.Port, err)
+	}
+	t := &Trellis{cfg: cfg, pool: pool, cat: catalog.New(cfg.Schema), log: cfg.Logger}
+	if err := t.cat.Migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, terr.Wrap(terr.Unavailable, err, "cannot install the catalog in schema %q: %v; the role needs CREATE on the database", t.cat.Schema, err)
+	}
+	return t, nil
+}
+
+// Close releases the connection pool. It does not stop a Run in progress:
+// cancel Run's context first.
+func (t *Trellis) Close() { t.pool.Close() }
+
+// Schema is the instance schema.
+func (t *Trellis) Schema() string { return t.cat.Schema }
+
+func (t *Trellis) connConfig() *pgx.ConnConfig { return t.pool.Config().ConnConfig }
+
+// Token is a watermark: AwaitConverged(token) returns once every target
+// reflects every write committed before the token was taken.
+type Token uint64
+
+// String renders the token as a PostgreSQL LSN.
+func (tk Token) String() string { return catalog.FormatLSN(uint64(tk)) }
+
+// WatermarkToken returns a token for "now".
+func (t *Trellis) WatermarkToken(ctx context.Context) (Token, error) {
+	var s string
+	if err := t.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&s); err != nil {
+		return 0, terr.Wrap(terr.Unavailable, err, "read the current WAL position: %v", err)
+	}
+	v, err := catalog.ParseLSN(s)
+	return Token(v), err
+}
+
+// AwaitConverged waits until every transform that is not paused by a user
+// is live and has applied everything up to token. It fails at once, naming
+// it, when a transform is paused by the system (its capture failed), since
+// it would never converge; the context bounds the wait (code timeout).
+func (t *Trellis) AwaitConverged(ctx context.Context, token Token) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ts, err := t.cat.List(ctx, t.pool)
+		if err != nil {
+			if ctx.Err() != nil {
+				return terr.Wrap(terr.Timeout, ctx.Err(), "timed out waiting for convergence to %s", token)
+			}
+			return terr.Wrap(terr.Unavailable, err, "read transform progress: %v", err)
+		}
+		waiting := ""
+		for _, tr := range ts {
+			if tr.State == catalog.StatePaused {
+				if tr.PausedBy == "user" {
+					continue
+				}
+				msg := "paused by the system"
+				if tr.CaptureFailure != nil {
+					msg = tr.CaptureFailure.Kind + ": " + tr.CaptureFailure.Error
+				}
+				return terr.New(terr.Conflict, "transform %q cannot converge: %s; fix the cause and RESUME TRANSFORM %s", tr.Name, msg, tr.Name)
+			}
+			if tr.State != catalog.StateLive || tr.AppliedLSN < uint64(token) {
+				waiting = tr.Name
+			}
+		}
+		if waiting == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return terr.Wrap(terr.Timeout, ctx.Err(), "timed out waiting for transform %q to converge to %s; is `trellis-repl run` running?", waiting, token)
+		case <-tick.C:
+		}
+	}
+}

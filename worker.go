@@ -1,0 +1,318 @@
+package trellis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/trellis-repl/trellis-repl/checkpoint"
+	"github.com/trellis-repl/trellis-repl/engine"
+	"github.com/trellis-repl/trellis-repl/internal/catalog"
+)
+
+// worker maintains one transform: it builds it, then re-derives the keys
+// the store marks dirty. It is the transform's only writer.
+type worker struct {
+	r    *runner
+	id   int64
+	name string
+	plan *engine.Plan
+
+	wake   chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	// persisted is the applied position recorded in PostgreSQL.
+	persisted atomic.Uint64
+	applied   uint64
+	lastSaved time.Time
+	failures  int
+}
+
+func newWorker(r *runner, tr *catalog.Transform, p *engine.Plan) *worker {
+	w := &worker{r: r, id: tr.ID, name: tr.Name, plan: p, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	w.persisted.Store(tr.AppliedLSN)
+	w.applied = tr.AppliedLSN
+	return w
+}
+
+func (w *worker) notify() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *worker) start(parent context.Context) {
+	ctx, cancel := context.WithCancel(parent)
+	w.cancel = cancel
+	go func() {
+		defer close(w.done)
+		w.run(ctx)
+	}()
+}
+
+func (w *worker) stop() { w.cancel() }
+func (w *worker) wait() { <-w.done }
+
+func (w *worker) log() interface {
+	Info(string, ...any)
+	Warn(string, ...any)
+	Error(string, ...any)
+} {
+	return w.r.t.log.With("transform", w.name)
+}
+
+// run keeps (re)connecting until the worker is stopped.
+func (w *worker) run(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		a, err := engine.NewApplier(ctx, w.r.t.connConfig(), w.r.t.cat, w.id, w.plan, w.r.t.log)
+		if err == nil {
+			err = w.session(ctx, a)
+			a.Close(context.Background())
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if w.fatal(ctx, err) {
+			return
+		}
+		w.log().Warn("transform worker failed; retrying", "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		if backoff < 10*time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+// fatal pauses the transform after repeated failures that retrying cannot
+// cure (errors about the data or the definition) and reports whether it did.
+func (w *worker) fatal(ctx context.Context, err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code[:2] {
+	case "22", "23", "42", "2B", "0A":
+	default:
+		return false
+	}
+	w.failures++
+	if w.failures < 3 {
+		return false
+	}
+	f := &catalog.Failure{Kind: catalog.FailureHalt, DetectedAt: time.Now().UTC(),
+		Error: fmt.Sprintf("re-deriving keys keeps failing: %s (SQLSTATE %s); fix the data or the definition, then RESUME TRANSFORM %s", pgErr.Message, pgErr.Code, w.name)}
+	if perr := w.r.t.cat.Pause(ctx, w.r.t.pool, w.id, "system", f); perr != nil {
+		return false
+	}
+	w.log().Error("transform paused: apply keeps failing", "err", err)
+	return true
+}
+
+func (w *worker) session(ctx context.Context, a *engine.Applier) error {
+	for ctx.Err() == nil {
+		tr, err := w.r.t.cat.GetByID(ctx, w.r.t.pool, w.id)
+		if err != nil {
+			return err
+		}
+		if tr == nil || tr.State == catalog.StatePaused {
+			<-ctx.Done()
+			return nil
+		}
+		switch tr.State {
+		case catalog.StateWaiting:
+			if err := w.r.installCapture(ctx, w.plan); err != nil {
+				return err
+			}
+			if _, err := w.r.t.cat.SetState(ctx, w.r.t.pool, w.id, catalog.StateWaiting, catalog.StateBackfilling); err != nil {
+				return err
+			}
+			w.log().Info("building transform")
+		case catalog.StateBackfilling:
+			if err := w.drain(ctx, a); err != nil {
+				return err
+			}
+			done, err := w.buildStep(ctx, a, tr)
+			if err != nil {
+				return err
+			}
+			if done {
+				if _, err := w.r.t.cat.SetState(ctx, w.r.t.pool, w.id, catalog.StateBackfilling, catalog.StateLive); err != nil {
+					return err
+				}
+				w.r.metrics.Live.WithLabelValues(w.name).Set(1)
+				w.log().Info("transform is live")
+			}
+		case catalog.StateLive:
+			w.r.metrics.Live.WithLabelValues(w.name).Set(1)
+			if err := w.live(ctx, a); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("transform %s is in unknown state %q", w.name, tr.State)
+		}
+		w.failures = 0
+	}
+	return nil
+}
+
+// live drains dirty keys until stopped, checking the catalog now and then
+// (a PAUSE stops the worker through reconcile).
+func (w *worker) live(ctx context.Context, a *engine.Applier) error {
+	for ctx.Err() == nil {
+		if err := w.drain(ctx, a); err != nil {
+			return err
+		}
+		if err := w.saveIdle(ctx); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-w.wake:
+		case <-time.After(w.r.t.cfg.ProgressInterval / 2):
+		}
+	}
+	return nil
+}
+
+// drain applies dirty keys until the set is empty.
+func (w *worker) drain(ctx context.Context, a *engine.Applier) error {
+	for ctx.Err() == nil {
+		b, err := w.r.store.Take(w.id, w.r.t.cfg.BatchSize)
+		if err != nil {
+			return err
+		}
+		if len(b.Keys) == 0 && len(b.Truncated) == 0 {
+			if b.All && b.UpTo > w.applied {
+				w.applied = b.UpTo
+			}
+			return nil
+		}
+		if len(b.Truncated) > 0 {
+			// A TRUNCATE changed every row: re-derive every stored identity.
+			if err := w.rederiveStored(ctx, a); err != nil {
+				return err
+			}
+		}
+		keys := make([][]string, 0, len(b.Keys))
+		for _, e := range b.Keys {
+			k, err := checkpoint.DecodeKey(e.Key)
+			if err != nil {
+				return fmt.Errorf("decode stored key: %w", err)
+			}
+			keys = append(keys, k)
+		}
+		xids, err := w.xidsUpTo(b.MaxLSN())
+		if err != nil {
+			return err
+		}
+		var lsn uint64
+		if b.All {
+			lsn = b.UpTo
+		}
+		start := time.Now()
+		n, err := a.Apply(ctx, engine.Batch{Keys: keys, Xids: xids, AppliedLSN: lsn})
+		if err != nil {
+			w.r.metrics.ApplyErrors.WithLabelValues(w.name).Inc()
+			return err
+		}
+		w.r.metrics.ApplySeconds.WithLabelValues(w.name).Observe(time.Since(start).Seconds())
+		w.r.metrics.AppliedKeys.WithLabelValues(w.name).Add(float64(len(keys)))
+		w.r.metrics.RowsWritten.WithLabelValues(w.name).Add(float64(n))
+		if err := w.r.store.Done(w.id, b); err != nil {
+			return err
+		}
+		if lsn > 0 {
+			w.applied = lsn
+			w.persisted.Store(lsn)
+			w.lastSaved = time.Now()
+		}
+	}
+	return ctx.Err()
+}
+
+// xidsUpTo lists slot transactions not yet known visible, up to lsn.
+func (w *worker) xidsUpTo(lsn uint64) ([]uint32, error) {
+	pend, err := w.r.store.PendingXids()
+	if err != nil {
+		return nil, err
+	}
+	var out []uint32
+	for _, e := range pend {
+		if e.LSN > lsn {
+			break
+		}
+		out = append(out, e.Xid)
+	}
+	return out, nil
+}
+
+// saveIdle records an applied position reached without writes, at most once
+// per ProgressInterval (each record is itself a small write).
+func (w *worker) saveIdle(ctx context.Context) error {
+	if w.applied <= w.persisted.Load() || time.Since(w.lastSaved) < w.r.t.cfg.ProgressInterval {
+		return nil
+	}
+	if err := w.r.t.cat.RecordProgress(ctx, w.r.t.pool, w.id, w.applied, 0); err != nil {
+		return err
+	}
+	w.persisted.Store(w.applied)
+	w.lastSaved = time.Now()
+	return nil
+}
+
+const buildChunk = 5000
+
+// buildStep re-derives the next chunk of the build and reports whether the
+// build is complete. Phase 0 walks the source in key order; a rebuild then
+// walks what the target/ledger holds (phase 1), so orphans are deleted.
+func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.Transform) (bool, error) {
+	phase, cursor := tr.BuildPhase, tr.BuildCursor
+	keys, err := a.Enumerate(ctx, phase == 1, cursor, buildChunk)
+	if err != nil {
+		return false, err
+	}
+	if len(keys) == 0 {
+		if phase == 0 && tr.Rebuild {
+			return false, w.r.t.cat.SetBuildCursor(ctx, w.r.t.pool, w.id, 1, nil)
+		}
+		return true, nil
+	}
+	last := keys[len(keys)-1]
+	_, err = a.Apply(ctx, engine.Batch{Keys: keys, Extra: func(ctx context.Context, tx pgx.Tx) error {
+		return w.r.t.cat.SetBuildCursor(ctx, tx, w.id, phase, last)
+	}})
+	if err == nil {
+		w.r.metrics.AppliedKeys.WithLabelValues(w.name).Add(float64(len(keys)))
+	}
+	return false, err
+}
+
+// rederiveStored re-derives every identity the transform holds.
+func (w *worker) rederiveStored(ctx context.Context, a *engine.Applier) error {
+	var cursor []string
+	for {
+		keys, err := a.Enumerate(ctx, true, cursor, buildChunk)
+		if err != nil {
+			return err
+		}
+		if len(keys) == 0 {
+			return nil
+		}
+		if _, err := a.Apply(ctx, engine.Batch{Keys: keys}); err != nil {
+			return err
+		}
+		cursor = keys[len(keys)-1]
+	}
+}
