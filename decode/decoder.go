@@ -229,6 +229,7 @@ func (d *Decoder) relation(ctx context.Context, m *pglogrepl.RelationMessage) er
 		}
 	}
 	d.rels[rel.ID] = e
+	d.log.Debug("relation", "oid", rel.ID, "table", rel.qualified(), "key", rel.KeyColumns)
 	if err := d.sink.Relation(ctx, rel); err != nil {
 		return fmt.Errorf("decode: sink relation %s: %w", rel.qualified(), err)
 	}

@@ -769,6 +769,12 @@ func (c *selectChecker) checkNode(m proto.Message, clause, aggMsg string) error 
 		return c.errf(-1, "%s: JSON_OBJECTAGG is not supported in a transform; supported aggregates are count, sum, avg, min and max", clause)
 	case *pg_query.JsonArrayAgg:
 		return c.errf(-1, "%s: JSON_ARRAYAGG is not supported in a transform; supported aggregates are count, sum, avg, min and max", clause)
+	case *pg_query.A_Indirection:
+		if x.Arg.GetAConst() != nil {
+			// PostgreSQL cannot select a field of or subscript an untyped
+			// constant, and the deparser would drop the parentheses.
+			return c.errf(nodeLocation(x.Arg), "%s: a field selection or subscript needs a typed value; cast the constant first, e.g. ('{1,2}'::int[])[1]", clause)
+		}
 	case *pg_query.TypeName:
 		for _, m := range x.Typmods {
 			if m.GetAConst() == nil && m.GetColumnRef() == nil {

@@ -447,6 +447,8 @@ func badCases() []badCase {
 		{"'today' literal", "CREATE TRANSFORM x AS SELECT a FROM t WHERE d = DATE 'Today'", "the literal 'today'"},
 		{"qualified now", "CREATE TRANSFORM x AS SELECT pg_catalog.now() AS n FROM t", "now() is not immutable"},
 		{"expression as type modifier", "CREATE TRANSFORM x AS SELECT a::numeric(!0) AS n FROM t", "type modifiers must be simple constants"},
+		{"field of a constant", "CREATE TRANSFORM x AS SELECT (0).d AS n FROM t", "a field selection or subscript needs a typed value"},
+		{"subscript of a constant", "CREATE TRANSFORM x AS SELECT ('{1,2}')[1] AS n FROM t", "a field selection or subscript needs a typed value"},
 		{"parameter", "CREATE TRANSFORM x AS SELECT a FROM t WHERE a = $1", "WHERE: parameters ($1) are not supported"},
 		{"three-part column", "CREATE TRANSFORM x AS SELECT public.t.a FROM public.t", "column reference public.t.a has 3 parts; refer to columns as t.column or just column"},
 		{"other table qualifier", "CREATE TRANSFORM x AS SELECT u.a FROM t", "column reference u.a names u, which is not the FROM table"},

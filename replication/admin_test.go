@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -290,5 +291,34 @@ func TestClassify(t *testing.T) {
 				t.Errorf("%s: classify = %T, want *UnavailableError", tc.name, got)
 			}
 		}
+	}
+}
+
+func TestStatusInterval(t *testing.T) {
+	cases := []struct{ configured, timeout, want time.Duration }{
+		{time.Second, time.Minute, time.Second},
+		{time.Second, 0, time.Second},
+		{time.Second, 2 * time.Second, 2 * time.Second / 3},
+		{30 * time.Second, time.Minute, 20 * time.Second},
+		{time.Second, time.Millisecond, time.Millisecond},
+	}
+	for _, tc := range cases {
+		if got := statusInterval(tc.configured, tc.timeout); got != tc.want {
+			t.Errorf("statusInterval(%s, %s) = %s, want %s", tc.configured, tc.timeout, got, tc.want)
+		}
+	}
+}
+
+func TestEncodeStatus(t *testing.T) {
+	now := time.Date(2000, 1, 1, 0, 0, 1, 0, time.UTC)
+	buf := encodeStatus(0x30, 0x20, 0x10, now)
+	want := []byte{'d', 0, 0, 0, 38, 'r',
+		0, 0, 0, 0, 0, 0, 0, 0x30,
+		0, 0, 0, 0, 0, 0, 0, 0x20,
+		0, 0, 0, 0, 0, 0, 0, 0x10,
+		0, 0, 0, 0, 0, 0x0f, 0x42, 0x40, // 1s in microseconds
+		0}
+	if !slices.Equal(buf, want) {
+		t.Errorf("encodeStatus = %v\nwant %v", buf, want)
 	}
 }

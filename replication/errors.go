@@ -22,6 +22,10 @@ const (
 	// after the slot's current position (pgoutput resolves publications
 	// with the historic snapshot of the WAL it decodes).
 	PublicationMissing LostKind = "publication_missing"
+	// SlotAhead: the slot's confirmed_flush_lsn is beyond the position the
+	// consumer asked to resume from (StartLSN), so the changes in between
+	// will never be sent (slot advanced by hand, or re-created).
+	SlotAhead LostKind = "slot_ahead"
 )
 
 // SlotLostError reports that capture lost continuity: changes may have been
@@ -31,7 +35,8 @@ type SlotLostError struct {
 	Kind        LostKind
 	Slot        string
 	Publication string
-	Err         error // the server's error, when there was one
+	Detail      string // extra facts, e.g. the LSNs of SlotAhead
+	Err         error  // the server's error, when there was one
 }
 
 // Error is a sentence naming the slot or publication and the way out.
@@ -44,6 +49,8 @@ func (e *SlotLostError) Error() string {
 		s = fmt.Sprintf("replication slot %q was invalidated because the server removed WAL it still needed (max_slot_wal_keep_size); drop it and rebuild the transforms", e.Slot)
 	case PublicationMissing:
 		s = fmt.Sprintf("publication %q does not exist at the slot's position; recreate the publication and slot %q and rebuild the transforms", e.Publication, e.Slot)
+	case SlotAhead:
+		s = fmt.Sprintf("replication slot %q has confirmed changes beyond the position the consumer resumes from (%s), so the changes in between are lost; rebuild the transforms", e.Slot, e.Detail)
 	default:
 		s = fmt.Sprintf("replication slot %q lost continuity", e.Slot)
 	}

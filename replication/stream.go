@@ -91,12 +91,16 @@ func (e *permanentError) Unwrap() error { return e.err }
 // Decoder per connection: the server re-sends Relation messages and open
 // transactions then), and returns:
 //   - ctx.Err() when ctx ends;
-//   - *SlotLostError when the slot or publication is missing or the slot
-//     was invalidated (a disruption);
+//   - *SlotLostError when the slot or publication is missing, the slot
+//     was invalidated, or it confirmed beyond StartLSN (a disruption);
 //   - *UnavailableError when the server or role cannot stream at all;
 //   - a sink or decode error (wrapped; *decode.KeyError among them).
 //
-// A slot held by another process (55006) is retried, and logged.
+// A slot held by another process (55006) is retried, and logged. The slot
+// and publication must exist (EnsurePublication, then EnsureSlot) before
+// Run starts: a missing one is a *SlotLostError, not something Run creates.
+// After Run returns, the server's walsender may hold the slot for a moment
+// longer.
 func Run(ctx context.Context, cfg Config, sink decode.Sink) error {
 	if err := ValidateSlotName(cfg.Slot); err != nil {
 		return err
@@ -153,9 +157,11 @@ type serverFacts struct {
 
 // preflight reads the server version and wal_sender_timeout on a normal
 // connection (some managed servers refuse SHOW on replication connections)
-// and turns a missing slot or publication, or a lost slot, into a typed
-// error before START_REPLICATION hides it behind a less clear one.
-func preflight(ctx context.Context, cfg *Config) (serverFacts, error) {
+// and turns a missing slot or publication, a lost slot, or a slot that
+// confirmed more than the consumer has (start, when not 0) into a typed
+// error before START_REPLICATION hides it behind a less clear one or
+// silently skips changes.
+func preflight(ctx context.Context, cfg *Config, start uint64) (serverFacts, error) {
 	conn, err := pgx.Connect(ctx, cfg.DSN)
 	if err != nil {
 		return serverFacts{}, fmt.Errorf("replication: connect: %w", err)
@@ -167,18 +173,24 @@ func preflight(ctx context.Context, cfg *Config) (serverFacts, error) {
 		pubExists bool
 		slotType  *string
 		walStatus *string
+		confirmed *string
 	)
 	err = conn.QueryRow(ctx, `
 		SELECT current_setting('server_version_num')::int,
 		       (SELECT setting::bigint FROM pg_settings WHERE name = 'wal_sender_timeout'),
 		       EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $2),
 		       (SELECT slot_type FROM pg_replication_slots WHERE slot_name = $1),
-		       (SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1)`,
-		cfg.Slot, cfg.Publication).Scan(&f.version, &wstMillis, &pubExists, &slotType, &walStatus)
+		       (SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1),
+		       (SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1)`,
+		cfg.Slot, cfg.Publication).Scan(&f.version, &wstMillis, &pubExists, &slotType, &walStatus, &confirmed)
 	if err != nil {
 		return serverFacts{}, fmt.Errorf("replication: read server settings: %w", err)
 	}
 	f.walSenderTimeout = time.Duration(wstMillis) * time.Millisecond
+	confirmedLSN, err := parseLSN(confirmed)
+	if err != nil {
+		return serverFacts{}, err
+	}
 	switch {
 	case slotType == nil:
 		return f, &SlotLostError{Kind: SlotMissing, Slot: cfg.Slot, Publication: cfg.Publication}
@@ -186,8 +198,20 @@ func preflight(ctx context.Context, cfg *Config) (serverFacts, error) {
 		return f, &SlotLostError{Kind: SlotInvalidated, Slot: cfg.Slot, Publication: cfg.Publication}
 	case !pubExists:
 		return f, &SlotLostError{Kind: PublicationMissing, Slot: cfg.Slot, Publication: cfg.Publication}
+	case start != 0 && uint64(confirmedLSN) > start:
+		return f, &SlotLostError{Kind: SlotAhead, Slot: cfg.Slot, Publication: cfg.Publication,
+			Detail: fmt.Sprintf("resume at %s, slot confirmed %s", pglogrepl.LSN(start), confirmedLSN)}
 	}
 	return f, nil
+}
+
+// statusInterval caps the configured interval at wal_sender_timeout/3 (0 =
+// the timeout is disabled), so a lost update or two never gets us dropped.
+func statusInterval(configured, walSenderTimeout time.Duration) time.Duration {
+	if walSenderTimeout > 0 && configured > walSenderTimeout/3 {
+		return max(walSenderTimeout/3, time.Millisecond)
+	}
+	return configured
 }
 
 // connectReplication opens a replication=database connection. Session
@@ -260,14 +284,12 @@ type session struct {
 const writeTimeout = 10 * time.Second
 
 func runSession(ctx context.Context, cfg *Config, sink decode.Sink, log *slog.Logger) error {
-	facts, err := preflight(ctx, cfg)
+	start := cfg.StartLSN()
+	facts, err := preflight(ctx, cfg, start)
 	if err != nil {
 		return err
 	}
-	interval := cfg.StatusInterval
-	if facts.walSenderTimeout > 0 && interval > facts.walSenderTimeout/3 {
-		interval = facts.walSenderTimeout / 3
-	}
+	interval := statusInterval(cfg.StatusInterval, facts.walSenderTimeout)
 	conn, err := connectReplication(ctx, cfg.DSN)
 	if err != nil {
 		return err
@@ -276,14 +298,13 @@ func runSession(ctx context.Context, cfg *Config, sink decode.Sink, log *slog.Lo
 	defer cancelClose()
 	defer conn.Close(closeCtx)
 
-	start := pglogrepl.LSN(cfg.StartLSN())
 	args := pluginArgs(facts.version, cfg.Publication)
-	err = pglogrepl.StartReplication(ctx, conn, pgx.Identifier{cfg.Slot}.Sanitize(), start,
+	err = pglogrepl.StartReplication(ctx, conn, pgx.Identifier{cfg.Slot}.Sanitize(), pglogrepl.LSN(start),
 		pglogrepl.StartReplicationOptions{Mode: pglogrepl.LogicalReplication, PluginArgs: args})
 	if err != nil {
-		return fmt.Errorf("replication: START_REPLICATION at %s: %w", start, err)
+		return fmt.Errorf("replication: START_REPLICATION at %s: %w", pglogrepl.LSN(start), err)
 	}
-	log.Info("replication stream started", "start_lsn", start.String(), "options", strings.Join(args, ", "), "status_interval", interval)
+	log.Info("replication stream started", "start_lsn", pglogrepl.LSN(start).String(), "options", strings.Join(args, ", "), "status_interval", interval)
 
 	s := &session{
 		conn:        conn,
@@ -291,7 +312,7 @@ func runSession(ctx context.Context, cfg *Config, sink decode.Sink, log *slog.Lo
 		log:         log,
 		pollTimeout: min(max(interval/4, 10*time.Millisecond), 250*time.Millisecond),
 	}
-	s.received.Store(uint64(start))
+	s.received.Store(start)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)

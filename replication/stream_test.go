@@ -297,11 +297,20 @@ func TestRun(t *testing.T) {
 		_, pid := confirmedFlush(t, conn, "s")
 		return pid == 0
 	})
+	// A slot that confirmed more than the consumer resumes from.
+	ahead := cfg
+	ahead.StartLSN = func() uint64 { return ends[0] - 1 }
+	var lost *SlotLostError
+	if err := Run(context.Background(), ahead, rec); !errors.As(err, &lost) || lost.Kind != SlotAhead {
+		t.Fatalf("Run resuming behind the slot = %v, want SlotLostError(slot_ahead)", err)
+	} else {
+		t.Log(err)
+	}
+
 	if err := DropSlot(context.Background(), conn, "s"); err != nil {
 		t.Fatal(err)
 	}
 	err := Run(context.Background(), cfg, rec)
-	var lost *SlotLostError
 	if !errors.As(err, &lost) || lost.Kind != SlotMissing {
 		t.Fatalf("Run without a slot = %v, want SlotLostError(slot_missing)", err)
 	}
