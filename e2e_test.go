@@ -169,8 +169,7 @@ func workload(e *env, rng *rand.Rand, txns, maxRows int) {
 			case 2:
 				q = fmt.Sprintf(`UPDATE orders SET customer = %s, status = %s WHERE id = %d`, val(10), statuses[rng.Intn(4)], id)
 			case 3:
-				q = fmt.Sprintf(`UPDATE orders SET id = %d WHERE id = %d AND NOT EXISTS (SELECT 1 FROM orders WHERE id = %d)`, rng.Intn(300), id, 0)
-				q = fmt.Sprintf(`UPDATE orders SET id = id + 1000 WHERE id = %d`, id)
+				q = fmt.Sprintf(`UPDATE orders SET id = id + 1000 WHERE id = %d AND NOT EXISTS (SELECT 1 FROM orders WHERE id = %d)`, id, id+1000)
 			case 4:
 				q = fmt.Sprintf(`DELETE FROM orders WHERE id = %d`, id)
 			case 5:
@@ -267,3 +266,5 @@ func TestStatementErrorsChangeNothing(t *testing.T) {
 		t.Fatalf("a failed script left the table of its first statement")
 	}
 }
+
+func pgxConnect(dsn string) (*pgx.Conn, error) { return pgx.Connect(context.Background(), dsn) }

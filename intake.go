@@ -137,14 +137,10 @@ func (in *intake) Commit(ctx context.Context, txn *decode.Txn) error {
 		in.mu.Unlock()
 		return err
 	}
-	xid := txn.Xid
-	if len(keys) == 0 {
-		xid = 0
-	}
 	if len(in.pending) == 0 {
 		in.since = time.Now()
 	}
-	in.pending = append(in.pending, checkpoint.Txn{LSN: txn.EndLSN, Xid: xid, Keys: keys, Truncs: in.truncs(txn.Truncated)})
+	in.pending = append(in.pending, checkpoint.Txn{LSN: txn.EndLSN, Xid: txn.Xid, Keys: keys, Truncs: in.truncs(txn.Truncated)})
 	in.nkeys += len(keys)
 	full := in.nkeys >= groupCommitKeys || len(in.pending) >= groupCommitTxns || time.Since(in.since) >= groupCommitWait
 	in.mu.Unlock()

@@ -301,20 +301,25 @@ func (r *runner) stream(ctx context.Context) error {
 			if perr := r.pauseAll(ctx, lost.Error()); perr != nil {
 				return perr
 			}
-			if lost.Kind == replication.SlotInvalidated {
+			switch lost.Kind {
+			case replication.SlotInvalidated:
 				_ = replication.DropSlot(ctx, r.t.pool, r.slot)
-			}
-			if lost.Kind == replication.PublicationMissing {
+			case replication.PublicationMissing:
+				// pgoutput resolves the publication at the slot's position, so
+				// a recreated publication needs a new slot too.
 				if _, err := replication.EnsurePublication(ctx, r.t.pool, r.pub); err != nil {
 					return err
 				}
 				_ = replication.DropSlot(ctx, r.t.pool, r.slot)
 			}
-			_, lsn, err := replication.EnsureSlot(ctx, r.t.pool, r.slot)
-			if err != nil {
+			if _, _, err := replication.EnsureSlot(ctx, r.t.pool, r.slot); err != nil {
 				return terr.Wrap(terr.Unavailable, err, "recreate slot %q: %v", r.slot, err)
 			}
-			if err := r.store.AdvanceReceived(uint64(lsn)); err != nil {
+			slot, err := replication.SlotInfo(ctx, r.t.pool, r.slot)
+			if err != nil {
+				return terr.Wrap(terr.Unavailable, err, "read slot %q: %v", r.slot, err)
+			}
+			if err := r.store.AdvanceReceived(uint64(slot.ConfirmedFlush)); err != nil {
 				return err
 			}
 			if err := r.store.Flush(); err != nil {

@@ -199,9 +199,14 @@ func (w *worker) drain(ctx context.Context, a *engine.Applier) error {
 			}
 			return nil
 		}
+		xids, err := w.xidsUpTo(b.MaxLSN())
+		if err != nil {
+			return err
+		}
 		if len(b.Truncated) > 0 {
-			// A TRUNCATE changed every row: re-derive every stored identity.
-			if err := w.rederiveStored(ctx, a); err != nil {
+			// A TRUNCATE changed every row: re-derive every stored identity,
+			// from snapshots that see the TRUNCATE.
+			if err := w.rederiveStored(ctx, a, xids); err != nil {
 				return err
 			}
 		}
@@ -212,10 +217,6 @@ func (w *worker) drain(ctx context.Context, a *engine.Applier) error {
 				return fmt.Errorf("decode stored key: %w", err)
 			}
 			keys = append(keys, k)
-		}
-		xids, err := w.xidsUpTo(b.MaxLSN())
-		if err != nil {
-			return err
 		}
 		var lsn uint64
 		if b.All {
@@ -300,7 +301,7 @@ func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.T
 }
 
 // rederiveStored re-derives every identity the transform holds.
-func (w *worker) rederiveStored(ctx context.Context, a *engine.Applier) error {
+func (w *worker) rederiveStored(ctx context.Context, a *engine.Applier, xids []uint32) error {
 	var cursor []string
 	for {
 		keys, err := a.Enumerate(ctx, true, cursor, buildChunk)
@@ -310,7 +311,7 @@ func (w *worker) rederiveStored(ctx context.Context, a *engine.Applier) error {
 		if len(keys) == 0 {
 			return nil
 		}
-		if _, err := a.Apply(ctx, engine.Batch{Keys: keys}); err != nil {
+		if _, err := a.Apply(ctx, engine.Batch{Keys: keys, Xids: xids}); err != nil {
 			return err
 		}
 		cursor = keys[len(keys)-1]

@@ -122,7 +122,7 @@ func (s *Store) RecordMany(txns []Txn) error {
 
 // MarkDirty durably adds keys to dirty sets at the current ReceivedLSN
 // (backfill, rebuild). It records no visibility entry and does not move
-// ReceivedLSN.
+// ReceivedLSN. Every key's Transform must equal transform.
 func (s *Store) MarkDirty(transform int64, keys []DirtyKey) error {
 	if len(keys) == 0 {
 		return nil
@@ -228,7 +228,7 @@ func (s *Store) Done(transform int64, b Batch) error {
 			return false, err
 		}
 		_, cur, err := decodeValue(v)
-		if err != nil || (cur != version && false) {
+		if err != nil || cur != version {
 			return false, err
 		}
 		seen[string(k)] = struct{}{}

@@ -341,14 +341,13 @@ func TestParseStatementsGood(t *testing.T) {
 
 func dump(s Statement) string {
 	var b strings.Builder
-	b.WriteString(strings.TrimSpace(strings.ReplaceAll(
-		strings.ReplaceAll(sprintf("%+v", s), "0x", "&"), "  ", " ")))
-	if s.Query != nil {
-		b.WriteString("\n  query: " + sprintf("%+v", *s.Query))
-		for _, t := range s.Query.Targets {
-			b.WriteString("\n  target: " + sprintf("%+v", t))
+	fmt.Fprintf(&b, "kind=%d schema=%q name=%q ifNotExists=%v ifExists=%v", s.Kind, s.Schema, s.Name, s.IfNotExists, s.IfExists)
+	if q := s.Query; q != nil {
+		fmt.Fprintf(&b, "\n  SQL=%q\n  From=%+v Where=%q GroupBy=%q GroupByAlias=%q Aggregate=%v", q.SQL, q.From, q.Where, q.GroupBy, q.GroupByAlias, q.Aggregate)
+		for _, t := range q.Targets {
+			fmt.Fprintf(&b, "\n  target %+v", t)
 			if t.Agg != nil {
-				b.WriteString(" agg: " + sprintf("%+v", *t.Agg))
+				fmt.Fprintf(&b, " agg %+v", *t.Agg)
 			}
 		}
 	}
@@ -553,8 +552,6 @@ func TestDeparseExpr(t *testing.T) {
 		}
 	}
 }
-
-func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
 
 // parseOne returns the select-list expressions of one SELECT.
 func parseOne(sql string) ([]*pg_query.Node, error) {

@@ -254,6 +254,9 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 		return p, nil
 	}
 	p.Shape = ShapeAggregate
+	if err := checkGroupAliases(ctx, db, name, oid, q); err != nil {
+		return nil, err
+	}
 	p.Ledger = &Rel{Schema: instanceSchema, Name: "ledger_" + sanitizeName(schema+"_"+name)}
 	// Group key columns: visible ones take the select item's name.
 	gtypes := []colType{}
@@ -568,6 +571,27 @@ func Revalidate(ctx context.Context, db DB, name string, p *Plan) error {
 	}
 	if !ok {
 		return terr.New(terr.NotFound, "transform %q: its target table %s was dropped; DROP TRANSFORM %s and create it again", name, p.Target.Ident(), name)
+	}
+	return nil
+}
+
+// checkGroupAliases refuses a GROUP BY name that the parser resolved to an
+// output alias when the source also has a column of that name: PostgreSQL
+// would group by the column, so the definition would not mean what it says.
+func checkGroupAliases(ctx context.Context, db DB, name string, oid uint32, q *Query) error {
+	for _, alias := range q.GroupByAlias {
+		if alias == "" {
+			continue
+		}
+		var exists bool
+		if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1 AND attname = $2
+			AND attnum > 0 AND NOT attisdropped)`, oid, alias).Scan(&exists); err != nil {
+			return fmt.Errorf("read columns: %w", err)
+		}
+		if exists {
+			return terr.New(terr.Validation, "transform %q: GROUP BY %s is ambiguous: it names both a column of the FROM table and an output column; PostgreSQL groups by the table column — write the expression itself in GROUP BY, or rename the output column",
+				name, alias)
+		}
 	}
 	return nil
 }

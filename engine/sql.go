@@ -71,8 +71,10 @@ func BuildStatements(p *Plan) *Statements {
 	}
 	// Source enumeration in key order, for builds.
 	var keyText, keyOrder []string
-	for _, k := range p.Source.Key {
-		keyText = append(keyText, fmt.Sprintf("%s::text", ident(k.Name)))
+	// The text outputs get their own names: ORDER BY resolves output names
+	// first, and ordering by the text form would not match the cursor.
+	for i, k := range p.Source.Key {
+		keyText = append(keyText, fmt.Sprintf("%s::text AS __e%d", ident(k.Name), i))
 		keyOrder = append(keyOrder, ident(k.Name))
 	}
 	srcTable := ident(p.Source.Schema) + "." + ident(p.Source.Name)
@@ -126,7 +128,7 @@ func buildRow(s *Statements, p *Plan, fromK, where string) {
 		"SELECT (SELECT count(*) FROM __d) + (SELECT count(*) FROM __u)")
 	var idText, idOrder, cur []string
 	for i, id := range p.Identity {
-		idText = append(idText, ident(id)+"::text")
+		idText = append(idText, fmt.Sprintf("%s::text AS __e%d", ident(id), i))
 		idOrder = append(idOrder, ident(id))
 		cur = append(cur, fmt.Sprintf("$%d::%s", i+1, p.Source.Key[i].Type))
 	}
@@ -359,8 +361,8 @@ func buildAggregate(s *Statements, p *Plan, fromK, where string) {
 		cur = append(cur, fmt.Sprintf("$%d::%s", i+1, k.Type))
 	}
 	var lkText []string
-	for _, k := range lk {
-		lkText = append(lkText, k+"::text")
+	for i, k := range lk {
+		lkText = append(lkText, fmt.Sprintf("%s::text AS __e%d", k, i))
 	}
 	s.EnumStoredFirst = fmt.Sprintf("SELECT %s FROM %s ORDER BY %s LIMIT $1", strings.Join(lkText, ", "), L, strings.Join(lk, ", "))
 	s.EnumStored = fmt.Sprintf("SELECT %s FROM %s WHERE (%s) > (%s) ORDER BY %s LIMIT $%d", strings.Join(lkText, ", "), L,

@@ -277,8 +277,7 @@ type Slot struct {
 }
 
 // SlotInfo reads the slot's row of pg_replication_slots; Exists is false
-// when there is none. (The brief named the result type SlotInfo; it is Slot
-// so that the function can carry that name.)
+// when there is none.
 func SlotInfo(ctx context.Context, q Querier, slot string) (Slot, error) {
 	var (
 		s                               Slot

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 )
@@ -103,7 +104,11 @@ func probe(ctx context.Context, dsn string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		conn.Close(closeCtx)
+	}()
 	if _, err := pglogrepl.IdentifySystem(ctx, conn); err != nil {
 		return fmt.Errorf("IDENTIFY_SYSTEM: %w", err)
 	}

@@ -166,7 +166,11 @@ func preflight(ctx context.Context, cfg *Config, start uint64) (serverFacts, err
 	if err != nil {
 		return serverFacts{}, fmt.Errorf("replication: connect: %w", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		conn.Close(closeCtx)
+	}()
 	var (
 		f         serverFacts
 		wstMillis int64

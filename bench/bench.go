@@ -1,0 +1,247 @@
+// Package bench measures trellis-repl's throughput end to end, and the rate
+// at which pg_recvlogical alone drains the same WAL, in one run so that the
+// figures can be compared as ratios on a shared, noisy machine.
+//
+// A run is a list of cases. Each case gets a fresh database with a source
+// table src(id bigint primary key, g int, v numeric, pad text) and writes
+// the same workload into it: N inserts, then N updates that move every row
+// to another group, at a given number of rows per commit, then (optionally)
+// one transaction updating K rows (the "re-derive" microbenchmark). An
+// engine case maintains one transform while the workload runs and times
+// each phase from its first write to convergence; the baseline case writes
+// each phase with nothing reading the slot, then times pg_recvlogical
+// draining it.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+)
+
+// Shape is one transform the benchmark maintains.
+type Shape struct {
+	// Name identifies the shape in reports (row, agg, agg1k).
+	Name string
+	// Groups is how many distinct values of src.g the workload writes.
+	Groups int
+	// Query is the transform's SELECT.
+	Query string
+	// Columns are the target's visible columns, in select-list order, for
+	// the self-check.
+	Columns []string
+}
+
+// The shapes the harness knows.
+var (
+	// RowShape is a row transform: one target row per source row.
+	RowShape = Shape{Name: "row", Groups: 100_000,
+		Query:   `SELECT id, g, v * 2 AS v2 FROM src WHERE g >= 0`,
+		Columns: []string{"id", "g", "v2"}}
+	// AggShape is an aggregate over ~100k groups, with an invertible
+	// (count, sum) and a recomputed (min) aggregate.
+	AggShape = Shape{Name: "agg", Groups: 100_000,
+		Query:   `SELECT g, count(*) AS n, sum(v) AS s, min(v) AS lo FROM src GROUP BY g`,
+		Columns: []string{"g", "n", "s", "lo"}}
+	// Agg1kShape is the same aggregate over 1,000 groups: many rows per
+	// group, so group rows are rewritten often.
+	Agg1kShape = Shape{Name: "agg1k", Groups: 1_000,
+		Query:   AggShape.Query,
+		Columns: AggShape.Columns}
+)
+
+// ShapeByName returns the known shape called name.
+func ShapeByName(name string) (Shape, bool) {
+	for _, s := range []Shape{RowShape, AggShape, Agg1kShape} {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Shape{}, false
+}
+
+// BaselineName is the Shape column of pg_recvlogical results.
+const BaselineName = "pg_recvlogical"
+
+// The phases of a workload.
+const (
+	PhaseInsert   = "insert"
+	PhaseUpdate   = "update"
+	PhaseRederive = "rederive"
+)
+
+// Modes of measuring the engine.
+const (
+	// ModeLive writes each phase while Run is running: end-to-end runs
+	// from the first write to convergence, so the writer and the engine
+	// share the machine, as in production.
+	ModeLive = "live"
+	// ModeCatchUp writes each phase while Run is stopped, then starts Run:
+	// end-to-end runs from Run's start to convergence. This is the
+	// engine's counterpart of the pg_recvlogical drain.
+	ModeCatchUp = "catchup"
+	// ModeDrain is the mode of the pg_recvlogical baseline.
+	ModeDrain = "drain"
+)
+
+// Workload is one commit shape: how many rows, how many per commit.
+type Workload struct {
+	// Rows is how many rows are inserted, then updated.
+	Rows int
+	// PerCommit is how many rows each transaction writes.
+	PerCommit int
+	// RederiveKeys, when positive, adds a phase that updates that many
+	// rows (moving them between groups) in a single transaction.
+	RederiveKeys int
+}
+
+// Databases hands out fresh, empty databases on a server with
+// wal_level=logical, as a superuser DSN. drop removes the database (and its
+// replication slots); it may be a no-op when the caller cleans up itself.
+type Databases interface {
+	NewDatabase(ctx context.Context) (dsn string, drop func(context.Context) error, err error)
+}
+
+// Config configures a benchmark run.
+type Config struct {
+	// Workloads are the commit shapes to run, in order.
+	Workloads []Workload
+	// Shapes are the transforms to measure for every workload.
+	Shapes []Shape
+	// Modes are how each shape is measured: ModeLive, ModeCatchUp, or
+	// both (one case, with a fresh database, per mode).
+	Modes []string
+	// Baseline adds a pg_recvlogical case per workload.
+	Baseline bool
+	// RecvLogical is the pg_recvlogical binary (default: found on PATH).
+	RecvLogical string
+	// ProgressInterval is passed to trellis.Config: how often an idle
+	// transform records progress, which bounds how late convergence is
+	// noticed (default 50ms).
+	ProgressInterval time.Duration
+	// BatchSize is passed to trellis.Config (0 = the library's default).
+	BatchSize int
+	// Verify compares every target with its query after the case.
+	Verify bool
+	// PhaseTimeout bounds each phase's wait for convergence (default 30m).
+	PhaseTimeout time.Duration
+	// Logger receives the library's logs; nil discards them.
+	Logger *slog.Logger
+	// Progress, when set, receives one line per finished phase.
+	Progress io.Writer
+}
+
+func (c *Config) defaults() {
+	if c.ProgressInterval <= 0 {
+		c.ProgressInterval = 50 * time.Millisecond
+	}
+	if c.PhaseTimeout <= 0 {
+		c.PhaseTimeout = 30 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if len(c.Modes) == 0 {
+		c.Modes = []string{ModeLive}
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+}
+
+// Result is one measured phase of one case.
+type Result struct {
+	// Shape is the transform shape, or BaselineName.
+	Shape string `json:"shape"`
+	// Mode is live or catchup for the engine, drain for the baseline.
+	Mode string `json:"mode"`
+	// Phase is insert, update or rederive.
+	Phase         string `json:"phase"`
+	RowsPerCommit int    `json:"rows_per_commit"`
+	Rows          int    `json:"rows"`
+	// WriterSeconds is how long the writer took to write the phase (for
+	// the baseline, with nothing reading the slot).
+	WriterSeconds float64 `json:"writer_seconds"`
+	// EndToEndSeconds is, live, from the first write to convergence;
+	// catch-up, from Run's start to convergence; for the baseline, how long
+	// pg_recvlogical took to drain the phase's WAL after it was written.
+	EndToEndSeconds float64 `json:"end_to_end_seconds"`
+	// RowsPerSecond is Rows / EndToEndSeconds.
+	RowsPerSecond float64 `json:"rows_per_second"`
+	// BaselineRowsPerSecond is pg_recvlogical's rate for the same workload
+	// and phase in this run (0 when not measured).
+	BaselineRowsPerSecond float64 `json:"baseline_rows_per_second,omitempty"`
+	// Ratio is RowsPerSecond / BaselineRowsPerSecond.
+	Ratio float64 `json:"ratio,omitempty"`
+	// KeysApplied is the transform's applied-key counter after the phase
+	// (cumulative over the case; shows coalescing).
+	KeysApplied int64 `json:"keys_applied,omitempty"`
+	// Verified is "ok", "DIFFERS: …" or "" (not checked); set on the last
+	// phase of an engine case.
+	Verified string `json:"verified,omitempty"`
+}
+
+// Run runs every case of cfg and returns the results in order, with the
+// baseline rates filled in. A failing case stops the run; the results
+// measured so far are returned with the error.
+func Run(ctx context.Context, cfg Config, dbs Databases) ([]Result, error) {
+	cfg.defaults()
+	for _, m := range cfg.Modes {
+		if m != ModeLive && m != ModeCatchUp {
+			return nil, fmt.Errorf("bench: unknown mode %q; use %s or %s", m, ModeLive, ModeCatchUp)
+		}
+	}
+	var out []Result
+	for _, wl := range cfg.Workloads {
+		if wl.Rows <= 0 || wl.PerCommit <= 0 {
+			return out, fmt.Errorf("bench: workload needs positive rows and rows per commit, got %d rows, %d per commit", wl.Rows, wl.PerCommit)
+		}
+		var base []Result
+		if cfg.Baseline {
+			rs, err := runBaseline(ctx, &cfg, dbs, wl)
+			out = append(out, rs...)
+			if err != nil {
+				return out, err
+			}
+			base = rs
+		}
+		for _, sh := range cfg.Shapes {
+			for _, mode := range cfg.Modes {
+				rs, err := runEngine(ctx, &cfg, dbs, wl, sh, mode)
+				for i := range rs {
+					attachBaseline(&rs[i], base)
+				}
+				out = append(out, rs...)
+				if err != nil {
+					return out, err
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+func attachBaseline(r *Result, base []Result) {
+	for _, b := range base {
+		if b.Phase == r.Phase && b.RowsPerCommit == r.RowsPerCommit && b.Rows == r.Rows && b.RowsPerSecond > 0 {
+			r.BaselineRowsPerSecond = b.RowsPerSecond
+			r.Ratio = r.RowsPerSecond / b.RowsPerSecond
+		}
+	}
+}
+
+func newResult(shape, mode, phase string, perCommit, rows int, writer, e2e time.Duration) Result {
+	r := Result{Shape: shape, Mode: mode, Phase: phase, RowsPerCommit: perCommit, Rows: rows,
+		WriterSeconds: writer.Seconds(), EndToEndSeconds: e2e.Seconds()}
+	if e2e > 0 {
+		r.RowsPerSecond = float64(rows) / e2e.Seconds()
+	}
+	return r
+}
+
+func progress(cfg *Config, r Result) {
+	fmt.Fprintf(cfg.Progress, "%-14s %-7s %-8s %6d rows/commit %9d rows: writer %8.2fs, end-to-end %8.2fs, %10.0f rows/s\n",
+		r.Shape, r.Mode, r.Phase, r.RowsPerCommit, r.Rows, r.WriterSeconds, r.EndToEndSeconds, r.RowsPerSecond)
+}

@@ -1,0 +1,198 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	trellis "github.com/trellis-repl/trellis-repl"
+	"github.com/trellis-repl/trellis-repl/selfcheck"
+)
+
+// runEngine measures one transform shape over one workload in a fresh
+// database: define on the empty table, start Run, wait until live, then per
+// phase either (live) write as fast as the writer goes while Run is running
+// and time first write to convergence, or (catch-up) stop Run, write, start
+// Run and time start to convergence.
+func runEngine(ctx context.Context, cfg *Config, dbs Databases, wl Workload, sh Shape, mode string) (results []Result, err error) {
+	dsn, drop, err := dbs.NewDatabase(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bench: new database: %w", err)
+	}
+	defer func() {
+		if derr := drop(context.WithoutCancel(ctx)); derr != nil && err == nil {
+			err = fmt.Errorf("bench: drop database: %w", derr)
+		}
+	}()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("bench: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, createSourceSQL); err != nil {
+		return nil, fmt.Errorf("bench: create source table: %w", err)
+	}
+
+	dir, err := os.MkdirTemp("", "trellis-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("bench: data dir: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	// Slot names are cluster-wide and derive from the instance schema, so
+	// cases whose databases coexist (pgtest drops them only at the test's
+	// end) need distinct schemas.
+	schema := fmt.Sprintf("trellis_bench_%s_%d_%s", sh.Name, wl.PerCommit, mode)
+	tr, err := trellis.Open(ctx, trellis.Config{DSN: dsn, Schema: schema, DataDir: dir, Confirm: trellis.ConfirmLocal,
+		Capture: trellis.CaptureLogical, ProgressInterval: cfg.ProgressInterval, BatchSize: cfg.BatchSize, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("bench: open: %w", err)
+	}
+	defer tr.Close()
+	name := "bench_" + sh.Name
+	if _, err := tr.Apply(ctx, fmt.Sprintf("CREATE TRANSFORM %s AS %s", pgx.Identifier{name}.Sanitize(), sh.Query)); err != nil {
+		return nil, fmt.Errorf("bench: define %s: %w", name, err)
+	}
+
+	run := &running{tr: tr}
+	defer func() {
+		if rerr := run.stop(); rerr != nil && err == nil {
+			err = fmt.Errorf("bench: %s: %w", name, rerr)
+		}
+	}()
+	if err := run.converge(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("bench: %s build: %w", name, err)
+	}
+
+	w := &writer{conn: conn, groups: sh.Groups}
+	for _, p := range wl.phases() {
+		var wrote, e2e time.Duration
+		switch mode {
+		case ModeLive:
+			start := time.Now()
+			if wrote, err = w.write(ctx, p); err != nil {
+				return results, errors.Join(err, run.cause())
+			}
+			if err := run.converge(ctx, cfg); err != nil {
+				return results, fmt.Errorf("bench: %s %s: %w", name, p.name, err)
+			}
+			e2e = time.Since(start)
+		case ModeCatchUp:
+			if err := run.stop(); err != nil {
+				return results, fmt.Errorf("bench: %s: %w", name, err)
+			}
+			if wrote, err = w.write(ctx, p); err != nil {
+				return results, err
+			}
+			start := time.Now()
+			if err := run.converge(ctx, cfg); err != nil {
+				return results, fmt.Errorf("bench: %s %s: %w", name, p.name, err)
+			}
+			e2e = time.Since(start)
+		default:
+			return results, fmt.Errorf("bench: unknown mode %q", mode)
+		}
+		r := newResult(sh.Name, mode, p.name, p.perCommit, p.rows, wrote, e2e)
+		if st, err := tr.Status(ctx, name); err == nil && len(st) == 1 {
+			r.KeysApplied = st[0].KeysApplied
+		}
+		progress(cfg, r)
+		results = append(results, r)
+	}
+	if cfg.Verify && len(results) > 0 {
+		d, err := selfcheck.Compare(ctx, conn, pgx.Identifier{"public", name}, sh.Columns, sh.Query)
+		if err != nil {
+			return results, fmt.Errorf("bench: %s self-check: %w", name, err)
+		}
+		last := &results[len(results)-1]
+		if d.Equal() {
+			last.Verified = "ok"
+		} else {
+			last.Verified = fmt.Sprintf("DIFFERS: %d missing %v, %d extra %v", d.Missing, d.MissingSample, d.Extra, d.ExtraSample)
+		}
+		fmt.Fprintf(cfg.Progress, "%-14s %-7s self-check: %s\n", sh.Name, mode, last.Verified)
+	}
+	return results, nil
+}
+
+// running is a Run in the background that can be stopped and restarted.
+type running struct {
+	tr     *trellis.Trellis
+	cancel context.CancelFunc
+	done   chan error
+	// failed is closed, with err set, when Run stopped on its own.
+	failed chan struct{}
+	err    error
+}
+
+// start starts Run unless it is running.
+func (r *running) start(ctx context.Context) {
+	if r.cancel != nil {
+		return
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.cancel, r.done, r.failed = cancel, make(chan error, 1), make(chan struct{})
+	go func() {
+		err := r.tr.Run(rctx)
+		if rctx.Err() == nil {
+			r.err = fmt.Errorf("Run stopped early: %w", err)
+			close(r.failed)
+		}
+		r.done <- err
+	}()
+}
+
+// stop stops Run and returns its error, if it failed.
+func (r *running) stop() error {
+	if r.cancel == nil {
+		return nil
+	}
+	r.cancel()
+	err := <-r.done
+	r.cancel = nil
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("Run: %w", err)
+	}
+	return nil
+}
+
+// cause is why Run stopped on its own, or nil.
+func (r *running) cause() error {
+	if r.failed == nil {
+		return nil
+	}
+	select {
+	case <-r.failed:
+		return r.err
+	default:
+		return nil
+	}
+}
+
+// converge makes sure Run is running and waits until the transform
+// reflects every write committed so far. A Run that stops on its own ends
+// the wait at once instead of at the timeout.
+func (r *running) converge(ctx context.Context, cfg *Config) error {
+	r.start(ctx)
+	ctx, cancel := context.WithTimeout(ctx, cfg.PhaseTimeout)
+	defer cancel()
+	failed := r.failed
+	go func() {
+		select {
+		case <-failed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	tok, err := r.tr.WatermarkToken(ctx)
+	if err == nil {
+		err = r.tr.AwaitConverged(ctx, tok)
+	}
+	if err != nil {
+		return errors.Join(err, r.cause())
+	}
+	return nil
+}

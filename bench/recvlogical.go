@@ -1,0 +1,98 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+const (
+	baselineSlot = "bench_baseline"
+	baselinePub  = "bench_baseline"
+)
+
+// runBaseline measures how fast pg_recvlogical alone drains each phase of
+// wl: a pgoutput slot and a publication on src exist before the workload;
+// each phase is written while nothing reads the slot, then pg_recvlogical
+// is timed from start to exit at the phase's end position.
+func runBaseline(ctx context.Context, cfg *Config, dbs Databases, wl Workload) (results []Result, err error) {
+	bin := cfg.RecvLogical
+	if bin == "" {
+		if bin, err = exec.LookPath("pg_recvlogical"); err != nil {
+			return nil, fmt.Errorf("bench: pg_recvlogical is not on PATH (install postgresql-client, or pass its path): %w", err)
+		}
+	}
+	dsn, drop, err := dbs.NewDatabase(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bench: new database: %w", err)
+	}
+	defer func() {
+		if derr := drop(context.WithoutCancel(ctx)); derr != nil && err == nil {
+			err = fmt.Errorf("bench: drop database: %w", derr)
+		}
+	}()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("bench: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for _, q := range []string{
+		createSourceSQL,
+		`CREATE PUBLICATION ` + pgx.Identifier{baselinePub}.Sanitize() + ` FOR TABLE src`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return nil, fmt.Errorf("bench: baseline setup: %w", err)
+		}
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, baselineSlot); err != nil {
+		return nil, fmt.Errorf("bench: create slot: %w", err)
+	}
+	defer func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_drop_replication_slot($1)`, baselineSlot)
+	}()
+
+	w := &writer{conn: conn, groups: RowShape.Groups}
+	for _, p := range wl.phases() {
+		wrote, err := w.write(ctx, p)
+		if err != nil {
+			return results, err
+		}
+		end, err := currentLSN(ctx, conn)
+		if err != nil {
+			return results, err
+		}
+		drained, err := drain(ctx, bin, dsn, end)
+		if err != nil {
+			return results, err
+		}
+		// pg_recvlogical confirms what it received on exit; if it did not,
+		// the next phase would drain this one again and look slower.
+		if _, err := conn.Exec(ctx, `SELECT pg_replication_slot_advance($1, $2::pg_lsn)
+			FROM pg_replication_slots WHERE slot_name = $1 AND confirmed_flush_lsn < $2::pg_lsn`, baselineSlot, end); err != nil {
+			return results, fmt.Errorf("bench: advance slot: %w", err)
+		}
+		r := newResult(BaselineName, ModeDrain, p.name, p.perCommit, p.rows, wrote, drained)
+		progress(cfg, r)
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+// drain runs pg_recvlogical until it has received everything up to endpos.
+func drain(ctx context.Context, bin, dsn, endpos string) (time.Duration, error) {
+	cmd := exec.CommandContext(ctx, bin, "-d", dsn, "--slot", baselineSlot, "--start", "--no-loop",
+		"-o", "proto_version=1", "-o", "publication_names="+baselinePub,
+		"-f", "/dev/null", "--endpos", endpos)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		return 0, fmt.Errorf("bench: pg_recvlogical: %w: %s", err, strings.TrimSpace(out.String()))
+	}
+	return time.Since(start), nil
+}

@@ -1,0 +1,59 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// Report is the machine-readable output of a run.
+type Report struct {
+	// Settings describes the run (rows, rows per commit, server, …).
+	Settings map[string]any `json:"settings"`
+	Results  []Result       `json:"results"`
+	// Error is set when the run stopped early.
+	Error string `json:"error,omitempty"`
+}
+
+// WriteJSON writes rep as indented JSON.
+func WriteJSON(w io.Writer, rep Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rep); err != nil {
+		return fmt.Errorf("bench: write JSON: %w", err)
+	}
+	return nil
+}
+
+// WriteTable writes results as an aligned table. End-to-end runs, for live
+// engine rows, from the first write to convergence; for catch-up rows, from
+// Run's start (the phase written while it was stopped) to convergence; for
+// pg_recvlogical, it is the time to drain WAL written beforehand. tail
+// (live only) is end-to-end minus writer: how long the engine needed after
+// the writer finished.
+func WriteTable(w io.Writer, results []Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "shape\tmode\tphase\trows/commit\trows\twriter s\tend-to-end s\ttail s\trows/s\tpg_recvlogical rows/s\tratio\tcheck\t")
+	for _, r := range results {
+		tail, base, ratio := "", "", ""
+		if r.Mode == ModeLive {
+			tail = fmt.Sprintf("%.2f", r.EndToEndSeconds-r.WriterSeconds)
+		}
+		if r.BaselineRowsPerSecond > 0 {
+			base = fmt.Sprintf("%.0f", r.BaselineRowsPerSecond)
+			ratio = fmt.Sprintf("%.3f", r.Ratio)
+		}
+		check := r.Verified
+		if i := strings.IndexByte(check, ':'); i > 0 {
+			check = check[:i] // the details are in the progress log / JSON
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.2f\t%.2f\t%s\t%.0f\t%s\t%s\t%s\t\n",
+			r.Shape, r.Mode, r.Phase, r.RowsPerCommit, r.Rows, r.WriterSeconds, r.EndToEndSeconds, tail, r.RowsPerSecond, base, ratio, check)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("bench: write table: %w", err)
+	}
+	return nil
+}

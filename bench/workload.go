@@ -1,0 +1,84 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The source table every case writes. pad gives rows a realistic width.
+const createSourceSQL = `CREATE TABLE src (id bigint PRIMARY KEY, g int NOT NULL, v numeric NOT NULL, pad text NOT NULL)`
+
+// Rows are generated server side (one statement per commit, whatever its
+// size), so the writer is as fast as one connection goes and the engine,
+// not the client, is what a slow figure points at.
+const (
+	insertSQL = `INSERT INTO src (id, g, v, pad)
+		SELECT i, i % $3::int, (i % 997) / 10.0, repeat('x', 32) FROM generate_series($1::bigint, $2::bigint) i`
+	// Every update moves the row to another group and changes v.
+	updateSQL = `UPDATE src SET g = (g + 37) % $3::int, v = v + 1 WHERE id BETWEEN $1::bigint AND $2::bigint`
+	// The re-derive phase: one transaction changing the first $1 keys.
+	rederiveSQL = `UPDATE src SET g = (g + 1) % $2::int, v = v + 1 WHERE id <= $1::bigint`
+)
+
+// phaseSpec is one phase of a workload as the writer sees it.
+type phaseSpec struct {
+	name      string
+	rows      int
+	perCommit int
+}
+
+// phases lists the phases of wl.
+func (wl Workload) phases() []phaseSpec {
+	ps := []phaseSpec{
+		{PhaseInsert, wl.Rows, wl.PerCommit},
+		{PhaseUpdate, wl.Rows, wl.PerCommit},
+	}
+	if k := min(wl.RederiveKeys, wl.Rows); k > 0 {
+		ps = append(ps, phaseSpec{PhaseRederive, k, k})
+	}
+	return ps
+}
+
+// writer writes the workload through one connection, each statement its own
+// transaction.
+type writer struct {
+	conn   *pgx.Conn
+	groups int
+}
+
+// write runs one phase and returns how long it took.
+func (w *writer) write(ctx context.Context, p phaseSpec) (time.Duration, error) {
+	start := time.Now()
+	switch p.name {
+	case PhaseInsert, PhaseUpdate:
+		q := insertSQL
+		if p.name == PhaseUpdate {
+			q = updateSQL
+		}
+		for lo := 1; lo <= p.rows; lo += p.perCommit {
+			hi := min(lo+p.perCommit-1, p.rows)
+			if _, err := w.conn.Exec(ctx, q, lo, hi, w.groups); err != nil {
+				return 0, fmt.Errorf("bench: %s rows %d..%d: %w", p.name, lo, hi, err)
+			}
+		}
+	case PhaseRederive:
+		if _, err := w.conn.Exec(ctx, rederiveSQL, p.rows, w.groups); err != nil {
+			return 0, fmt.Errorf("bench: update %d keys: %w", p.rows, err)
+		}
+	default:
+		return 0, fmt.Errorf("bench: unknown phase %q", p.name)
+	}
+	return time.Since(start), nil
+}
+
+// currentLSN is the server's WAL write position.
+func currentLSN(ctx context.Context, conn *pgx.Conn) (string, error) {
+	var s string
+	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&s); err != nil {
+		return "", fmt.Errorf("bench: read the WAL position: %w", err)
+	}
+	return s, nil
+}

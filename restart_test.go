@@ -1,0 +1,225 @@
+package trellis_test
+
+import (
+	"bytes"
+	"context"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	trellis "github.com/trellis-repl/trellis-repl"
+	"github.com/trellis-repl/trellis-repl/internal/catalog"
+	"github.com/trellis-repl/trellis-repl/internal/pgtest"
+)
+
+// buildCLI compiles the trellis-repl binary once per test binary.
+func buildCLI(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "trellis-repl")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/trellis-repl")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build CLI: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runner is a `trellis-repl run` child process.
+type runner struct {
+	cmd *exec.Cmd
+	out *bytes.Buffer
+}
+
+func startCLI(t *testing.T, bin string, args ...string) *runner {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{cmd: cmd, out: &out}
+	t.Cleanup(func() { r.kill() })
+	return r
+}
+
+func (r *runner) kill() {
+	if r.cmd.ProcessState == nil {
+		_ = r.cmd.Process.Signal(syscall.SIGKILL)
+		_ = r.cmd.Wait()
+	}
+}
+
+// TestKillNineMidStream kills the runner process with SIGKILL while
+// changes stream and applies run, restarts it, and checks exact
+// convergence with no double counting, in both confirm modes.
+func TestKillNineMidStream(t *testing.T) {
+	bin := buildCLI(t)
+	for _, confirm := range []string{trellis.ConfirmLocal, trellis.ConfirmApplied} {
+		t.Run(confirm, func(t *testing.T) {
+			e := newEnv(t, trellis.Config{Confirm: confirm})
+			e.exec(schemaSQL)
+			e.apply(defsSQL)
+			dir := t.TempDir()
+			args := []string{"run", "--dsn", e.dsn, "--data-dir", dir, "--confirm", confirm}
+			rng := rand.New(rand.NewSource(11))
+			for round := 0; round < 4; round++ {
+				r := startCLI(t, bin, args...)
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					time.Sleep(time.Duration(200+rng.Intn(800)) * time.Millisecond)
+					r.kill()
+				}()
+				workload(e, rng, 30, 50)
+				<-done
+			}
+			r := startCLI(t, bin, args...)
+			e.converge("after SIGKILL restarts")
+			workload(e, rng, 10, 20)
+			e.converge("after more writes")
+			r.kill()
+			if strings.Contains(r.out.String(), "panic") {
+				t.Fatalf("runner panicked:\n%s", r.out)
+			}
+		})
+	}
+}
+
+// TestStoreLost deletes the local checkpoint store between runs.
+func TestStoreLost(t *testing.T) {
+	t.Run("applied converges", func(t *testing.T) {
+		dir := t.TempDir()
+		e := newEnv(t, trellis.Config{Confirm: trellis.ConfirmApplied, DataDir: dir})
+		e.exec(schemaSQL)
+		e.apply(defsSQL)
+		e.start()
+		rng := rand.New(rand.NewSource(3))
+		workload(e, rng, 10, 20)
+		e.converge("first run")
+		e.stop()
+		workload(e, rng, 10, 20)
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		e.start()
+		workload(e, rng, 10, 20)
+		e.converge("after losing the store")
+	})
+	t.Run("local pauses with disruption", func(t *testing.T) {
+		dir := t.TempDir()
+		e := newEnv(t, trellis.Config{DataDir: dir})
+		e.exec(schemaSQL)
+		e.apply(defsSQL)
+		e.start()
+		rng := rand.New(rand.NewSource(4))
+		workload(e, rng, 5, 20)
+		e.converge("first run")
+		e.stop()
+		workload(e, rng, 5, 20)
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		e.start()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		tok, _ := e.tr.WatermarkToken(ctx)
+		err := e.tr.AwaitConverged(ctx, tok)
+		if trellis.CodeOf(err) != trellis.CodeConflict || !strings.Contains(err.Error(), "disruption") {
+			t.Fatalf("AwaitConverged after losing the store: %v, want a conflict naming the disruption", err)
+		}
+		st, err := e.tr.Status(ctx, "big_orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st[0].State != catalog.StatePaused || st[0].CaptureFailure == nil || st[0].CaptureFailure.Kind != "disruption" {
+			t.Fatalf("status after losing the store: %+v", st[0])
+		}
+		e.apply(`RESUME TRANSFORM big_orders; RESUME TRANSFORM by_customer; RESUME TRANSFORM totals`)
+		e.converge("after RESUME rebuilds")
+	})
+}
+
+// TestVisibleBeforeRederived holds a writer's commit in flight (it is in
+// the WAL and decoded, but not yet visible, as under synchronous
+// replication) and checks the target does not keep the old state.
+func TestVisibleBeforeRederived(t *testing.T) {
+	srv := pgtest.Server(t)
+	e := newEnv(t, trellis.Config{})
+	e.exec(schemaSQL)
+	e.exec(`INSERT INTO orders VALUES (1, 1, 'new', 50, 1, NULL)`)
+	e.apply(defsSQL)
+	e.start()
+	e.converge("before")
+	ctx := context.Background()
+	e.exec(`ALTER SYSTEM SET synchronous_standby_names = 'trellis_never_connects'`)
+	if err := srv.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	release := func() {
+		if released {
+			return
+		}
+		released = true
+		e.exec(`ALTER SYSTEM RESET synchronous_standby_names`)
+		if err := srv.Reload(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer release()
+	writer, err := pgxConnect(e.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close(ctx)
+	committed := make(chan error, 1)
+	go func() {
+		_, err := writer.Exec(ctx, `SET synchronous_commit = on; UPDATE orders SET amount = 500, customer = 2 WHERE id = 1`)
+		committed <- err
+	}()
+	// Wait until the runner has received the held transaction.
+	time.Sleep(300 * time.Millisecond)
+	var walLSN string
+	if err := e.conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&walLSN); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := catalog.ParseLSN(walLSN)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var recv *string
+		if err := e.conn.QueryRow(ctx, `SELECT received_lsn::text FROM trellis.instance`).Scan(&recv); err != nil {
+			t.Fatal(err)
+		}
+		if recv != nil {
+			if v, _ := catalog.ParseLSN(*recv); v >= want {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the runner never received the held transaction")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	select {
+	case err := <-committed:
+		t.Fatalf("the held commit returned early (%v): synchronous replication did not hold it", err)
+	default:
+	}
+	var amount string
+	if err := e.conn.QueryRow(ctx, `SELECT total::text FROM big_orders WHERE id = 1`).Scan(&amount); err != nil {
+		t.Fatal(err)
+	}
+	if amount != "50.00" {
+		t.Fatalf("target shows %s while the commit is still invisible", amount)
+	}
+	release()
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
+	e.converge("after the held commit became visible")
+}
