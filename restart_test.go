@@ -3,6 +3,7 @@ package trellis_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -222,4 +223,93 @@ func TestVisibleBeforeRederived(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.converge("after the held commit became visible")
+}
+
+// copyDir copies a checkpoint store directory (the runner is stopped).
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	if err := os.RemoveAll(to); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(to, os.DirFS(from)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStaleStoreReplays restores an older copy of the checkpoint store, so
+// changes already applied are delivered and re-derived a second time.
+func TestStaleStoreReplays(t *testing.T) {
+	t.Run("applied replays without double counting", func(t *testing.T) {
+		dir, old := filepath.Join(t.TempDir(), "store"), filepath.Join(t.TempDir(), "old")
+		e := newEnv(t, trellis.Config{Confirm: trellis.ConfirmApplied, DataDir: dir})
+		e.exec(schemaSQL)
+		e.apply(defsSQL)
+		e.start()
+		rng := rand.New(rand.NewSource(5))
+		workload(e, rng, 5, 20)
+		e.converge("first run")
+		e.stop()
+		copyDir(t, dir, old)
+		e.start()
+		workload(e, rng, 10, 20)
+		e.converge("second run")
+		e.stop()
+		copyDir(t, old, dir)
+		e.start()
+		workload(e, rng, 5, 20)
+		e.converge("after restoring an older store")
+	})
+	t.Run("local is a disruption", func(t *testing.T) {
+		dir, old := filepath.Join(t.TempDir(), "store"), filepath.Join(t.TempDir(), "old")
+		e := newEnv(t, trellis.Config{DataDir: dir})
+		e.exec(schemaSQL)
+		e.apply(defsSQL)
+		e.start()
+		rng := rand.New(rand.NewSource(6))
+		workload(e, rng, 5, 20)
+		e.converge("first run")
+		e.stop()
+		copyDir(t, dir, old)
+		e.start()
+		workload(e, rng, 10, 20)
+		e.converge("second run")
+		e.waitSlotConfirmed()
+		e.stop()
+		copyDir(t, old, dir)
+		e.start()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		tok, _ := e.tr.WatermarkToken(ctx)
+		if err := e.tr.AwaitConverged(ctx, tok); !strings.Contains(fmt.Sprint(err), "stale") {
+			t.Fatalf("AwaitConverged with a stale store: %v, want a disruption naming the stale checkpoint", err)
+		}
+		e.apply(`RESUME TRANSFORM big_orders; RESUME TRANSFORM by_customer; RESUME TRANSFORM totals`)
+		e.converge("after RESUME")
+	})
+}
+
+// waitSlotConfirmed waits until the slot is confirmed up to the current
+// WAL position, so an older store copy is really behind the slot.
+func (e *env) waitSlotConfirmed() {
+	e.t.Helper()
+	ctx := context.Background()
+	var now string
+	if err := e.conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&now); err != nil {
+		e.t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var ok bool
+		if err := e.conn.QueryRow(ctx, `SELECT coalesce(bool_and(confirmed_flush_lsn >= $1::pg_lsn), false)
+			FROM pg_replication_slots WHERE slot_name = 'trellis_slot'`, now).Scan(&ok); err != nil {
+			e.t.Fatal(err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatal("the slot was never confirmed up to the current position")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

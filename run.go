@@ -168,9 +168,17 @@ func (r *runner) prepareSlot(ctx context.Context, reason string) error {
 			return err
 		}
 	} else if uint64(slot.ConfirmedFlush) > start {
-		disruption = fmt.Sprintf("replication slot %q is confirmed at %s, past the local checkpoint %s (the slot was advanced or recreated)",
-			r.slot, catalog.FormatLSN(uint64(slot.ConfirmedFlush)), catalog.FormatLSN(start))
+		// Under --confirm=applied the slot is confirmed only up to what every
+		// running transform applied, so a stale store (an older copy) is
+		// harmless: resume at the slot. Under local it means lost changes.
+		if t.cfg.Confirm != ConfirmApplied {
+			disruption = fmt.Sprintf("replication slot %q is confirmed at %s, past the local checkpoint %s (the checkpoint store is stale, or the slot was advanced or recreated)",
+				r.slot, catalog.FormatLSN(uint64(slot.ConfirmedFlush)), catalog.FormatLSN(start))
+		}
 		if err := r.store.AdvanceReceived(uint64(slot.ConfirmedFlush)); err != nil {
+			return err
+		}
+		if err := r.store.Flush(); err != nil {
 			return err
 		}
 	}
@@ -179,7 +187,9 @@ func (r *runner) prepareSlot(ctx context.Context, reason string) error {
 			return err
 		}
 	}
-	r.confirmed.Store(r.store.ReceivedLSN())
+	// Start from what the slot already has: under --confirm=applied the
+	// received position may be ahead of what is applied.
+	r.confirmed.Store(uint64(slot.ConfirmedFlush))
 	if err := t.cat.StartInstance(ctx, t.pool, r.store.StoreID(), t.cfg.Confirm, CaptureLogical, reason, r.slot); err != nil {
 		return terr.Wrap(terr.Unavailable, err, "record runner start: %v", err)
 	}
@@ -295,6 +305,20 @@ func (r *runner) stream(ctx context.Context) error {
 			return nil
 		}
 		var lost *replication.SlotLostError
+		if errors.As(err, &lost) && lost.Kind == replication.SlotAhead && r.t.cfg.Confirm == ConfirmApplied {
+			// See prepareSlot: under applied, resuming at the slot is safe.
+			slot, err := replication.SlotInfo(ctx, r.t.pool, r.slot)
+			if err != nil {
+				return terr.Wrap(terr.Unavailable, err, "read slot %q: %v", r.slot, err)
+			}
+			if err := r.store.AdvanceReceived(uint64(slot.ConfirmedFlush)); err != nil {
+				return err
+			}
+			if err := r.store.Flush(); err != nil {
+				return err
+			}
+			continue
+		}
 		if errors.As(err, &lost) {
 			r.metrics.Reconnects.Inc()
 			r.t.log.Error("capture disruption", "err", err)
