@@ -45,15 +45,24 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stderr, usage)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	return runWithContext(ctx, args, stdout, stderr)
+}
+
+// runWithContext runs one command until it finishes or ctx ends and
+// returns the exit code: 0 ok, 1 failed (code and sentence on stderr),
+// 2 bad usage.
+func runWithContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		fmt.Fprintln(stderr, "validation: no command given; use apply, run or status")
+		return 2
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
 	var err error
 	switch args[0] {
 	case "apply":
@@ -63,24 +72,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "status":
 		err = cmdStatus(ctx, args[1:], stdout)
 	default:
-		fmt.Fprintf(stderr, "validation: unknown command %q\n%s", args[0], usage)
+		fmt.Fprintf(stderr, "validation: unknown command %q; run 'trellis-repl --help' for usage\n", args[0])
 		return 2
 	}
 	if err != nil {
 		var ue usageError
 		if errors.As(err, &ue) {
-			fmt.Fprintf(stderr, "validation: %s\n%s", ue.msg, usage)
+			fmt.Fprintf(stderr, "validation: %s; run 'trellis-repl --help' for usage\n", ue.msg)
 			return 2
 		}
 		var te *trellis.Error
 		if errors.As(err, &te) {
-			fmt.Fprintf(stderr, "%s: %s\n", te.Code, te.Msg)
+			fmt.Fprintf(stderr, "%s: %s\n", te.Code, oneLine(te.Msg))
 		} else {
-			fmt.Fprintf(stderr, "internal: %v\n", err)
+			fmt.Fprintf(stderr, "internal: %s\n", oneLine(err.Error()))
 		}
 		return 1
 	}
 	return 0
+}
+
+// oneLine keeps an error on one line so scripts can read the last line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
 }
 
 type usageError struct{ msg string }

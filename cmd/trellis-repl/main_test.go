@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/trellis-repl/trellis-repl/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// cli runs a command; stderr is its last line (the error, after any logs).
+func cli(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	code = run(args, &o, &e)
+	lines := strings.Split(strings.TrimSpace(e.String()), "\n")
+	return code, o.String(), lines[len(lines)-1]
+}
+
+func TestCLI(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE TABLE items (id int PRIMARY KEY, kind text, price numeric)`); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("usage errors", func(t *testing.T) {
+		for _, args := range [][]string{{}, {"frobnicate"}, {"apply", "--dsn", dsn}, {"apply", "--dsn", dsn, "-e", "x", "-f", "y"}, {"run", "--bogus"}} {
+			code, _, stderr := cli(args...)
+			if code != 2 || !strings.HasPrefix(stderr, "validation: ") && len(args) > 0 {
+				t.Errorf("%v: exit %d, stderr %q; want exit 2 and a validation sentence", args, code, stderr)
+			}
+		}
+	})
+
+	t.Run("apply errors carry a code", func(t *testing.T) {
+		cases := []struct{ sql, code string }{
+			{"CREATE TRANSFORM x AS SELECT id FROM missing", "not_found"},
+			{"CREATE TRANSFORM x AS SELECT id FROM items ORDER BY id", "validation"},
+			{"CREATE TRANSFORM x AS SELEC id FROM items", "validation"},
+			{"DROP TRANSFORM nothere", "not_found"},
+		}
+		for _, c := range cases {
+			code, _, stderr := cli("apply", "--dsn", dsn, "-e", c.sql)
+			if code != 1 || !strings.HasPrefix(stderr, c.code+": ") {
+				t.Errorf("%s: exit %d, stderr %q; want exit 1 and %q", c.sql, code, stderr, c.code+": ")
+			}
+		}
+		code, _, stderr := cli("apply", "--dsn", "postgres://nobody@127.0.0.1:1/none?connect_timeout=2", "-e", "PAUSE TRANSFORM x")
+		if code != 1 || !strings.HasPrefix(stderr, "unavailable: ") {
+			t.Errorf("unreachable server: exit %d, stderr %q", code, stderr)
+		}
+		code, _, stderr = cli("apply", "--dsn", dsn, "-f", "/nonexistent/defs.sql")
+		if code != 1 || !strings.HasPrefix(stderr, "not_found: ") {
+			t.Errorf("missing file: exit %d, stderr %q", code, stderr)
+		}
+	})
+
+	t.Run("apply, run, status", func(t *testing.T) {
+		f, err := os.CreateTemp(t.TempDir(), "*.sql")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString(`-- definitions
+CREATE TRANSFORM cheap AS SELECT id, upper(kind) AS kind FROM items WHERE price < 10;
+CREATE TRANSFORM kinds AS SELECT kind, count(*) AS n, max(price) AS top FROM items GROUP BY kind;`)
+		f.Close()
+		code, out, stderr := cli("apply", "--dsn", dsn, "-f", f.Name())
+		if code != 0 || !strings.Contains(out, "CREATE TRANSFORM cheap: created") {
+			t.Fatalf("apply: exit %d, out %q, err %q", code, out, stderr)
+		}
+		t.Setenv("TRELLIS_DATABASE_URL", dsn)
+		if code, _, stderr := cli("apply", "-e", "CREATE TRANSFORM IF NOT EXISTS cheap AS SELECT id FROM items"); code != 0 {
+			t.Fatalf("apply with TRELLIS_DATABASE_URL: %d %s", code, stderr)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan int, 1)
+		var runErr bytes.Buffer
+		go func() {
+			done <- runWithContext(runCtx, []string{"run", "--data-dir", t.TempDir(), "--metrics-addr", addr, "--log-level", "warn"}, io.Discard, &runErr)
+		}()
+		if _, err := conn.Exec(ctx, `INSERT INTO items SELECT g, 'k' || (g % 3), g FROM generate_series(1, 50) g`); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		var st []map[string]any
+		for {
+			code, out, stderr := cli("status", "--json")
+			if code != 0 {
+				t.Fatalf("status: %d %s", code, stderr)
+			}
+			if err := json.Unmarshal([]byte(out), &st); err != nil {
+				t.Fatalf("status --json is not a JSON array: %v\n%s", err, out)
+			}
+			var n int
+			conn.QueryRow(ctx, `SELECT count(*) FROM cheap`).Scan(&n)
+			if len(st) == 2 && st[0]["state"] == "live" && st[1]["state"] == "live" && n == 9 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("transforms did not go live: %v (run stderr: %s)", st, runErr.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		for _, k := range []string{"name", "state", "capture_failure", "held_keys", "backfill_failure", "capture_wait", "applied_lsn", "slot_name", "capture_mode"} {
+			if _, ok := st[0][k]; !ok {
+				t.Errorf("status --json lacks %q: %v", k, st[0])
+			}
+		}
+		if st[0]["capture_failure"] != nil || st[0]["capture_mode"] != "logical" {
+			t.Errorf("status: %v", st[0])
+		}
+		code, out, _ = cli("status", "cheap")
+		if code != 0 || !strings.Contains(out, "cheap") || !strings.Contains(out, "live") || strings.Contains(out, "kinds") {
+			t.Errorf("status cheap: %d %q", code, out)
+		}
+		if code, _, stderr := cli("status", "nope"); code != 1 || !strings.HasPrefix(stderr, "not_found: ") {
+			t.Errorf("status nope: %d %q", code, stderr)
+		}
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, m := range []string{"trellis_confirmed_lsn", "trellis_transform_keys_applied_total{transform=\"cheap\"}", "trellis_slot_confirm_lag_bytes"} {
+			if !strings.Contains(string(body), m) {
+				t.Errorf("metrics lack %s", m)
+			}
+		}
+		// A second runner for the same instance is refused.
+		code, _, stderr = cli("run", "--data-dir", t.TempDir())
+		if code != 1 || !strings.HasPrefix(stderr, "conflict: ") {
+			t.Errorf("second run: exit %d, stderr %q", code, stderr)
+		}
+		cancel()
+		if c := <-done; c != 0 {
+			t.Fatalf("run exited %d: %s", c, runErr.String())
+		}
+		if code, out, _ := cli("apply", "-e", "PAUSE TRANSFORM cheap; DROP TRANSFORM kinds"); code != 0 || !strings.Contains(out, "paused") {
+			t.Errorf("pause/drop: %d %q", code, out)
+		}
+	})
+
+	t.Run("trigger capture is refused clearly", func(t *testing.T) {
+		code, _, stderr := cli("run", "--dsn", dsn, "--capture", "trigger", "--data-dir", t.TempDir())
+		if code != 1 || !strings.HasPrefix(stderr, "unavailable: ") || !strings.Contains(stderr, "--capture=logical") {
+			t.Errorf("trigger: %d %q", code, stderr)
+		}
+	})
+}
