@@ -9,6 +9,7 @@ import (
 	"github.com/trellis-repl/trellis-repl/checkpoint"
 	"github.com/trellis-repl/trellis-repl/decode"
 	"github.com/trellis-repl/trellis-repl/engine"
+	"github.com/trellis-repl/trellis-repl/internal/plant"
 )
 
 // route says how one transform reads one source table: which relation key
@@ -142,6 +143,9 @@ func (in *intake) Commit(ctx context.Context, txn *decode.Txn) error {
 	}
 	in.pending = append(in.pending, checkpoint.Txn{LSN: txn.EndLSN, Xid: txn.Xid, Keys: keys, Truncs: in.truncs(txn.Truncated)})
 	in.nkeys += len(keys)
+	if plant.Active(plant.ConfirmBeforeRecord) {
+		in.r.confirmed.Store(max(in.r.confirmed.Load(), txn.EndLSN))
+	}
 	full := in.nkeys >= groupCommitKeys || len(in.pending) >= groupCommitTxns || time.Since(in.since) >= groupCommitWait
 	in.mu.Unlock()
 	in.r.metrics.Transactions.Inc()

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 
 	"github.com/jackc/pglogrepl"
+
+	"github.com/trellis-repl/trellis-repl/internal/plant"
 )
 
 // StreamChunkKeys is how many keys of a streamed transaction the Decoder
@@ -146,7 +148,7 @@ func (d *Decoder) Decode(ctx context.Context, walData []byte) error {
 		if err != nil {
 			return err
 		}
-		if equalValues(oldKey, newKey) {
+		if equalValues(oldKey, newKey) || plant.Active(plant.DropOldKey) {
 			return d.addKeys(ctx, m.Xid, newKey)
 		}
 		return d.addKeys(ctx, m.Xid, oldKey, newKey)

@@ -10,10 +10,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
+	"github.com/trellis-repl/trellis-repl/internal/plant"
 )
 
-// SessionSettings pin the GUCs that change how values print and parse, so
-// re-derived rows never depend on a session's defaults (see ADR 0003).
+// sessionSettings pin the GUCs that change how values print and parse, so
+// re-derived rows never depend on a session's defaults (see ADR 0001).
 var sessionSettings = [][2]string{
 	{"DateStyle", "ISO, MDY"},
 	{"IntervalStyle", "postgres"},
@@ -33,6 +34,9 @@ type Applier struct {
 	cat   catalog.Catalog
 	conn  *pgx.Conn
 	log   *slog.Logger
+
+	// stale is the planted stale_read bug's side session (test builds).
+	stale *staleReader
 }
 
 // NewApplier connects and prepares the session (settings, temp tables).
@@ -57,6 +61,14 @@ func NewApplier(ctx context.Context, cfg *pgx.ConnConfig, cat catalog.Catalog, i
 		conn.Close(ctx)
 		return nil, fmt.Errorf("set search_path: %w", err)
 	}
+	if plant.Active(plant.StaleRead) {
+		side, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			conn.Close(ctx)
+			return nil, err
+		}
+		a.stale = &staleReader{conn: side}
+	}
 	for _, s := range a.Stmts.Setup {
 		if _, err := conn.Exec(ctx, s); err != nil {
 			conn.Close(ctx)
@@ -67,7 +79,48 @@ func NewApplier(ctx context.Context, cfg *pgx.ConnConfig, cat catalog.Catalog, i
 }
 
 // Close ends the applier's session.
-func (a *Applier) Close(ctx context.Context) error { return a.conn.Close(ctx) }
+func (a *Applier) Close(ctx context.Context) error {
+	if a.stale != nil {
+		a.stale.conn.Close(ctx)
+	}
+	return a.conn.Close(ctx)
+}
+
+// staleReader plants the stale_read bug: each apply transaction reads the
+// snapshot exported before the previous batch committed.
+type staleReader struct {
+	conn *pgx.Conn
+	snap string
+}
+
+// begin starts the apply transaction on the previous snapshot and exports a
+// new one for the next batch.
+func (s *staleReader) begin(ctx context.Context, conn *pgx.Conn) (pgx.Tx, error) {
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		return nil, err
+	}
+	if s.snap != "" {
+		if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+s.snap+"'"); err != nil {
+			tx.Rollback(ctx)
+			return nil, err
+		}
+	}
+	s.snap = ""
+	if _, err := s.conn.Exec(ctx, "ROLLBACK"); err != nil {
+		tx.Rollback(ctx)
+		return nil, err
+	}
+	if _, err := s.conn.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ"); err != nil {
+		tx.Rollback(ctx)
+		return nil, err
+	}
+	if err := s.conn.QueryRow(ctx, "SELECT pg_export_snapshot()").Scan(&s.snap); err != nil {
+		tx.Rollback(ctx)
+		return nil, err
+	}
+	return tx, nil
+}
 
 // Conn exposes the applier's connection for build enumeration.
 func (a *Applier) Conn() *pgx.Conn { return a.conn }
@@ -89,12 +142,16 @@ type Batch struct {
 // Apply re-derives one batch in one transaction and returns the number of
 // target and ledger row writes it made.
 func (a *Applier) Apply(ctx context.Context, b Batch) (int64, error) {
-	tx, err := a.conn.Begin(ctx)
+	begin := a.conn.Begin
+	if a.stale != nil {
+		begin = func(ctx context.Context) (pgx.Tx, error) { return a.stale.begin(ctx, a.conn) }
+	}
+	tx, err := begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("begin apply: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-	if len(b.Xids) > 0 {
+	if len(b.Xids) > 0 && !plant.Active(plant.SkipVisibilityWait) {
 		if err := waitVisible(ctx, tx, b.Xids); err != nil {
 			return 0, err
 		}
@@ -119,16 +176,17 @@ func (a *Applier) Apply(ctx context.Context, b Batch) (int64, error) {
 		}
 		batch := &pgx.Batch{}
 		batch.Queue(a.Stmts.LoadKeys, args...)
-		for _, s := range a.Stmts.Apply {
-			batch.Queue(s)
+		steps := a.steps()
+		for _, st := range steps {
+			batch.Queue(st.SQL)
 		}
 		br := tx.SendBatch(ctx, batch)
 		if _, err := br.Exec(); err != nil {
 			br.Close()
 			return 0, fmt.Errorf("load keys: %w", err)
 		}
-		for i := range a.Stmts.Apply {
-			if a.Plan.Shape == ShapeRow && i == 0 {
+		for i, st := range steps {
+			if st.Role == RoleRows {
 				var n int64
 				if err := br.QueryRow().Scan(&n); err != nil {
 					br.Close()
@@ -160,6 +218,23 @@ func (a *Applier) Apply(ctx context.Context, b Batch) (int64, error) {
 		return 0, fmt.Errorf("commit apply of %s: %w", a.Plan.Target.Name, err)
 	}
 	return written, nil
+}
+
+// steps are the apply statements to run; planted bugs (test builds only)
+// leave some out.
+func (a *Applier) steps() []Step {
+	if !plant.Enabled {
+		return a.Stmts.Apply
+	}
+	out := make([]Step, 0, len(a.Stmts.Apply))
+	for _, st := range a.Stmts.Apply {
+		if st.Role == RoleLedger && plant.Active(plant.SkipLedgerUpdate) ||
+			st.Role == RoleEmptyGroups && plant.Active(plant.KeepEmptyGroup) {
+			continue
+		}
+		out = append(out, st)
+	}
+	return out
 }
 
 // visibleSQL returns the xids (of those given) that the statement's snapshot

@@ -13,7 +13,7 @@ type Statements struct {
 	// LoadKeys inserts the batch's keys (one text[] parameter per key column).
 	LoadKeys string
 	// Apply re-derives the loaded keys and writes ledger and target, in order.
-	Apply []string
+	Apply []Step
 	// EnumSource lists source keys after a cursor, in key order, as text
 	// ($1.. = cursor values, or no cursor for the first page; LIMIT is $n).
 	EnumSource      string
@@ -23,6 +23,31 @@ type Statements struct {
 	EnumStored      string
 	EnumStoredFirst string
 }
+
+// Step is one statement of an apply transaction and what it does.
+type Step struct {
+	SQL  string
+	Role StepRole
+}
+
+// StepRole says what an apply statement writes.
+type StepRole int
+
+// The roles of apply statements.
+const (
+	// RoleRows re-derives a row transform's target and returns the count.
+	RoleRows StepRole = iota + 1
+	// RoleChanges collects an aggregate's changed contributions.
+	RoleChanges
+	// RoleLedger writes the ledger.
+	RoleLedger
+	// RoleTarget applies group deltas to the target.
+	RoleTarget
+	// RoleRecompute recomputes non-invertible aggregates from the ledger.
+	RoleRecompute
+	// RoleEmptyGroups deletes groups whose row count reached zero.
+	RoleEmptyGroups
+)
 
 const keysTable = "pg_temp.__trellis_k"
 const changesTable = "pg_temp.__trellis_c"
@@ -120,12 +145,12 @@ func buildRow(s *Statements, p *Plan, fromK, where string) {
 			" WHERE (" + strings.Join(oldVals, ", ") + ", NULL) IS DISTINCT FROM (" + strings.Join(newVals, ", ") + ", NULL)"
 	}
 	t := p.Target.Ident()
-	s.Apply = append(s.Apply, "WITH __n AS (SELECT "+strings.Join(sel, ", ")+" FROM "+fromK+where+"),\n"+
-		" __d AS (DELETE FROM "+t+" __t USING "+keysTable+" __k WHERE "+strings.Join(idKeyEq, " AND ")+
-		" AND NOT EXISTS (SELECT 1 FROM __n WHERE "+strings.Join(idEq, " AND ")+") RETURNING 1),\n"+
-		" __u AS (INSERT INTO "+t+" AS __t ("+strings.Join(names, ", ")+") SELECT "+strings.Join(names, ", ")+
-		" FROM __n"+conflict+" RETURNING 1)\n"+
-		"SELECT (SELECT count(*) FROM __d) + (SELECT count(*) FROM __u)")
+	s.Apply = append(s.Apply, Step{Role: RoleRows, SQL: "WITH __n AS (SELECT " + strings.Join(sel, ", ") + " FROM " + fromK + where + "),\n" +
+		" __d AS (DELETE FROM " + t + " __t USING " + keysTable + " __k WHERE " + strings.Join(idKeyEq, " AND ") +
+		" AND NOT EXISTS (SELECT 1 FROM __n WHERE " + strings.Join(idEq, " AND ") + ") RETURNING 1),\n" +
+		" __u AS (INSERT INTO " + t + " AS __t (" + strings.Join(names, ", ") + ") SELECT " + strings.Join(names, ", ") +
+		" FROM __n" + conflict + " RETURNING 1)\n" +
+		"SELECT (SELECT count(*) FROM __d) + (SELECT count(*) FROM __u)"})
 	var idText, idOrder, cur []string
 	for i, id := range p.Identity {
 		idText = append(idText, fmt.Sprintf("%s::text AS __e%d", ident(id), i))
@@ -180,7 +205,7 @@ func buildAggregate(s *Statements, p *Plan, fromK, where string) {
 		" WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR (" + strings.Join(append(oldv, "NULL"), ", ") +
 		") IS DISTINCT FROM (" + strings.Join(append(newv, "NULL"), ", ") + ")"
 	s.Setup = append(s.Setup, "CREATE TEMP TABLE IF NOT EXISTS __trellis_c ON COMMIT DELETE ROWS AS "+changes+" WITH NO DATA")
-	s.Apply = append(s.Apply, "INSERT INTO "+changesTable+" "+changes)
+	s.Apply = append(s.Apply, Step{Role: RoleChanges, SQL: "INSERT INTO " + changesTable + " " + changes})
 
 	// Ledger: delete identities that left, upsert the rest (disjoint rows).
 	var lkeyEq, lcols, lvals, lset []string
@@ -199,13 +224,13 @@ func buildAggregate(s *Statements, p *Plan, fromK, where string) {
 		lvals = append(lvals, fmt.Sprintf("__na%d", i))
 		lset = append(lset, ident(a.Name)+" = EXCLUDED."+ident(a.Name))
 	}
-	s.Apply = append(s.Apply, "DELETE FROM "+L+" __l USING "+changesTable+" __c WHERE "+strings.Join(lkeyEq, " AND ")+" AND NOT __c.__has")
+	s.Apply = append(s.Apply, Step{Role: RoleLedger, SQL: "DELETE FROM " + L + " __l USING " + changesTable + " __c WHERE " + strings.Join(lkeyEq, " AND ") + " AND NOT __c.__has"})
 	lconf := " ON CONFLICT (" + keyList("__k", nk) + ") DO NOTHING"
 	if len(lset) > 0 {
 		lconf = " ON CONFLICT (" + keyList("__k", nk) + ") DO UPDATE SET " + strings.Join(lset, ", ")
 	}
-	s.Apply = append(s.Apply, "INSERT INTO "+L+" ("+strings.Join(lcols, ", ")+") SELECT "+strings.Join(lvals, ", ")+
-		" FROM "+changesTable+" WHERE __has"+lconf)
+	s.Apply = append(s.Apply, Step{Role: RoleLedger, SQL: "INSERT INTO " + L + " (" + strings.Join(lcols, ", ") + ") SELECT " + strings.Join(lvals, ", ") +
+		" FROM " + changesTable + " WHERE __has" + lconf})
 
 	// Signed contributions: -old, +new.
 	contrib := func(sign, pre string, filter string) string {
@@ -294,11 +319,11 @@ func buildAggregate(s *Statements, p *Plan, fromK, where string) {
 		}
 	}
 	if ng > 0 {
-		s.Apply = append(s.Apply, "INSERT INTO "+T+" AS __t ("+strings.Join(tcols, ", ")+") SELECT "+strings.Join(tins, ", ")+
-			" FROM ("+grouped+") __d ON CONFLICT ("+identList(p.groupNames())+") DO UPDATE SET "+strings.Join(tset, ", "))
+		s.Apply = append(s.Apply, Step{Role: RoleTarget, SQL: "INSERT INTO " + T + " AS __t (" + strings.Join(tcols, ", ") + ") SELECT " + strings.Join(tins, ", ") +
+			" FROM (" + grouped + ") __d ON CONFLICT (" + identList(p.groupNames()) + ") DO UPDATE SET " + strings.Join(tset, ", ")})
 	} else {
 		// One row that always exists: update it in place.
-		s.Apply = append(s.Apply, "UPDATE "+T+" SET "+oneRowSet(p)+" FROM ("+grouped+") __d")
+		s.Apply = append(s.Apply, Step{Role: RoleTarget, SQL: "UPDATE " + T + " SET " + oneRowSet(p) + " FROM (" + grouped + ") __d"})
 	}
 
 	// Affected groups: every group a changed row left or entered.
@@ -334,14 +359,14 @@ func buildAggregate(s *Statements, p *Plan, fromK, where string) {
 				tjoin = append(tjoin, nullSafeEq("__t."+ident(g.Name), fmt.Sprintf("__r.__g%d", i), g.NotNull))
 				agcols = append(agcols, fmt.Sprintf("__a.__g%d", i))
 			}
-			s.Apply = append(s.Apply, "UPDATE "+T+" __t SET "+strings.Join(rset, ", ")+" FROM (SELECT "+strings.Join(agcols, ", ")+", "+
-				strings.Join(rsel, ", ")+" FROM ("+affected+") __a JOIN "+L+" __l ON "+strings.Join(ajoin, " AND ")+
-				" GROUP BY "+strings.Join(agcols, ", ")+") __r WHERE "+strings.Join(tjoin, " AND ")+
-				" AND ("+strings.Join(append(rold, "NULL"), ", ")+") IS DISTINCT FROM ("+strings.Join(append(rnew, "NULL"), ", ")+")")
+			s.Apply = append(s.Apply, Step{Role: RoleRecompute, SQL: "UPDATE " + T + " __t SET " + strings.Join(rset, ", ") + " FROM (SELECT " + strings.Join(agcols, ", ") + ", " +
+				strings.Join(rsel, ", ") + " FROM (" + affected + ") __a JOIN " + L + " __l ON " + strings.Join(ajoin, " AND ") +
+				" GROUP BY " + strings.Join(agcols, ", ") + ") __r WHERE " + strings.Join(tjoin, " AND ") +
+				" AND (" + strings.Join(append(rold, "NULL"), ", ") + ") IS DISTINCT FROM (" + strings.Join(append(rnew, "NULL"), ", ") + ")"})
 		} else {
-			s.Apply = append(s.Apply, "UPDATE "+T+" __t SET "+strings.Join(rset, ", ")+" FROM (SELECT "+strings.Join(rsel, ", ")+
-				" FROM "+L+" __l) __r WHERE EXISTS (SELECT 1 FROM "+changesTable+") AND ("+strings.Join(append(rold, "NULL"), ", ")+
-				") IS DISTINCT FROM ("+strings.Join(append(rnew, "NULL"), ", ")+")")
+			s.Apply = append(s.Apply, Step{Role: RoleRecompute, SQL: "UPDATE " + T + " __t SET " + strings.Join(rset, ", ") + " FROM (SELECT " + strings.Join(rsel, ", ") +
+				" FROM " + L + " __l) __r WHERE EXISTS (SELECT 1 FROM " + changesTable + ") AND (" + strings.Join(append(rold, "NULL"), ", ") +
+				") IS DISTINCT FROM (" + strings.Join(append(rnew, "NULL"), ", ") + ")"})
 		}
 	}
 	if ng > 0 {
@@ -349,8 +374,8 @@ func buildAggregate(s *Statements, p *Plan, fromK, where string) {
 		for i, g := range p.Groups {
 			djoin = append(djoin, nullSafeEq("__t."+ident(g.Name), fmt.Sprintf("__a.__g%d", i), g.NotNull))
 		}
-		s.Apply = append(s.Apply, "DELETE FROM "+T+" __t USING ("+affected+") __a WHERE "+strings.Join(djoin, " AND ")+
-			" AND __t."+ident(RowsCol)+" = 0")
+		s.Apply = append(s.Apply, Step{Role: RoleEmptyGroups, SQL: "DELETE FROM " + T + " __t USING (" + affected + ") __a WHERE " + strings.Join(djoin, " AND ") +
+			" AND __t." + ident(RowsCol) + " = 0"})
 	}
 	var lk []string
 	for i := 0; i < nk; i++ {
