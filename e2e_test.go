@@ -268,3 +268,40 @@ func TestStatementErrorsChangeNothing(t *testing.T) {
 }
 
 func pgxConnect(dsn string) (*pgx.Conn, error) { return pgx.Connect(context.Background(), dsn) }
+
+// TestReplicaIdentityDrift: when a table's changes stop carrying the
+// transform's key, that transform pauses with a capture failure naming the
+// column, and the others keep converging.
+func TestReplicaIdentityDrift(t *testing.T) {
+	e := newEnv(t, trellis.Config{})
+	e.exec(schemaSQL)
+	e.exec(`CREATE TABLE tags (id int PRIMARY KEY, code text NOT NULL, label text);
+		CREATE UNIQUE INDEX tags_code ON tags (code);
+		INSERT INTO tags VALUES (1, 'a', 'x'), (2, 'b', 'y')`)
+	e.apply(defsSQL + `CREATE TRANSFORM tag_labels AS SELECT id, label FROM tags;`)
+	e.start()
+	e.converge("before")
+	e.exec(`ALTER TABLE tags REPLICA IDENTITY USING INDEX tags_code`)
+	e.exec(`UPDATE tags SET label = 'z' WHERE id = 1`)
+	e.exec(`INSERT INTO orders VALUES (1, 1, 'new', 50, 1, NULL)`)
+	ctx := context.Background()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := e.tr.Status(ctx, "tag_labels")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := st[0].CaptureFailure; f != nil {
+			if f.Kind != "capture" || !strings.Contains(f.Error, `"id"`) {
+				t.Fatalf("capture failure %+v", f)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tag_labels was not paused: %+v", st[0])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.apply(`DROP TRANSFORM tag_labels`)
+	e.converge("other transforms after the drift")
+}

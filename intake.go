@@ -9,6 +9,7 @@ import (
 	"github.com/trellis-repl/trellis-repl/checkpoint"
 	"github.com/trellis-repl/trellis-repl/decode"
 	"github.com/trellis-repl/trellis-repl/engine"
+	"github.com/trellis-repl/trellis-repl/internal/catalog"
 	"github.com/trellis-repl/trellis-repl/internal/plant"
 )
 
@@ -82,7 +83,10 @@ func (in *intake) Relation(ctx context.Context, rel *decode.Relation) error {
 	return nil
 }
 
-// dirty maps row keys to dirty keys; called with in.mu held.
+// dirty maps row keys to dirty keys; called with in.mu held. A transform
+// whose key cannot be read from a change (its table's replica identity no
+// longer contains the key) stops being fed and is paused with a capture
+// failure; the others go on.
 func (in *intake) dirty(keys []decode.RowKey) ([]checkpoint.DirtyKey, error) {
 	var out []checkpoint.DirtyKey
 	for _, k := range keys {
@@ -94,13 +98,16 @@ func (in *intake) dirty(keys []decode.RowKey) ([]checkpoint.DirtyKey, error) {
 		if rel == nil {
 			return nil, fmt.Errorf("change for relation %d arrived before its Relation message", k.Rel)
 		}
+	routes:
 		for _, rt := range rts {
 			vals := make([]string, len(rt.keyNames))
 			for i, name := range rt.keyNames {
 				j := indexOf(rel.KeyColumns, name)
-				if j < 0 || j >= len(k.Values) {
-					return nil, fmt.Errorf("table %s.%s: key column %q is not in its replica identity (%v); restore the primary key as replica identity",
-						rel.Namespace, rel.Name, name, rel.KeyColumns)
+				if j < 0 || j >= len(k.Values) || (k.Missing != nil && k.Missing[j]) {
+					in.stopRoute(rt.transform, k.Rel, fmt.Sprintf(
+						"changes of %s.%s no longer carry key column %q (replica identity %v); restore the primary key as the table's replica identity, then RESUME the transform",
+						rel.Namespace, rel.Name, name, rel.KeyColumns), name)
+					continue routes
 				}
 				vals[i] = k.Values[j]
 			}
@@ -108,6 +115,25 @@ func (in *intake) dirty(keys []decode.RowKey) ([]checkpoint.DirtyKey, error) {
 		}
 	}
 	return out, nil
+}
+
+// stopRoute unroutes a transform and pauses it (in the background: the
+// caller holds in.mu). Called with in.mu held.
+func (in *intake) stopRoute(id int64, rel uint32, why, column string) {
+	rts := in.routes[rel]
+	out := rts[:0]
+	for _, rt := range rts {
+		if rt.transform != id {
+			out = append(out, rt)
+		}
+	}
+	in.routes[rel] = out
+	go func() {
+		f := &catalog.Failure{Kind: catalog.FailureCapture, Error: why, Columns: []string{column}, DetectedAt: time.Now().UTC()}
+		if err := in.r.t.cat.Pause(context.Background(), in.r.t.pool, id, "system", f); err != nil {
+			in.r.t.log.Error("pause transform after a capture failure", "transform", id, "err", err)
+		}
+	}()
 }
 
 func (in *intake) truncs(rels []uint32) []checkpoint.TableRef {

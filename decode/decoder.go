@@ -258,6 +258,8 @@ func (e *relEntry) key(tup, old *pglogrepl.TupleData) (RowKey, error) {
 		return RowKey{}, &KeyError{Table: table, Reason: "the change carries no tuple with key columns"}
 	}
 	vals := make([]string, len(e.keyIdx))
+	full := len(e.keyIdx) == len(e.rel.Columns) && len(e.keyIdx) > 1
+	var missing []bool
 	for i, idx := range e.keyIdx {
 		name := e.rel.Columns[idx].Name
 		c := column(tup, idx)
@@ -268,6 +270,16 @@ func (e *relEntry) key(tup, old *pglogrepl.TupleData) (RowKey, error) {
 		}
 		if c == nil {
 			return RowKey{}, &KeyError{Table: table, Column: name, Reason: "the tuple has fewer columns than the Relation message"}
+		}
+		if full && c.DataType != pglogrepl.TupleDataTypeText {
+			// Under REPLICA IDENTITY FULL every column is flagged as key, so
+			// most of them are not the primary key: the consumer picks the
+			// columns it needs and rejects a missing one.
+			if missing == nil {
+				missing = make([]bool, len(e.keyIdx))
+			}
+			missing[i] = true
+			continue
 		}
 		switch c.DataType {
 		case pglogrepl.TupleDataTypeText:
@@ -280,7 +292,7 @@ func (e *relEntry) key(tup, old *pglogrepl.TupleData) (RowKey, error) {
 			return RowKey{}, &KeyError{Table: table, Column: name, Reason: fmt.Sprintf("unsupported tuple data kind %q (binary mode is not used)", c.DataType)}
 		}
 	}
-	return RowKey{Rel: e.rel.ID, Values: vals}, nil
+	return RowKey{Rel: e.rel.ID, Values: vals, Missing: missing}, nil
 }
 
 func column(tup *pglogrepl.TupleData, i int) *pglogrepl.TupleDataColumn {

@@ -282,15 +282,6 @@ func TestDecodeUnusableKey(t *testing.T) {
 		column string
 	}{
 		{
-			name: "null in a full-identity key column",
-			setup: `CREATE TABLE f (id int PRIMARY KEY, v text);
-				ALTER TABLE f REPLICA IDENTITY FULL;
-				INSERT INTO f VALUES (1, NULL);
-				CREATE PUBLICATION p FOR TABLE f;`,
-			writes: []string{`DELETE FROM f`},
-			column: "v",
-		},
-		{
 			name: "no replica identity",
 			setup: `CREATE TABLE nk (a int);
 				CREATE PUBLICATION p FOR TABLE nk WITH (publish = 'insert');`,
@@ -450,5 +441,29 @@ func TestDecodeUnchangedToastKeyWithoutOldTuple(t *testing.T) {
 	}
 	if got := rec.rels[42]; got == nil || !slices.Equal(got.KeyColumns, []string{"id"}) || len(got.Columns) != 2 || got.Columns[1].Key {
 		t.Errorf("relation %+v", got)
+	}
+}
+
+// TestDecodeFullIdentityNull: under REPLICA IDENTITY FULL every column is
+// flagged as key; a NULL in one of them is marked Missing, not an error,
+// since the consumer picks the primary-key columns it needs.
+func TestDecodeFullIdentityNull(t *testing.T) {
+	msgs := capture(t, `CREATE TABLE f (id int PRIMARY KEY, v text);
+		ALTER TABLE f REPLICA IDENTITY FULL;
+		INSERT INTO f VALUES (1, NULL);
+		CREATE PUBLICATION p FOR TABLE f;`, []string{`DELETE FROM f`}, false)
+	rec := newRecorder()
+	d := NewDecoder(rec, nil)
+	for _, m := range msgs {
+		if err := d.Decode(context.Background(), m.data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(rec.txns) != 1 || len(rec.txns[0].Keys) != 1 {
+		t.Fatalf("got %+v, want one transaction with one key", rec.txns)
+	}
+	k := rec.txns[0].Keys[0]
+	if k.Values[0] != "1" || len(k.Missing) != 2 || k.Missing[0] || !k.Missing[1] {
+		t.Fatalf("key %+v: want id 1 present and v missing", k)
 	}
 }

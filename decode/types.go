@@ -35,6 +35,10 @@ type RowKey struct {
 	Values []string
 	// Xid is the (sub)transaction xid for streamed changes; 0 otherwise.
 	Xid uint32
+	// Missing, when not nil, marks values that were NULL or unchanged-TOAST
+	// (Values holds "" there). It is only set under REPLICA IDENTITY FULL,
+	// where every column counts as key and the consumer picks its own.
+	Missing []bool
 }
 
 // Txn is one committed transaction: every row key it touched (an UPDATE that
