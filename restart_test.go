@@ -301,7 +301,7 @@ func (e *env) waitSlotConfirmed() {
 	for {
 		var ok bool
 		if err := e.conn.QueryRow(ctx, `SELECT coalesce(bool_and(confirmed_flush_lsn >= $1::pg_lsn), false)
-			FROM pg_replication_slots WHERE slot_name = 'trellis_slot'`, now).Scan(&ok); err != nil {
+			FROM pg_replication_slots WHERE slot_name = (SELECT slot_name FROM trellis.instance)`, now).Scan(&ok); err != nil {
 			e.t.Fatal(err)
 		}
 		if ok {

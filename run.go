@@ -67,7 +67,11 @@ func (t *Trellis) Run(ctx context.Context) error {
 		}
 		return terr.New(terr.Unavailable, "logical capture is not possible: %s", avail.Reason())
 	}
-	r := &runner{t: t, slot: t.cat.SlotName(), pub: t.cat.PublicationName(), workers: map[int64]*worker{}, metrics: t.cfg.Metrics}
+	var dbOID uint32
+	if err := t.pool.QueryRow(ctx, `SELECT oid FROM pg_database WHERE datname = current_database()`).Scan(&dbOID); err != nil {
+		return terr.Wrap(terr.Unavailable, err, "identify the database: %v", err)
+	}
+	r := &runner{t: t, slot: t.cat.SlotName(dbOID), pub: t.cat.PublicationName(), workers: map[int64]*worker{}, metrics: t.cfg.Metrics}
 	if r.metrics == nil {
 		r.metrics = NewMetrics(nil)
 	}

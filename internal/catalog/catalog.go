@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -58,8 +59,23 @@ func (c Catalog) T(name string) string {
 	return pgx.Identifier{c.Schema, name}.Sanitize()
 }
 
-// SlotName is the replication slot of this instance, derived from the schema.
-func (c Catalog) SlotName() string { return c.Schema + "_slot" }
+// SlotName is the replication slot of this instance. Slots are cluster-wide
+// while schemas are per database, so the name carries the database OID.
+func (c Catalog) SlotName(dbOID uint32) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(c.Schema) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	name := b.String()
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	return fmt.Sprintf("%s_%d", name, dbOID)
+}
 
 // PublicationName is the publication of this instance.
 func (c Catalog) PublicationName() string { return c.Schema + "_pub" }
