@@ -305,3 +305,70 @@ func TestReplicaIdentityDrift(t *testing.T) {
 	e.apply(`DROP TRANSFORM tag_labels`)
 	e.converge("other transforms after the drift")
 }
+
+// TestPauseResumeDrop: a paused transform stops changing; RESUME rebuilds
+// it, deleting rows that do not belong (orphans); DROP removes the target,
+// the ledger and publication membership no other transform needs.
+func TestPauseResumeDrop(t *testing.T) {
+	e := newEnv(t, trellis.Config{})
+	e.exec(schemaSQL)
+	e.exec(`CREATE TABLE notes (id int PRIMARY KEY, body text)`)
+	e.exec(`INSERT INTO orders SELECT g, g % 5, 'new', g, 1, NULL FROM generate_series(1, 100) g`)
+	e.apply(defsSQL + `CREATE TRANSFORM note_bodies AS SELECT id, body FROM notes;`)
+	e.start()
+	e.converge("built")
+	ctx := context.Background()
+	e.apply(`PAUSE TRANSFORM big_orders; PAUSE TRANSFORM by_customer`)
+	time.Sleep(300 * time.Millisecond) // let the runner stop the workers
+	e.exec(`UPDATE orders SET amount = amount + 1000 WHERE id <= 20`)
+	e.exec(`INSERT INTO big_orders VALUES (-1, 0, 'ORPHAN', 1)`)
+	e.exec(`UPDATE by_customer SET n = 999`)
+	tok, _ := e.tr.WatermarkToken(ctx)
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := e.tr.AwaitConverged(waitCtx, tok); err != nil {
+		t.Fatalf("user-paused transforms must not block convergence: %v", err)
+	}
+	var total string
+	if err := e.conn.QueryRow(ctx, `SELECT total::text FROM big_orders WHERE id = 20`).Scan(&total); err != nil {
+		t.Fatal(err)
+	}
+	if total != "20.00" {
+		t.Fatalf("a paused transform changed: total = %s", total)
+	}
+	st, _ := e.tr.Status(ctx, "big_orders")
+	if st[0].State != "paused" || st[0].PausedBy == nil || *st[0].PausedBy != "user" {
+		t.Fatalf("status of a paused transform: %+v", st[0])
+	}
+	e.apply(`RESUME TRANSFORM big_orders; RESUME TRANSFORM by_customer`)
+	e.converge("after RESUME (orphans deleted, stale rows fixed)")
+
+	var pubBefore int
+	e.conn.QueryRow(ctx, `SELECT count(*) FROM pg_publication_tables WHERE pubname = 'trellis_pub'`).Scan(&pubBefore)
+	e.apply(`DROP TRANSFORM note_bodies; DROP TRANSFORM IF EXISTS nothing_here`)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var n int
+		e.conn.QueryRow(ctx, `SELECT count(*) FROM pg_publication_tables WHERE pubname = 'trellis_pub' AND tablename = 'notes'`).Scan(&n)
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("notes is still published after its only transform was dropped")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var gone bool
+	e.conn.QueryRow(ctx, `SELECT to_regclass('note_bodies') IS NULL`).Scan(&gone)
+	if !gone {
+		t.Fatal("DROP TRANSFORM left the target table")
+	}
+	e.apply(`DROP TRANSFORM by_customer`)
+	var ledgers int
+	e.conn.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'trellis' AND tablename LIKE 'ledger%'`).Scan(&ledgers)
+	if ledgers != 1 { // totals keeps its ledger
+		t.Fatalf("%d ledgers left, want 1 (totals)", ledgers)
+	}
+	e.exec(`DELETE FROM orders WHERE id > 50`)
+	e.converge("after drops")
+}

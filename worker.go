@@ -288,6 +288,13 @@ func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.T
 		if phase == 0 && tr.Rebuild {
 			return false, w.r.t.cat.SetBuildCursor(ctx, w.r.t.pool, w.id, 1, nil)
 		}
+		if tr.Rebuild {
+			// The ledger is now exact; make the target its aggregation, so a
+			// target written by anyone else is repaired too.
+			if err := a.Reconcile(ctx); err != nil {
+				return false, err
+			}
+		}
 		return true, nil
 	}
 	last := keys[len(keys)-1]

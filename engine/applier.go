@@ -319,6 +319,26 @@ func VisibleNow(ctx context.Context, q interface {
 	return out, rows.Err()
 }
 
+// Reconcile makes an aggregate target exactly the aggregation of its
+// ledger, in one transaction (no-op for row transforms, whose target is
+// their ledger).
+func (a *Applier) Reconcile(ctx context.Context) error {
+	if len(a.Stmts.Reconcile) == 0 {
+		return nil
+	}
+	tx, err := a.conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	for _, s := range a.Stmts.Reconcile {
+		if _, err := tx.Exec(ctx, s); err != nil {
+			return fmt.Errorf("reconcile %s with its ledger: %w", a.Plan.Target.Name, err)
+		}
+	}
+	return tx.Commit(ctx)
+}
+
 // Enumerate lists up to limit keys after cursor (nil = from the start), from
 // the source (stored=false) or from what the target/ledger holds.
 func (a *Applier) Enumerate(ctx context.Context, stored bool, cursor []string, limit int) ([][]string, error) {

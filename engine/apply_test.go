@@ -159,6 +159,24 @@ func TestApplyConverges(t *testing.T) {
 			mustEqual(t, ctx, conn, a.Plan, fmt.Sprintf("round %d", round))
 		}
 	}
+	// Reconcile repairs an aggregate target that someone else wrote.
+	for _, a := range appliers {
+		if a.Plan.Shape != ShapeAggregate {
+			continue
+		}
+		if _, err := conn.Exec(ctx, "UPDATE "+a.Plan.Target.Ident()+" SET "+ident(a.Plan.Aggs[0].Name)+" = 12345"); err != nil {
+			t.Fatal(err)
+		}
+		if len(a.Plan.Groups) > 0 {
+			if _, err := conn.Exec(ctx, "INSERT INTO "+a.Plan.Target.Ident()+" ("+ident(a.Plan.Groups[0].Name)+", "+ident(RowsCol)+") VALUES (NULL, 7) ON CONFLICT DO NOTHING"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := a.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+		mustEqual(t, ctx, conn, a.Plan, "after reconcile")
+	}
 	// Rebuild from scratch (all source and stored keys) is a no-op now.
 	for _, a := range appliers {
 		n, err := a.Apply(ctx, Batch{Keys: allKeys(t, ctx, a)})

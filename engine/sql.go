@@ -22,6 +22,9 @@ type Statements struct {
 	// (rows), for rebuilds and truncation.
 	EnumStored      string
 	EnumStoredFirst string
+	// Reconcile recomputes an aggregate target wholly from its ledger
+	// (the last step of a rebuild: repairs a target written by others).
+	Reconcile []string
 }
 
 // Step is one statement of an apply transaction and what it does.
@@ -377,6 +380,7 @@ func buildAggregate(s *Statements, p *Plan, fromK, where string) {
 		s.Apply = append(s.Apply, Step{Role: RoleEmptyGroups, SQL: "DELETE FROM " + T + " __t USING (" + affected + ") __a WHERE " + strings.Join(djoin, " AND ") +
 			" AND __t." + ident(RowsCol) + " = 0"})
 	}
+	s.Reconcile = reconcileAggregate(p)
 	var lk []string
 	for i := 0; i < nk; i++ {
 		lk = append(lk, fmt.Sprintf("__k%d", i))
@@ -417,4 +421,63 @@ func oneRowSet(p *Plan) string {
 		}
 	}
 	return strings.Join(set, ", ")
+}
+
+// reconcileAggregate builds the statements that make an aggregate target
+// exactly the aggregation of its ledger.
+func reconcileAggregate(p *Plan) []string {
+	T, L := p.Target.Ident(), p.Ledger.Ident()
+	ng := len(p.Groups)
+	var cols, vals, set, oldv, newv []string
+	add := func(col, val string) {
+		cols = append(cols, ident(col))
+		vals = append(vals, val+" AS "+ident(col))
+		set = append(set, ident(col)+" = __r."+ident(col))
+		oldv = append(oldv, "__t."+ident(col))
+		newv = append(newv, "__r."+ident(col))
+	}
+	var gsel []string
+	for i, g := range p.Groups {
+		gsel = append(gsel, fmt.Sprintf("__g%d AS %s", i, ident(g.Name)))
+	}
+	add(RowsCol, "count(*)")
+	for _, a := range p.Aggs {
+		arg := "*"
+		if a.Arg >= 0 {
+			arg = ident(p.Args[a.Arg].Name)
+		}
+		switch a.Mode {
+		case ModeCountStar:
+			add(a.Name, "count(*)")
+		case ModeCount:
+			add(a.Name, "count("+arg+")")
+		case ModeSum:
+			add(a.Name, "sum("+arg+")")
+			add(a.NNCol(), "count("+arg+")")
+		case ModeAvg:
+			add(a.Name, "avg("+arg+")")
+			add(a.SumCol(), "coalesce(sum("+arg+"::numeric), 0)")
+			add(a.NNCol(), "count("+arg+")")
+		default:
+			add(a.Name, a.Func+"("+arg+")")
+		}
+	}
+	distinct := "(" + strings.Join(append(oldv, "NULL"), ", ") + ") IS DISTINCT FROM (" + strings.Join(append(newv, "NULL"), ", ") + ")"
+	if ng == 0 {
+		return []string{"UPDATE " + T + " __t SET " + strings.Join(set, ", ") + " FROM (SELECT " + strings.Join(vals, ", ") +
+			" FROM " + L + ") __r WHERE " + distinct}
+	}
+	var gcols, tjoin, lgroups []string
+	for i, g := range p.Groups {
+		gcols = append(gcols, ident(g.Name))
+		tjoin = append(tjoin, nullSafeEq("__l.__g"+fmt.Sprint(i), "__t."+ident(g.Name), g.NotNull))
+		lgroups = append(lgroups, fmt.Sprintf("__g%d", i))
+	}
+	upsert := "INSERT INTO " + T + " AS __t (" + strings.Join(append(append([]string{}, gcols...), cols...), ", ") + ") SELECT " +
+		strings.Join(append(append([]string{}, gcols...), cols...), ", ") + " FROM (SELECT " + strings.Join(append(gsel, vals...), ", ") +
+		" FROM " + L + " GROUP BY " + strings.Join(lgroups, ", ") + ") __r ON CONFLICT (" + strings.Join(gcols, ", ") +
+		") DO UPDATE SET " + strings.Replace(strings.Join(set, ", "), "__r.", "EXCLUDED.", -1) +
+		" WHERE " + strings.Replace(distinct, "__r.", "EXCLUDED.", -1)
+	orphans := "DELETE FROM " + T + " __t WHERE NOT EXISTS (SELECT 1 FROM " + L + " __l WHERE " + strings.Join(tjoin, " AND ") + ")"
+	return []string{upsert, orphans}
 }
