@@ -74,14 +74,10 @@ func main() {
 	}
 }
 
-// oneLine renders err on one line, with the stable code of a trellis error.
+// oneLine renders err on one line (trellis errors already name their
+// stable code, e.g. "timeout: …").
 func oneLine(err error) string {
-	msg := err.Error()
-	var te *trellis.Error
-	if errors.As(err, &te) {
-		msg = fmt.Sprintf("%s (code %s)", msg, te.Code)
-	}
-	return strings.Join(strings.Fields(msg), " ")
+	return strings.Join(strings.Fields(err.Error()), " ")
 }
 
 // demoTransform is one transform the demo defines, with how to show a few
@@ -364,25 +360,6 @@ wait:
 		}
 	}
 
-	if differ && os.Getenv("DEMO_DEBUG") != "" {
-		fmt.Fprintf(stdout, "DEBUG holding server %s\n", dsn)
-		select {
-		case <-ctx.Done():
-		case <-time.After(15 * time.Minute):
-		}
-		for i := 0; i < 0; i++ {
-			time.Sleep(2 * time.Second)
-			st, _ := tr.Status(ctx)
-			for _, s := range st {
-				fmt.Fprintf(stdout, "DEBUG %s applied=%s keys=%d held=%v\n", s.Name, s.AppliedLSN, s.KeysApplied, s.HeldKeys)
-			}
-			for _, t := range transforms {
-				p := plans[t.name]
-				d, err := selfcheck.Compare(ctx, pool, pgx.Identifier{p.Target.Schema, p.Target.Name}, p.Visible, p.QuerySQL())
-				fmt.Fprintf(stdout, "DEBUG recheck %d %s: %+v %v\n", i, t.name, d, err)
-			}
-		}
-	}
 	for _, t := range transforms {
 		p := plans[t.name]
 		if err := printSample(ctx, stdout, pool, p, t.orderBy); err != nil {
