@@ -11,9 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	trellis "github.com/trellis-repl/trellis-repl"
-	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/pgtest"
-	"github.com/trellis-repl/trellis-repl/selfcheck"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -99,34 +97,17 @@ func (e *env) converge(when string) {
 	if err := e.tr.AwaitConverged(ctx, tok); err != nil {
 		e.t.Fatalf("%s: %v", when, err)
 	}
-	rows, err := e.conn.Query(ctx, `SELECT name, plan FROM trellis.transforms`)
+	defs, err := e.tr.Definitions(ctx)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	type tp struct {
-		name string
-		plan []byte
-	}
-	var ps []tp
-	for rows.Next() {
-		var x tp
-		if err := rows.Scan(&x.name, &x.plan); err != nil {
-			e.t.Fatal(err)
-		}
-		ps = append(ps, x)
-	}
-	rows.Close()
-	for _, x := range ps {
-		p, err := engine.Decode(x.plan)
+	for _, d := range defs {
+		r, err := e.tr.SelfCheck(ctx, d.Name)
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		d, err := selfcheck.Compare(ctx, e.conn, pgx.Identifier{p.Target.Schema, p.Target.Name}, p.Visible, p.QuerySQL())
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		if !d.Equal() {
-			e.t.Fatalf("%s: %s differs from its query: missing %d %v extra %d %v", when, x.name, d.Missing, d.MissingSample, d.Extra, d.ExtraSample)
+		if !r.Equal() {
+			e.t.Fatalf("%s: %s differs from its query: missing %d %v extra %d %v", when, d.Name, r.Missing, r.MissingSample, r.Extra, r.ExtraSample)
 		}
 	}
 }

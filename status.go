@@ -4,9 +4,12 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
 	"github.com/trellis-repl/trellis-repl/internal/terr"
+	"github.com/trellis-repl/trellis-repl/selfcheck"
 )
 
 // Failure is why a transform was paused by the system.
@@ -115,6 +118,13 @@ type Definition struct {
 	// SQL is the CREATE TRANSFORM statement that recreates it.
 	SQL   string `json:"sql"`
 	Shape string `json:"shape"`
+	// Target is the quoted, schema-qualified target table.
+	Target string `json:"target"`
+	// Columns are the target's visible columns, in select-list order.
+	Columns []string `json:"columns"`
+	// Query is the defining query over the resolved source: what the
+	// target's visible columns must equal.
+	Query string `json:"query"`
 }
 
 // Definitions lists every transform's definition.
@@ -125,10 +135,63 @@ func (t *Trellis) Definitions(ctx context.Context) ([]Definition, error) {
 	}
 	out := []Definition{}
 	for _, tr := range ts {
+		p, err := engine.Decode(tr.Plan)
+		if err != nil {
+			return nil, terr.Wrap(terr.Internal, err, "transform %q has an unreadable plan: %v", tr.Name, err)
+		}
 		out = append(out, Definition{Schema: tr.Schema, Name: tr.Name, Shape: tr.Shape,
-			SQL: "CREATE TRANSFORM " + quoteName(tr.Schema, tr.Name) + " AS " + tr.Definition})
+			SQL:    "CREATE TRANSFORM " + quoteName(tr.Schema, tr.Name) + " AS " + tr.Definition,
+			Target: p.Target.Ident(), Columns: p.Visible, Query: p.QuerySQL()})
 	}
 	return out, nil
+}
+
+// SelfCheckResult is the outcome of comparing a target with a fresh run of
+// its query.
+type SelfCheckResult struct {
+	Name string `json:"name"`
+	// Rows is the number of rows in the target.
+	Rows int64 `json:"rows"`
+	// Missing and Extra count rows in the query but not the target, and
+	// in the target but not the query (by multiplicity).
+	Missing int64 `json:"missing"`
+	Extra   int64 `json:"extra"`
+	// Samples of differing rows, in PostgreSQL's row text form.
+	MissingSample []string `json:"missing_sample"`
+	ExtraSample   []string `json:"extra_sample"`
+}
+
+// Equal reports whether the target equals its query.
+func (r SelfCheckResult) Equal() bool { return r.Missing == 0 && r.Extra == 0 }
+
+// SelfCheck compares a transform's target with a fresh run of its query,
+// both read in one REPEATABLE READ snapshot. Call it after AwaitConverged
+// (or with writes stopped): a live target legitimately trails its source.
+func (t *Trellis) SelfCheck(ctx context.Context, name string) (SelfCheckResult, error) {
+	res := SelfCheckResult{Name: name}
+	ts, err := t.cat.List(ctx, t.pool)
+	if err != nil {
+		return res, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
+	}
+	for _, tr := range ts {
+		if tr.Name != name {
+			continue
+		}
+		p, err := engine.Decode(tr.Plan)
+		if err != nil {
+			return res, terr.Wrap(terr.Internal, err, "%v", err)
+		}
+		diff, err := selfcheck.Compare(ctx, t.pool, pgx.Identifier{p.Target.Schema, p.Target.Name}, p.Visible, p.QuerySQL())
+		if err != nil {
+			return res, terr.Wrap(terr.Unavailable, err, "compare %s with its query: %v", name, err)
+		}
+		if err := t.pool.QueryRow(ctx, "SELECT count(*) FROM "+p.Target.Ident()).Scan(&res.Rows); err != nil {
+			return res, terr.Wrap(terr.Unavailable, err, "count %s: %v", p.Target.Ident(), err)
+		}
+		res.Missing, res.Extra, res.MissingSample, res.ExtraSample = diff.Missing, diff.Extra, diff.MissingSample, diff.ExtraSample
+		return res, nil
+	}
+	return res, terr.New(terr.NotFound, "transform %q does not exist; run `trellis-repl status` to list transforms", name)
 }
 
 func quoteName(schema, name string) string {

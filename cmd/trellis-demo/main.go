@@ -27,9 +27,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	trellis "github.com/trellis-repl/trellis-repl"
-	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/pgserver"
-	"github.com/trellis-repl/trellis-repl/selfcheck"
 )
 
 // options are the demo's command-line settings.
@@ -327,42 +325,36 @@ wait:
 	}
 
 	fmt.Fprintln(stdout, "\nComparing each target table with a fresh run of its query (two-way EXCEPT ALL, one snapshot):")
-	plans, err := loadPlans(ctx, pool, tr.Schema())
+	defs, err := tr.Definitions(ctx)
 	if err != nil {
 		return err
 	}
+	byName := map[string]trellis.Definition{}
+	for _, d := range defs {
+		byName[d.Name] = d
+	}
 	differ := false
 	for _, t := range transforms {
-		p, ok := plans[t.name]
-		if !ok {
-			return fmt.Errorf("transform %s is missing from the catalog", t.name)
-		}
-		target := pgx.Identifier{p.Target.Schema, p.Target.Name}
-		d, err := selfcheck.Compare(ctx, pool, target, p.Visible, p.QuerySQL())
+		r, err := tr.SelfCheck(ctx, t.name)
 		if err != nil {
 			return fmt.Errorf("compare %s with its query: %w", t.name, err)
 		}
-		var n int64
-		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+target.Sanitize()).Scan(&n); err != nil {
-			return fmt.Errorf("count %s: %w", target.Sanitize(), err)
-		}
-		if d.Equal() {
-			fmt.Fprintf(stdout, "  %s: target equals its query (%d rows)\n", t.name, n)
+		if r.Equal() {
+			fmt.Fprintf(stdout, "  %s: target equals its query (%d rows)\n", t.name, r.Rows)
 		} else {
 			differ = true
-			fmt.Fprintf(stdout, "  %s: target DIFFERS from its query (%d rows): %d rows missing, %d rows extra\n", t.name, n, d.Missing, d.Extra)
-			for _, r := range d.MissingSample {
-				fmt.Fprintf(stdout, "      missing %s\n", r)
+			fmt.Fprintf(stdout, "  %s: target DIFFERS from its query (%d rows): %d rows missing, %d rows extra\n", t.name, r.Rows, r.Missing, r.Extra)
+			for _, row := range r.MissingSample {
+				fmt.Fprintf(stdout, "      missing %s\n", row)
 			}
-			for _, r := range d.ExtraSample {
-				fmt.Fprintf(stdout, "      extra   %s\n", r)
+			for _, row := range r.ExtraSample {
+				fmt.Fprintf(stdout, "      extra   %s\n", row)
 			}
 		}
 	}
 
 	for _, t := range transforms {
-		p := plans[t.name]
-		if err := printSample(ctx, stdout, pool, p, t.orderBy); err != nil {
+		if err := printSample(ctx, stdout, pool, byName[t.name], t.orderBy); err != nil {
 			return err
 		}
 	}
@@ -415,41 +407,11 @@ func stateOf(s trellis.TransformStatus) string {
 	return s.State
 }
 
-// loadPlans reads every transform's plan from the instance catalog: the
-// plan names the target table, its visible columns and the query it must
-// equal.
-func loadPlans(ctx context.Context, pool *pgxpool.Pool, schema string) (map[string]*engine.Plan, error) {
-	rows, err := pool.Query(ctx, "SELECT name, plan FROM "+pgx.Identifier{schema, "transforms"}.Sanitize())
-	if err != nil {
-		return nil, fmt.Errorf("read the transform catalog: %w", err)
-	}
-	type stored struct {
-		name string
-		plan []byte
-	}
-	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (stored, error) {
-		var s stored
-		return s, r.Scan(&s.name, &s.plan)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read the transform catalog: %w", err)
-	}
-	plans := make(map[string]*engine.Plan, len(all))
-	for _, s := range all {
-		p, err := engine.Decode(s.plan)
-		if err != nil {
-			return nil, fmt.Errorf("decode the plan of %s: %w", s.name, err)
-		}
-		plans[s.name] = p
-	}
-	return plans, nil
-}
-
 // printSample prints three rows of a target, its visible columns only.
-func printSample(ctx context.Context, w io.Writer, pool *pgxpool.Pool, p *engine.Plan, orderBy string) error {
-	target := pgx.Identifier{p.Target.Schema, p.Target.Name}.Sanitize()
-	cols := make([]string, len(p.Visible))
-	for i, c := range p.Visible {
+func printSample(ctx context.Context, w io.Writer, pool *pgxpool.Pool, d trellis.Definition, orderBy string) error {
+	target := d.Target
+	cols := make([]string, len(d.Columns))
+	for i, c := range d.Columns {
 		cols[i] = pgx.Identifier{c}.Sanitize() + "::text"
 	}
 	rows, err := pool.Query(ctx, fmt.Sprintf("SELECT %s FROM %s ORDER BY %s LIMIT 3", strings.Join(cols, ", "), target, orderBy))
@@ -457,7 +419,7 @@ func printSample(ctx context.Context, w io.Writer, pool *pgxpool.Pool, p *engine
 		return fmt.Errorf("read sample rows of %s: %w", target, err)
 	}
 	sample, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) ([]*string, error) {
-		vals := make([]*string, len(p.Visible))
+		vals := make([]*string, len(d.Columns))
 		ptrs := make([]any, len(vals))
 		for i := range vals {
 			ptrs[i] = &vals[i]
@@ -469,7 +431,7 @@ func printSample(ctx context.Context, w io.Writer, pool *pgxpool.Pool, p *engine
 	}
 	fmt.Fprintf(w, "\nSample of %s (ORDER BY %s):\n", target, orderBy)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "  %s\n", strings.Join(p.Visible, "\t"))
+	fmt.Fprintf(tw, "  %s\n", strings.Join(d.Columns, "\t"))
 	for _, r := range sample {
 		cells := make([]string, len(r))
 		for i, v := range r {
