@@ -33,6 +33,7 @@ type intake struct {
 	nkeys   int
 	since   time.Time
 	stopped chan struct{}
+	closed  bool // set by close: the store may be gone
 }
 
 const (
@@ -203,9 +204,22 @@ func (in *intake) ensureFlusher() {
 	}()
 }
 
+// close writes what is queued and stops later flushes.
+func (in *intake) close() error {
+	err := in.flush()
+	in.mu.Lock()
+	in.closed = true
+	in.mu.Unlock()
+	return err
+}
+
 // flush records the queue in the store and wakes the affected workers.
 func (in *intake) flush() error {
 	in.mu.Lock()
+	if in.closed {
+		in.mu.Unlock()
+		return nil
+	}
 	txns := in.pending
 	in.pending, in.nkeys = nil, 0
 	if len(txns) == 0 {

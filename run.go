@@ -289,7 +289,9 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 	}
 	r.mu.Unlock()
 	wg.Wait()
-	r.intake.flush()
+	if ferr := r.intake.close(); ferr != nil && err == nil {
+		err = ferr
+	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
