@@ -3,6 +3,8 @@ package trellis_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"math/rand"
 	"strings"
 	"testing"
@@ -40,6 +42,9 @@ func newEnv(t *testing.T, cfg trellis.Config) *env {
 		cfg.DataDir = t.TempDir()
 	}
 	cfg.ProgressInterval = 100 * time.Millisecond
+	if os.Getenv("TRELLIS_TEST_LOG") != "" {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	e := &env{t: t, dsn: dsn, conn: conn, cfg: cfg}
 	e.open()
 	return e
@@ -352,4 +357,18 @@ func TestPauseResumeDrop(t *testing.T) {
 	}
 	e.exec(`DELETE FROM orders WHERE id > 50`)
 	e.converge("after drops")
+}
+
+// awaitOnly waits for convergence without comparing (for timing).
+func (e *env) awaitOnly() {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	tok, err := e.tr.WatermarkToken(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.tr.AwaitConverged(ctx, tok); err != nil {
+		e.t.Fatal(err)
+	}
 }

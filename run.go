@@ -44,10 +44,26 @@ func (t *Trellis) Run(ctx context.Context) error {
 	if err != nil {
 		return terr.Wrap(terr.Unavailable, err, "connect: %v", err)
 	}
-	defer lockConn.Close(context.Background())
+	defer func() {
+		// Release explicitly: a closed connection's backend may outlive
+		// Close briefly, and a restart right after must find the lock free.
+		_, _ = lockConn.Exec(context.Background(), `SELECT pg_advisory_unlock(hashtext($1))`, t.cat.LockKey())
+		lockConn.Close(context.Background())
+	}()
 	var got bool
-	if err := lockConn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext($1))`, t.cat.LockKey()).Scan(&got); err != nil {
-		return terr.Wrap(terr.Unavailable, err, "take the runner lock: %v", err)
+	for attempt := 0; ; attempt++ {
+		if err := lockConn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext($1))`, t.cat.LockKey()).Scan(&got); err != nil {
+			return terr.Wrap(terr.Unavailable, err, "take the runner lock: %v", err)
+		}
+		// A runner that just died may hold the lock until its backend exits.
+		if got || attempt >= 20 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
 	if !got {
 		return terr.New(terr.Conflict, "another `trellis-repl run` is already maintaining instance %q on this database; stop it first (one runner per instance)", t.cat.Schema)

@@ -23,6 +23,13 @@ var sessionSettings = [][2]string{
 	{"statement_timeout", "0"},
 	{"lock_timeout", "0"},
 	{"idle_in_transaction_session_timeout", "0"},
+	// A batch touches few rows of large tables through their keys, and the
+	// tables change size between batches: plan every batch afresh, and
+	// price index probes as cached data (see ADR 0003).
+	{"plan_cache_mode", "force_custom_plan"},
+	{"random_page_cost", "1.1"},
+	// JIT compiles each statement anew (custom plans): ~1 s per batch.
+	{"jit", "off"},
 }
 
 // Applier re-derives keys of one transform on its own connection. Exactly
@@ -46,6 +53,10 @@ func NewApplier(ctx context.Context, cfg *pgx.ConnConfig, cat catalog.Catalog, i
 		cfg.RuntimeParams = map[string]string{}
 	}
 	cfg.RuntimeParams["application_name"] = fmt.Sprintf("trellis-repl applier %s", p.Target.Name)
+	// Unnamed statements are planned at every execution. A named prepared
+	// statement without parameters keeps the plan made when the target was
+	// empty: a hash over the whole table to join a few thousand keys.
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect applier for %s: %w", p.Target.Name, err)

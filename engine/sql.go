@@ -54,6 +54,7 @@ const (
 
 const keysTable = "pg_temp.__trellis_k"
 const changesTable = "pg_temp.__trellis_c"
+const emptyTable = "pg_temp.__trellis_e"
 
 // nullSafeEq compares two expressions with NULL equal to NULL in a form
 // PostgreSQL can still drive through a btree index (a BitmapOr of `=` and
@@ -131,7 +132,9 @@ func buildRow(s *Statements, p *Plan, fromK, where string) {
 		names = append(names, ident(c.Name))
 	}
 	for i, id := range p.Identity {
-		idEq = append(idEq, "__n."+ident(id)+" = __t."+ident(id))
+		// Correlate with the key, not the target row: the anti-join of two
+		// small sets comes first and the target is only probed by key.
+		idEq = append(idEq, fmt.Sprintf("__n.%s = __k.__k%d", ident(id), i))
 		idKeyEq = append(idKeyEq, fmt.Sprintf("__t.%s = __k.__k%d", ident(id), i))
 	}
 	for _, c := range p.Cols {
@@ -169,6 +172,24 @@ func buildAggregate(s *Statements, p *Plan, fromK, where string) {
 	nk, ng := len(p.Source.Key), len(p.Groups)
 	L := p.Ledger.Ident()
 	T := p.Target.Ident()
+	s.Reconcile = reconcileAggregate(p)
+	// Stored identities (the ledger's keys) in key order, for rebuilds.
+	var lk []string
+	for i := 0; i < nk; i++ {
+		lk = append(lk, fmt.Sprintf("__k%d", i))
+	}
+	var cur []string
+	for i, k := range p.Source.Key {
+		cur = append(cur, fmt.Sprintf("$%d::%s", i+1, k.Type))
+	}
+	var lkText []string
+	for i, k := range lk {
+		lkText = append(lkText, fmt.Sprintf("%s::text AS __e%d", k, i))
+	}
+	s.EnumStoredFirst = fmt.Sprintf("SELECT %s FROM %s ORDER BY %s LIMIT $1", strings.Join(lkText, ", "), L, strings.Join(lk, ", "))
+	s.EnumStored = fmt.Sprintf("SELECT %s FROM %s WHERE (%s) > (%s) ORDER BY %s LIMIT $%d", strings.Join(lkText, ", "), L,
+		strings.Join(lk, ", "), strings.Join(cur, ", "), strings.Join(lk, ", "), nk+1)
+
 	// New contributions of the loaded keys, and their old ones from the ledger.
 	var nsel []string
 	for i := 0; i < nk; i++ {
@@ -322,80 +343,71 @@ func buildAggregate(s *Statements, p *Plan, fromK, where string) {
 		}
 	}
 	if ng > 0 {
-		s.Apply = append(s.Apply, Step{Role: RoleTarget, SQL: "INSERT INTO " + T + " AS __t (" + strings.Join(tcols, ", ") + ") SELECT " + strings.Join(tins, ", ") +
-			" FROM (" + grouped + ") __d ON CONFLICT (" + identList(p.groupNames()) + ") DO UPDATE SET " + strings.Join(tset, ", ")})
+		// Groups whose row count reaches zero are remembered by row address
+		// and deleted by it: found through the upsert itself, never by
+		// scanning the target.
+		s.Setup = append(s.Setup, "CREATE TEMP TABLE IF NOT EXISTS __trellis_e (__tid tid) ON COMMIT DELETE ROWS")
+		s.Apply = append(s.Apply, Step{Role: RoleTarget, SQL: "WITH __u AS (INSERT INTO " + T + " AS __t (" + strings.Join(tcols, ", ") + ") SELECT " + strings.Join(tins, ", ") +
+			" FROM (" + grouped + ") __d ON CONFLICT (" + identList(p.groupNames()) + ") DO UPDATE SET " + strings.Join(tset, ", ") +
+			" RETURNING __t.ctid AS __tid, __t." + ident(RowsCol) + " AS __n) INSERT INTO " + emptyTable + " SELECT __tid FROM __u WHERE __n = 0"})
+		s.Apply = append(s.Apply, Step{Role: RoleEmptyGroups, SQL: "DELETE FROM " + T + " WHERE ctid = ANY (ARRAY(SELECT __tid FROM " + emptyTable + "))"})
 	} else {
 		// One row that always exists: update it in place.
 		s.Apply = append(s.Apply, Step{Role: RoleTarget, SQL: "UPDATE " + T + " SET " + oneRowSet(p) + " FROM (" + grouped + ") __d"})
 	}
-
-	// Affected groups: every group a changed row left or entered.
-	affected := ""
-	if ng > 0 {
-		var og, ngs []string
-		for i := 0; i < ng; i++ {
-			og = append(og, fmt.Sprintf("__og%d AS __g%d", i, i))
-			ngs = append(ngs, fmt.Sprintf("__ng%d", i))
-		}
-		affected = "SELECT " + strings.Join(og, ", ") + " FROM " + changesTable + " WHERE __had UNION SELECT " +
-			strings.Join(ngs, ", ") + " FROM " + changesTable + " WHERE __has"
+	if !p.hasRecompute() {
+		return
 	}
-	if p.hasRecompute() {
-		var rsel, rset, rold, rnew []string
+	var rsel, rset, rold, rnew []string
+	for i, a := range p.Aggs {
+		if a.Mode != ModeRecompute {
+			continue
+		}
+		arg := "*"
+		if a.Arg >= 0 {
+			arg = "__l." + ident(p.Args[a.Arg].Name)
+		}
+		rsel = append(rsel, fmt.Sprintf("%s(%s) AS __r%d", a.Func, arg, i))
+		rset = append(rset, fmt.Sprintf("%s = __r.__r%d", ident(a.Name), i))
+		rold = append(rold, fmt.Sprintf("__x.__o%d", i))
+		rnew = append(rnew, fmt.Sprintf("__z.__r%d", i))
+	}
+	distinct := "(" + strings.Join(append(rold, "NULL"), ", ") + ") IS DISTINCT FROM (" + strings.Join(append(rnew, "NULL"), ", ") + ")"
+	if ng == 0 {
+		var olds []string
 		for i, a := range p.Aggs {
-			if a.Mode != ModeRecompute {
-				continue
+			if a.Mode == ModeRecompute {
+				olds = append(olds, fmt.Sprintf("%s AS __o%d", ident(a.Name), i))
 			}
-			arg := "*"
-			if a.Arg >= 0 {
-				arg = "__l." + ident(p.Args[a.Arg].Name)
-			}
-			rsel = append(rsel, fmt.Sprintf("%s(%s) AS __r%d", a.Func, arg, i))
-			rset = append(rset, fmt.Sprintf("%s = __r.__r%d", ident(a.Name), i))
-			rold = append(rold, cmpExpr("__t."+ident(a.Name), false))
-			rnew = append(rnew, fmt.Sprintf("__r.__r%d", i))
 		}
-		if ng > 0 {
-			var ajoin, tjoin, agcols []string
-			for i, g := range p.Groups {
-				ajoin = append(ajoin, nullSafeEq(fmt.Sprintf("__l.__g%d", i), fmt.Sprintf("__a.__g%d", i), g.NotNull))
-				tjoin = append(tjoin, nullSafeEq("__t."+ident(g.Name), fmt.Sprintf("__r.__g%d", i), g.NotNull))
-				agcols = append(agcols, fmt.Sprintf("__a.__g%d", i))
-			}
-			s.Apply = append(s.Apply, Step{Role: RoleRecompute, SQL: "UPDATE " + T + " __t SET " + strings.Join(rset, ", ") + " FROM (SELECT " + strings.Join(agcols, ", ") + ", " +
-				strings.Join(rsel, ", ") + " FROM (" + affected + ") __a JOIN " + L + " __l ON " + strings.Join(ajoin, " AND ") +
-				" GROUP BY " + strings.Join(agcols, ", ") + ") __r WHERE " + strings.Join(tjoin, " AND ") +
-				" AND (" + strings.Join(append(rold, "NULL"), ", ") + ") IS DISTINCT FROM (" + strings.Join(append(rnew, "NULL"), ", ") + ")"})
-		} else {
-			s.Apply = append(s.Apply, Step{Role: RoleRecompute, SQL: "UPDATE " + T + " __t SET " + strings.Join(rset, ", ") + " FROM (SELECT " + strings.Join(rsel, ", ") +
-				" FROM " + L + " __l) __r WHERE EXISTS (SELECT 1 FROM " + changesTable + ") AND (" + strings.Join(append(rold, "NULL"), ", ") +
-				") IS DISTINCT FROM (" + strings.Join(append(rnew, "NULL"), ", ") + ")"})
+		s.Apply = append(s.Apply, Step{Role: RoleRecompute, SQL: "UPDATE " + T + " __t SET " + strings.Join(rset, ", ") +
+			" FROM (SELECT __z.* FROM (SELECT " + strings.Join(olds, ", ") + " FROM " + T + ") __x, (SELECT " + strings.Join(rsel, ", ") +
+			" FROM " + L + " __l) __z WHERE EXISTS (SELECT 1 FROM " + changesTable + ") AND " + distinct + ") __r"})
+		return
+	}
+	// Affected groups: every group a changed row left or entered. Each is
+	// probed in the target and the ledger through their group-key indexes
+	// (LATERAL … OFFSET 0 keeps PostgreSQL from turning the probes into a
+	// scan), then the target row is updated by its address.
+	var og, ngs, ajoin, tjoin, olds []string
+	for i, g := range p.Groups {
+		og = append(og, fmt.Sprintf("__og%d AS __g%d", i, i))
+		ngs = append(ngs, fmt.Sprintf("__ng%d", i))
+		ajoin = append(ajoin, nullSafeEq(fmt.Sprintf("__l.__g%d", i), fmt.Sprintf("__a.__g%d", i), g.NotNull))
+		tjoin = append(tjoin, nullSafeEq("__y."+ident(g.Name), fmt.Sprintf("__a.__g%d", i), g.NotNull))
+	}
+	for i, a := range p.Aggs {
+		if a.Mode == ModeRecompute {
+			olds = append(olds, fmt.Sprintf("__y.%s AS __o%d", ident(a.Name), i))
 		}
 	}
-	if ng > 0 {
-		var djoin []string
-		for i, g := range p.Groups {
-			djoin = append(djoin, nullSafeEq("__t."+ident(g.Name), fmt.Sprintf("__a.__g%d", i), g.NotNull))
-		}
-		s.Apply = append(s.Apply, Step{Role: RoleEmptyGroups, SQL: "DELETE FROM " + T + " __t USING (" + affected + ") __a WHERE " + strings.Join(djoin, " AND ") +
-			" AND __t." + ident(RowsCol) + " = 0"})
-	}
-	s.Reconcile = reconcileAggregate(p)
-	var lk []string
-	for i := 0; i < nk; i++ {
-		lk = append(lk, fmt.Sprintf("__k%d", i))
-	}
-	var cur []string
-	for i, k := range p.Source.Key {
-		cur = append(cur, fmt.Sprintf("$%d::%s", i+1, k.Type))
-	}
-	var lkText []string
-	for i, k := range lk {
-		lkText = append(lkText, fmt.Sprintf("%s::text AS __e%d", k, i))
-	}
-	s.EnumStoredFirst = fmt.Sprintf("SELECT %s FROM %s ORDER BY %s LIMIT $1", strings.Join(lkText, ", "), L, strings.Join(lk, ", "))
-	s.EnumStored = fmt.Sprintf("SELECT %s FROM %s WHERE (%s) > (%s) ORDER BY %s LIMIT $%d", strings.Join(lkText, ", "), L,
-		strings.Join(lk, ", "), strings.Join(cur, ", "), strings.Join(lk, ", "), nk+1)
+	affected := "SELECT " + strings.Join(og, ", ") + " FROM " + changesTable + " WHERE __had UNION SELECT " +
+		strings.Join(ngs, ", ") + " FROM " + changesTable + " WHERE __has"
+	s.Apply = append(s.Apply, Step{Role: RoleRecompute, SQL: "UPDATE " + T + " __t SET " + strings.Join(rset, ", ") +
+		" FROM (SELECT __x.__tid, __z.* FROM (" + affected + ") __a" +
+		" CROSS JOIN LATERAL (SELECT __y.ctid AS __tid, " + strings.Join(olds, ", ") + " FROM " + T + " __y WHERE " + strings.Join(tjoin, " AND ") + " OFFSET 0) __x" +
+		" CROSS JOIN LATERAL (SELECT " + strings.Join(rsel, ", ") + " FROM " + L + " __l WHERE " + strings.Join(ajoin, " AND ") + ") __z" +
+		" WHERE " + distinct + ") __r WHERE __t.ctid = __r.__tid"})
 }
 
 // oneRowSet is the SET list applying deltas __d to the single row of an
