@@ -34,27 +34,30 @@ type Shape struct {
 	Columns []string
 }
 
-// The shapes the harness knows.
-var (
-	// RowShape is a row transform: one target row per source row.
-	RowShape = Shape{Name: "row", Groups: 100_000,
-		Query:   `SELECT id, g, v * 2 AS v2 FROM src WHERE g >= 0`,
-		Columns: []string{"id", "g", "v2"}}
-	// AggShape is an aggregate over ~100k groups, with an invertible
-	// (count, sum) and a recomputed (min) aggregate.
-	AggShape = Shape{Name: "agg", Groups: 100_000,
-		Query:   `SELECT g, count(*) AS n, sum(v) AS s, min(v) AS lo FROM src GROUP BY g`,
-		Columns: []string{"g", "n", "s", "lo"}}
-	// Agg1kShape is the same aggregate over 1,000 groups: many rows per
-	// group, so group rows are rewritten often.
-	Agg1kShape = Shape{Name: "agg1k", Groups: 1_000,
-		Query:   AggShape.Query,
-		Columns: AggShape.Columns}
-)
+// baselineGroups is the group count the baseline's workload writes (the
+// same as the row and agg shapes, so the WAL is the same).
+const baselineGroups = 100_000
+
+// KnownShapes returns the shapes the harness knows: row (a row transform,
+// one target row per source row), agg (an aggregate over ~100k groups, with
+// invertible count/sum and a recomputed min) and agg1k (the same aggregate
+// over 1,000 groups: many rows per group, so group rows are rewritten
+// often).
+func KnownShapes() []Shape {
+	const aggQuery = `SELECT g, count(*) AS n, sum(v) AS s, min(v) AS lo FROM src GROUP BY g`
+	aggCols := []string{"g", "n", "s", "lo"}
+	return []Shape{
+		{Name: "row", Groups: baselineGroups,
+			Query:   `SELECT id, g, v * 2 AS v2 FROM src WHERE g >= 0`,
+			Columns: []string{"id", "g", "v2"}},
+		{Name: "agg", Groups: baselineGroups, Query: aggQuery, Columns: aggCols},
+		{Name: "agg1k", Groups: 1_000, Query: aggQuery, Columns: aggCols},
+	}
+}
 
 // ShapeByName returns the known shape called name.
 func ShapeByName(name string) (Shape, bool) {
-	for _, s := range []Shape{RowShape, AggShape, Agg1kShape} {
+	for _, s := range KnownShapes() {
 		if s.Name == name {
 			return s, true
 		}
@@ -95,6 +98,8 @@ type Workload struct {
 	// RederiveKeys, when positive, adds a phase that updates that many
 	// rows (moving them between groups) in a single transaction.
 	RederiveKeys int
+	// Shapes, when set, replaces Config.Shapes for this workload.
+	Shapes []Shape
 }
 
 // Databases hands out fresh, empty databases on a server with
@@ -115,6 +120,9 @@ type Config struct {
 	Modes []string
 	// Baseline adds a pg_recvlogical case per workload.
 	Baseline bool
+	// BaselineRepeats is how many times each phase's WAL is drained (one
+	// slot each); the fastest counts (default 2).
+	BaselineRepeats int
 	// RecvLogical is the pg_recvlogical binary (default: found on PATH).
 	RecvLogical string
 	// ProgressInterval is passed to trellis.Config: how often an idle
@@ -123,8 +131,12 @@ type Config struct {
 	ProgressInterval time.Duration
 	// BatchSize is passed to trellis.Config (0 = the library's default).
 	BatchSize int
-	// Verify compares every target with its query after the case.
+	// Verify compares the target with its query after every phase (not
+	// timed).
 	Verify bool
+	// RecheckAfter is how long to wait before checking a differing target
+	// again (default 10s).
+	RecheckAfter time.Duration
 	// PhaseTimeout bounds each phase's wait for convergence (default 30m).
 	PhaseTimeout time.Duration
 	// Logger receives the library's logs; nil discards them.
@@ -136,6 +148,12 @@ type Config struct {
 func (c *Config) defaults() {
 	if c.ProgressInterval <= 0 {
 		c.ProgressInterval = 50 * time.Millisecond
+	}
+	if c.BaselineRepeats <= 0 {
+		c.BaselineRepeats = 2
+	}
+	if c.RecheckAfter <= 0 {
+		c.RecheckAfter = 10 * time.Second
 	}
 	if c.PhaseTimeout <= 0 {
 		c.PhaseTimeout = 30 * time.Minute
@@ -178,8 +196,21 @@ type Result struct {
 	// KeysApplied is the transform's applied-key counter after the phase
 	// (cumulative over the case; shows coalescing).
 	KeysApplied int64 `json:"keys_applied,omitempty"`
-	// Verified is "ok", "DIFFERS: …" or "" (not checked); set on the last
-	// phase of an engine case.
+	// ApplySeconds is the time the engine spent inside apply transactions
+	// (re-derive + write, visibility wait included) during the phase;
+	// Applies counts those transactions. The rest of the end-to-end time
+	// is the writer, capture and the engine's own bookkeeping.
+	ApplySeconds float64 `json:"apply_seconds,omitempty"`
+	Applies      int64   `json:"apply_transactions,omitempty"`
+	// SlotTransactions counts transactions the engine received from the
+	// slot during the phase (its own apply transactions included).
+	SlotTransactions int64 `json:"slot_transactions,omitempty"`
+	// DrainSamples are the baseline's drain times in seconds, one per
+	// repeat (EndToEndSeconds is the fastest).
+	DrainSamples []float64 `json:"drain_samples_seconds,omitempty"`
+	// Verified is the self-check after the phase: "ok", "LATE: …" (equal
+	// only some time after convergence was reported), "DIFFERS …", or ""
+	// (not checked).
 	Verified string `json:"verified,omitempty"`
 }
 
@@ -207,7 +238,11 @@ func Run(ctx context.Context, cfg Config, dbs Databases) ([]Result, error) {
 			}
 			base = rs
 		}
-		for _, sh := range cfg.Shapes {
+		shapes := cfg.Shapes
+		if len(wl.Shapes) > 0 {
+			shapes = wl.Shapes
+		}
+		for _, sh := range shapes {
 			for _, mode := range cfg.Modes {
 				rs, err := runEngine(ctx, &cfg, dbs, wl, sh, mode)
 				for i := range rs {

@@ -31,7 +31,7 @@ func TestQuickRun(t *testing.T) {
 			{Rows: 2000, PerCommit: 1000, RederiveKeys: 200},
 			{Rows: 100, PerCommit: 1},
 		},
-		Shapes:   []Shape{RowShape, AggShape},
+		Shapes:   []Shape{mustShape(t, "row"), mustShape(t, "agg")},
 		Modes:    []string{ModeLive, ModeCatchUp},
 		Baseline: true,
 		Verify:   true,
@@ -73,6 +73,15 @@ func TestQuickRun(t *testing.T) {
 		t.Fatalf("JSON does not round-trip: %v\n%s", err, js.String())
 	}
 	t.Logf("\n%s", tbl.String())
+}
+
+func mustShape(t *testing.T, name string) Shape {
+	t.Helper()
+	sh, ok := ShapeByName(name)
+	if !ok {
+		t.Fatalf("no shape %q", name)
+	}
+	return sh
 }
 
 func TestWorkloadPhases(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	trellis "github.com/trellis-repl/trellis-repl"
 	"github.com/trellis-repl/trellis-repl/selfcheck"
@@ -46,8 +47,10 @@ func runEngine(ctx context.Context, cfg *Config, dbs Databases, wl Workload, sh 
 	// cases whose databases coexist (pgtest drops them only at the test's
 	// end) need distinct schemas.
 	schema := fmt.Sprintf("trellis_bench_%s_%d_%s", sh.Name, wl.PerCommit, mode)
+	reg := prometheus.NewRegistry()
 	tr, err := trellis.Open(ctx, trellis.Config{DSN: dsn, Schema: schema, DataDir: dir, Confirm: trellis.ConfirmLocal,
-		Capture: trellis.CaptureLogical, ProgressInterval: cfg.ProgressInterval, BatchSize: cfg.BatchSize, Logger: cfg.Logger})
+		Capture: trellis.CaptureLogical, ProgressInterval: cfg.ProgressInterval, BatchSize: cfg.BatchSize, Logger: cfg.Logger,
+		Metrics: trellis.NewMetrics(reg)})
 	if err != nil {
 		return nil, fmt.Errorf("bench: open: %w", err)
 	}
@@ -69,17 +72,15 @@ func runEngine(ctx context.Context, cfg *Config, dbs Databases, wl Workload, sh 
 
 	w := &writer{conn: conn, groups: sh.Groups}
 	for _, p := range wl.phases() {
-		var wrote, e2e time.Duration
+		before := readApplyStats(reg, name)
+		var wrote time.Duration
+		var start time.Time
 		switch mode {
 		case ModeLive:
-			start := time.Now()
+			start = time.Now()
 			if wrote, err = w.write(ctx, p); err != nil {
 				return results, errors.Join(err, run.cause())
 			}
-			if err := run.converge(ctx, cfg); err != nil {
-				return results, fmt.Errorf("bench: %s %s: %w", name, p.name, err)
-			}
-			e2e = time.Since(start)
 		case ModeCatchUp:
 			if err := run.stop(); err != nil {
 				return results, fmt.Errorf("bench: %s: %w", name, err)
@@ -87,35 +88,108 @@ func runEngine(ctx context.Context, cfg *Config, dbs Databases, wl Workload, sh 
 			if wrote, err = w.write(ctx, p); err != nil {
 				return results, err
 			}
-			start := time.Now()
-			if err := run.converge(ctx, cfg); err != nil {
-				return results, fmt.Errorf("bench: %s %s: %w", name, p.name, err)
-			}
-			e2e = time.Since(start)
+			start = time.Now()
 		default:
 			return results, fmt.Errorf("bench: unknown mode %q", mode)
 		}
-		r := newResult(sh.Name, mode, p.name, p.perCommit, p.rows, wrote, e2e)
-		if st, err := tr.Status(ctx, name); err == nil && len(st) == 1 {
+		cerr := run.converge(ctx, cfg)
+		r := newResult(sh.Name, mode, p.name, p.perCommit, p.rows, wrote, time.Since(start))
+		after := readApplyStats(reg, name)
+		r.ApplySeconds = after.seconds - before.seconds
+		r.Applies = int64(after.count - before.count)
+		r.SlotTransactions = int64(after.slotTxns - before.slotTxns)
+		st, serr := tr.Status(ctx, name)
+		if serr == nil && len(st) == 1 {
 			r.KeysApplied = st[0].KeysApplied
 		}
+		if cerr != nil {
+			if ctx.Err() != nil || run.cause() != nil || trellis.CodeOf(cerr) != trellis.CodeTimeout {
+				return results, fmt.Errorf("bench: %s %s: %w", name, p.name, cerr)
+			}
+			// A phase that does not converge in time is a result, not a
+			// harness failure: record it and go on with the next case.
+			r.RowsPerSecond = 0
+			r.Verified = fmt.Sprintf("TIMEOUT: not converged after %s", cfg.PhaseTimeout)
+			if serr == nil && len(st) == 1 && st[0].HeldKeys != nil {
+				r.Verified += fmt.Sprintf(" (%d keys applied, %d held)", st[0].KeysApplied, st[0].HeldKeys.Count)
+			}
+			progress(cfg, r)
+			fmt.Fprintf(cfg.Progress, "%-14s %-7s %-8s %s; skipping the case's remaining phases\n", sh.Name, mode, p.name, r.Verified)
+			return append(results, r), nil
+		}
 		progress(cfg, r)
+		if cfg.Verify {
+			if r.Verified, err = verify(ctx, cfg, conn, name, sh); err != nil {
+				return append(results, r), err
+			}
+			fmt.Fprintf(cfg.Progress, "%-14s %-7s %-8s self-check: %s\n", sh.Name, mode, p.name, r.Verified)
+		}
 		results = append(results, r)
 	}
-	if cfg.Verify && len(results) > 0 {
-		d, err := selfcheck.Compare(ctx, conn, pgx.Identifier{"public", name}, sh.Columns, sh.Query)
-		if err != nil {
-			return results, fmt.Errorf("bench: %s self-check: %w", name, err)
-		}
-		last := &results[len(results)-1]
-		if d.Equal() {
-			last.Verified = "ok"
-		} else {
-			last.Verified = fmt.Sprintf("DIFFERS: %d missing %v, %d extra %v", d.Missing, d.MissingSample, d.Extra, d.ExtraSample)
-		}
-		fmt.Fprintf(cfg.Progress, "%-14s %-7s self-check: %s\n", sh.Name, mode, last.Verified)
-	}
 	return results, nil
+}
+
+// verify compares the target with its query right after convergence. A
+// difference is checked again after RecheckAfter, to tell a wrong
+// convergence signal (the target catches up later) from lost changes.
+func verify(ctx context.Context, cfg *Config, conn *pgx.Conn, name string, sh Shape) (string, error) {
+	target := pgx.Identifier{"public", name}
+	d, err := selfcheck.Compare(ctx, conn, target, sh.Columns, sh.Query)
+	if err != nil {
+		return "", fmt.Errorf("bench: %s self-check: %w", name, err)
+	}
+	if d.Equal() {
+		return "ok", nil
+	}
+	msg := fmt.Sprintf("DIFFERS at convergence: %d missing %v, %d extra %v", d.Missing, d.MissingSample, d.Extra, d.ExtraSample)
+	select {
+	case <-ctx.Done():
+		return msg, ctx.Err()
+	case <-time.After(cfg.RecheckAfter):
+	}
+	d2, err := selfcheck.Compare(ctx, conn, target, sh.Columns, sh.Query)
+	if err != nil {
+		return msg, fmt.Errorf("bench: %s self-check: %w", name, err)
+	}
+	if d2.Equal() {
+		return fmt.Sprintf("LATE: equal %s later; %s", cfg.RecheckAfter, msg), nil
+	}
+	return fmt.Sprintf("%s; still %d missing, %d extra %s later", msg, d2.Missing, d2.Extra, cfg.RecheckAfter), nil
+}
+
+// applyStats are the engine's own counters, read from its metrics.
+type applyStats struct {
+	seconds  float64 // time inside apply transactions
+	count    uint64  // apply transactions
+	slotTxns float64 // transactions received from the slot
+}
+
+// readApplyStats reads transform's apply histogram and the slot
+// transaction counter; metrics not yet created read as zero.
+func readApplyStats(reg *prometheus.Registry, transform string) applyStats {
+	var st applyStats
+	mfs, err := reg.Gather()
+	if err != nil {
+		return st
+	}
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case "trellis_transform_apply_seconds":
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "transform" && l.GetValue() == transform {
+						st.seconds = m.GetHistogram().GetSampleSum()
+						st.count = m.GetHistogram().GetSampleCount()
+					}
+				}
+			}
+		case "trellis_slot_transactions_total":
+			for _, m := range mf.GetMetric() {
+				st.slotTxns = m.GetCounter().GetValue()
+			}
+		}
+	}
+	return st
 }
 
 // running is a Run in the background that can be stopped and restarted.

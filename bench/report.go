@@ -32,14 +32,18 @@ func WriteJSON(w io.Writer, rep Report) error {
 // Run's start (the phase written while it was stopped) to convergence; for
 // pg_recvlogical, it is the time to drain WAL written beforehand. tail
 // (live only) is end-to-end minus writer: how long the engine needed after
-// the writer finished.
+// the writer finished. apply s is the time inside the engine's apply
+// transactions, applies their number.
 func WriteTable(w io.Writer, results []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "shape\tmode\tphase\trows/commit\trows\twriter s\tend-to-end s\ttail s\trows/s\tpg_recvlogical rows/s\tratio\tcheck\t")
+	fmt.Fprintln(tw, "shape\tmode\tphase\trows/commit\trows\twriter s\tend-to-end s\ttail s\tapply s\tapplies\trows/s\tpg_recvlogical rows/s\tratio\tcheck\t")
 	for _, r := range results {
-		tail, base, ratio := "", "", ""
+		tail, base, ratio, apply, applies := "", "", "", "", ""
 		if r.Mode == ModeLive {
 			tail = fmt.Sprintf("%.2f", r.EndToEndSeconds-r.WriterSeconds)
+		}
+		if r.Shape != BaselineName {
+			apply, applies = fmt.Sprintf("%.2f", r.ApplySeconds), fmt.Sprint(r.Applies)
 		}
 		if r.BaselineRowsPerSecond > 0 {
 			base = fmt.Sprintf("%.0f", r.BaselineRowsPerSecond)
@@ -49,8 +53,8 @@ func WriteTable(w io.Writer, results []Result) error {
 		if i := strings.IndexByte(check, ':'); i > 0 {
 			check = check[:i] // the details are in the progress log / JSON
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.2f\t%.2f\t%s\t%.0f\t%s\t%s\t%s\t\n",
-			r.Shape, r.Mode, r.Phase, r.RowsPerCommit, r.Rows, r.WriterSeconds, r.EndToEndSeconds, tail, r.RowsPerSecond, base, ratio, check)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.2f\t%.2f\t%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t\n",
+			r.Shape, r.Mode, r.Phase, r.RowsPerCommit, r.Rows, r.WriterSeconds, r.EndToEndSeconds, tail, apply, applies, r.RowsPerSecond, base, ratio, check)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("bench: write table: %w", err)

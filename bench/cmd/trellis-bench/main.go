@@ -7,6 +7,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -14,8 +15,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,19 +44,33 @@ func run() error {
 		perCommit = flag.String("per-commit", "1000,1", "comma-separated rows per commit, one workload each")
 		rederive  = flag.Int("rederive", -1, "keys changed in one transaction by the re-derive phase (-1: rows/10; 0: skip)")
 		shapes    = flag.String("shapes", "row,agg,agg1k", "transform shapes to measure: row, agg (~100k groups), agg1k (1,000 groups)")
+		shapes1   = flag.String("shapes1", "row,agg", "transform shapes for the 1-row-per-commit workload")
 		modes     = flag.String("modes", "live,catchup", "how to measure each shape: live (write while Run runs), catchup (write, then start Run)")
 		baseline  = flag.Bool("baseline", true, "measure pg_recvlogical draining the same workload")
+		repeats   = flag.Int("baseline-repeats", 2, "drain each phase this many times (one slot each) and keep the fastest")
 		recv      = flag.String("pg-recvlogical", "", "pg_recvlogical binary (default: on PATH)")
-		verify    = flag.Bool("verify", true, "compare every target with its query after each case")
+		verify    = flag.Bool("verify", true, "compare the target with its query after every phase (not timed)")
 		quick     = flag.Bool("quick", false, "smoke run: 50,000 rows (5,000 at 1 row per commit)")
 		jsonOut   = flag.Bool("json", false, "print JSON instead of a table")
 		jsonFile  = flag.String("json-out", "", "also write the JSON report to this file")
 		progress  = flag.Duration("progress-interval", 50*time.Millisecond, "trellis ProgressInterval (bounds how late convergence is noticed)")
 		batch     = flag.Int("batch-size", 0, "trellis BatchSize (0: library default)")
-		timeout   = flag.Duration("phase-timeout", 30*time.Minute, "longest wait for one phase to converge")
+		timeout   = flag.Duration("phase-timeout", 10*time.Minute, "longest wait for one phase to converge")
 		verbose   = flag.Bool("v", false, "log the library's messages to stderr")
+		cpuprof   = flag.String("cpuprofile", "", "write a CPU profile of this process (the engine's Go side) to this file")
 	)
 	flag.Parse()
+	if *cpuprof != "" {
+		f, err := os.Create(*cpuprof)
+		if err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if *quick {
 		*rows, *rows1 = 50_000, 5_000
 	}
@@ -60,18 +78,19 @@ func run() error {
 		*rederive = *rows / 10
 	}
 
-	cfg := bench.Config{Baseline: *baseline, RecvLogical: *recv, Verify: *verify,
+	cfg := bench.Config{Baseline: *baseline, BaselineRepeats: *repeats, RecvLogical: *recv, Verify: *verify,
 		ProgressInterval: *progress, BatchSize: *batch, PhaseTimeout: *timeout, Progress: os.Stderr}
 	if *verbose {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	cfg.Modes = splitList(*modes)
-	for _, name := range splitList(*shapes) {
-		sh, ok := bench.ShapeByName(name)
-		if !ok {
-			return fmt.Errorf("unknown shape %q; use row, agg or agg1k", name)
-		}
-		cfg.Shapes = append(cfg.Shapes, sh)
+	var err error
+	if cfg.Shapes, err = parseShapes(*shapes); err != nil {
+		return err
+	}
+	one, err := parseShapes(*shapes1)
+	if err != nil {
+		return err
 	}
 	for _, s := range splitList(*perCommit) {
 		n, err := strconv.Atoi(s)
@@ -81,7 +100,7 @@ func run() error {
 		wl := bench.Workload{Rows: *rows, PerCommit: n, RederiveKeys: *rederive}
 		if n == 1 {
 			// The re-derive phase needs the large source; one per run.
-			wl = bench.Workload{Rows: *rows1, PerCommit: 1}
+			wl = bench.Workload{Rows: *rows1, PerCommit: 1, Shapes: one}
 		}
 		cfg.Workloads = append(cfg.Workloads, wl)
 	}
@@ -106,11 +125,17 @@ func run() error {
 		adminDSN, server = srv.DSN("postgres"), "throwaway pgserver (fsync=off)"
 	}
 
-	settings := map[string]any{"server": server, "rows": *rows, "rows_1_per_commit": *rows1, "per_commit": *perCommit,
-		"rederive_keys": *rederive, "shapes": *shapes, "modes": *modes, "progress_interval": progress.String(), "batch_size": *batch,
-		"cpus": runtime.NumCPU(), "started_at": time.Now().UTC().Format(time.RFC3339)}
-	fmt.Fprintf(os.Stderr, "trellis-bench: %d rows per workload (%d at 1 row/commit), shapes %s, re-derive %d keys, server %s\n",
-		*rows, *rows1, *shapes, *rederive, server)
+	settings := buildSettings(ctx)
+	for k, v := range map[string]any{"server": server, "rows": *rows, "rows_1_per_commit": *rows1, "per_commit": *perCommit,
+		"rederive_keys": *rederive, "shapes": *shapes, "shapes_1_per_commit": *shapes1, "modes": *modes, "progress_interval": progress.String(), "batch_size": *batch,
+		"cpus": runtime.NumCPU(), "started_at": time.Now().UTC().Format(time.RFC3339)} {
+		settings[k] = v
+	}
+	if rev, ok := settings["vcs.revision"]; ok {
+		fmt.Fprintf(os.Stderr, "trellis-bench: code %v (modified: %v)\n", rev, settings["vcs.modified"])
+	}
+	fmt.Fprintf(os.Stderr, "trellis-bench: %d rows per workload (%d at 1 row/commit), shapes %s (%s at 1 row/commit), modes %s, re-derive %d keys, server %s\n",
+		*rows, *rows1, *shapes, *shapes1, *modes, *rederive, server)
 
 	results, err := bench.Run(ctx, cfg, bench.ServerDatabases{AdminDSN: adminDSN})
 	rep := bench.Report{Settings: settings, Results: results}
@@ -138,6 +163,30 @@ func run() error {
 	return err
 }
 
+// buildSettings records which code was measured: the engine changes
+// between runs, and figures are only comparable for one revision. `go run`
+// stamps no VCS information, so ask git (read-only) when it is at hand.
+func buildSettings(ctx context.Context) map[string]any {
+	out := map[string]any{}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision", "vcs.modified":
+				out[s.Key] = s.Value
+			}
+		}
+	}
+	if _, ok := out["vcs.revision"]; !ok {
+		if rev, err := exec.CommandContext(ctx, "git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+			out["vcs.revision"] = strings.TrimSpace(string(rev))
+			if st, err := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil {
+				out["vcs.modified"] = strconv.FormatBool(len(bytes.TrimSpace(st)) > 0)
+			}
+		}
+	}
+	return out
+}
+
 func writeJSONFile(path string, rep bench.Report) error {
 	f, err := os.Create(path)
 	if err != nil {
@@ -148,6 +197,18 @@ func writeJSONFile(path string, rep bench.Report) error {
 		return err
 	}
 	return f.Close()
+}
+
+func parseShapes(list string) ([]bench.Shape, error) {
+	var out []bench.Shape
+	for _, name := range splitList(list) {
+		sh, ok := bench.ShapeByName(name)
+		if !ok {
+			return nil, fmt.Errorf("unknown shape %q; use row, agg or agg1k", name)
+		}
+		out = append(out, sh)
+	}
+	return out, nil
 }
 
 func splitList(s string) []string {
