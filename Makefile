@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build test demo bench vet fmt-check clean
+.PHONY: build test demo bench generative soak plants vet fmt-check clean
 
 build:
 	$(GO) build -o bin/trellis-repl ./cmd/trellis-repl
@@ -24,6 +24,19 @@ fmt-check:
 # workload with status as it goes, then a proof that targets equal queries.
 demo:
 	$(GO) run ./cmd/trellis-demo
+
+# The generative suite's fast lane (also part of `make test`): fixed seeds
+# plus a few random ones, PostgreSQL as the oracle.
+generative:
+	$(GO) test -count=1 -timeout 10m -v -run . ./generative/
+
+# Fresh seeds until the time limit (SOAK_ARGS="-duration 30m").
+soak:
+	$(GO) run ./generative/cmd/soak $(SOAK_ARGS)
+
+# Runs the fast lane once per planted bug and reports the catch rate.
+plants:
+	$(GO) run ./generative/cmd/plantsweep $(PLANT_ARGS)
 
 # Throughput of the engine end to end vs pg_recvlogical draining the same WAL.
 bench:

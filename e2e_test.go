@@ -372,3 +372,40 @@ func (e *env) awaitOnly() {
 		e.t.Fatal(err)
 	}
 }
+
+// TestUnapplicableDataPauses: a change that can never be applied (a group
+// key too long for the target's index) pauses the transform with a halt
+// failure instead of retrying silently forever; other transforms go on.
+func TestUnapplicableDataPauses(t *testing.T) {
+	e := newEnv(t, trellis.Config{})
+	e.exec(`CREATE TABLE s (k int PRIMARY KEY, t text)`)
+	e.exec(schemaSQL)
+	e.apply(`CREATE TRANSFORM g AS SELECT t, count(*) AS n FROM s GROUP BY t;` + defsSQL)
+	_, err := e.tr.Apply(context.Background(), `CREATE TRANSFORM dup AS SELECT t, t AS t2, count(*) AS n FROM s GROUP BY t`)
+	if trellis.CodeOf(err) != trellis.CodeValidation || !strings.Contains(fmt.Sprint(err), "select it once") {
+		t.Fatalf("selecting a group expression twice: %v", err)
+	}
+	e.start()
+	e.exec(`INSERT INTO s VALUES (1, (SELECT string_agg(md5(i::text), '') FROM generate_series(1, 300) i))`)
+	e.exec(`INSERT INTO orders VALUES (1, 1, 'new', 50, 1, NULL)`)
+	ctx := context.Background()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, err := e.tr.Status(ctx, "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := st[0].CaptureFailure; f != nil {
+			if f.Kind != "halt" || !strings.Contains(f.Error, "54000") {
+				t.Fatalf("failure %+v", f)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("g was not paused: %+v", st[0])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.apply(`DROP TRANSFORM g`)
+	e.converge("others after the halt")
+}

@@ -103,7 +103,9 @@ func (w *worker) fatal(ctx context.Context, err error) bool {
 		return false
 	}
 	switch pgErr.Code[:2] {
-	case "22", "23", "42", "2B", "0A":
+	// Data, constraint, definition and limit errors (54000: a group key too
+	// long for its index) do not go away by retrying.
+	case "22", "23", "42", "2B", "0A", "54":
 	default:
 		return false
 	}

@@ -272,6 +272,16 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 	if err != nil {
 		return nil, err
 	}
+	seenGroup := map[int]string{}
+	for _, t := range q.Targets {
+		if t.Agg != nil || t.Group < 0 {
+			continue
+		}
+		if first, dup := seenGroup[t.Group]; dup {
+			return nil, fail("select list items %q and %q are the same GROUP BY expression; select it once (copy the column when you read the target)", first, t.Name)
+		}
+		seenGroup[t.Group] = t.Name
+	}
 	for gi, g := range q.GroupBy {
 		col := Col{Name: fmt.Sprintf("__g%d", gi), Type: gtypes[gi].name, Expr: g}
 		for _, t := range q.Targets {

@@ -1,0 +1,719 @@
+package generative
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+)
+
+// Profile weights what a generated program contains. Probabilities are
+// percentages per body event.
+type Profile struct {
+	Name string
+	// Runner and Confirm force the config; "" draws it from the seed.
+	Runner  string
+	Confirm string
+	// MinEvents and MaxEvents bound the number of body events.
+	MinEvents, MaxEvents                                                       int
+	Kill, LoseStore, RestartPG, Held, Pause, Redefine, Concurrent, Stop, Check int
+	// BurstCrash: a burst of bulk transactions, then a crash (kill -9, or
+	// losing the store) while they are recorded and applied.
+	BurstCrash int
+	// FlowCrash: writers keep committing while the runner is crashed right
+	// after the slot's confirmed position moves: what the slot confirmed
+	// must be durable, and under --confirm=applied applied.
+	FlowCrash int
+	// Stream is the chance the server streams in-progress transactions;
+	// SmallBatch the chance an in-process runner re-derives in tiny batches.
+	Stream, SmallBatch int
+	// KnownBugs also draws shapes that fail on the current code because of
+	// reported, unfixed bugs (see KnownBugs); off in the lanes that must pass.
+	KnownBugs bool
+}
+
+// KnownBugs lists the real bugs the suite found that are not fixed yet;
+// the generator avoids their shapes unless Profile.KnownBugs is set.
+var KnownBugs = []string{
+	"duplicate-group-item: an aggregate selecting one GROUP BY expression twice (SELECT c, c AS d, count(*) … GROUP BY c), " +
+		"or two GROUP BY items naming one column with and without its qualifier, keeps the second item NULL (typed text) in the target",
+	"long-group-key: an aggregate grouped by a text value of several kB that does not compress (beyond the btree entry limit) " +
+		"fails every re-derive on the target's unique group index (SQLSTATE 54000); the worker retries forever, the transform " +
+		"is never paused and never converges",
+	"slow-aggregate-batches: re-deriving a batch of thousands of keys of an aggregate over a source of tens of thousands " +
+		"of rows takes seconds to minutes (a nested loop joining the whole source with the key table: enable_seqscan=off " +
+		"makes every plan cost alike); the generator keeps bulk writes small so that checks converge in time",
+}
+
+// Profiles returns the built-in profiles. "mixed" draws a bit of
+// everything; the others stress one kind of action each.
+func Profiles() []Profile {
+	return []Profile{
+		{Name: "mixed", MinEvents: 20, MaxEvents: 60, BurstCrash: 1, FlowCrash: 1, Kill: 2, LoseStore: 1, RestartPG: 1, Held: 2, Pause: 2, Redefine: 2, Concurrent: 3, Stop: 2, Check: 8, Stream: 20, SmallBatch: 30},
+		{Name: "crash", Runner: RunnerCLI, MinEvents: 20, MaxEvents: 50, BurstCrash: 4, FlowCrash: 3, Kill: 10, Concurrent: 8, Check: 6, Stream: 20},
+		{Name: "store", Runner: RunnerCLI, Confirm: "applied", MinEvents: 15, MaxEvents: 30, BurstCrash: 4, FlowCrash: 12, Kill: 4, LoseStore: 6, Concurrent: 6, Check: 6},
+		{Name: "held", MinEvents: 15, MaxEvents: 40, Held: 12, Check: 6, Concurrent: 2, SmallBatch: 30},
+		{Name: "restart", MinEvents: 15, MaxEvents: 40, RestartPG: 5, Kill: 2, Concurrent: 3, Check: 6},
+		{Name: "lifecycle", MinEvents: 20, MaxEvents: 50, Pause: 8, Redefine: 8, Stop: 4, Check: 8, Concurrent: 2, SmallBatch: 30},
+		{Name: "concurrent", MinEvents: 10, MaxEvents: 25, Concurrent: 30, Kill: 2, Check: 6, Stream: 30},
+		{Name: "batch", Runner: RunnerInProc, MinEvents: 20, MaxEvents: 60, Check: 10, Stream: 50, SmallBatch: 100, Concurrent: 3, Redefine: 2},
+	}
+}
+
+// ProfileByName finds a built-in profile.
+func ProfileByName(name string) (Profile, bool) {
+	for _, p := range Profiles() {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Profile{}, false
+}
+
+// Generate draws a program from seed: the same seed and profile always
+// give the same program.
+func Generate(seed int64, prof Profile) *Program {
+	r := rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))
+	g := &gen{r: r, prof: prof, defs: map[string]transformDef{}, paused: map[string]bool{}}
+	return g.program(seed)
+}
+
+type gen struct {
+	r      *rand.Rand
+	prof   Profile
+	tables []*table
+	ops    *opGen
+	defs   map[string]transformDef // live transforms by name as written
+	paused map[string]bool
+	nextID int
+}
+
+func (g *gen) pct(p int) bool { return g.r.IntN(100) < p }
+
+func (g *gen) program(seed int64) *Program {
+	r := g.r
+	p := &Program{Seed: seed, Profile: g.prof.Name}
+	p.Config.Confirm = g.prof.Confirm
+	if p.Config.Confirm == "" {
+		p.Config.Confirm = []string{"local", "applied"}[r.IntN(2)]
+	}
+	p.Config.Runner = g.prof.Runner
+	if p.Config.Runner == "" {
+		p.Config.Runner = []string{RunnerInProc, RunnerCLI}[r.IntN(2)]
+	}
+	if p.Config.Runner == RunnerInProc && g.pct(g.prof.SmallBatch) {
+		p.Config.Batch = 1 + r.IntN(4)
+	}
+	p.Config.Stream = g.pct(g.prof.Stream)
+
+	// Schema.
+	nt := 2 + r.IntN(3)
+	usedNames := map[string]bool{}
+	var create []string
+	for i := 0; i < nt; i++ {
+		name := fmt.Sprintf("s%d", i)
+		if r.IntN(10) == 0 {
+			if w := weirdTableNames[r.IntN(len(weirdTableNames))]; !usedNames[w] {
+				name = w
+			}
+		}
+		usedNames[name] = true
+		t := newTable(r, name)
+		g.tables = append(g.tables, t)
+		create = append(create, t.createSQL())
+	}
+	g.ops = &opGen{r: r, tables: g.tables, bulk: map[*table]bool{}}
+	p.Steps = append(p.Steps, Step{Kind: StepSQL, Stmts: create})
+
+	// Data that exists before the transforms (their build reads it).
+	for i := r.IntN(4); i > 0; i-- {
+		p.Steps = append(p.Steps, g.ops.txn())
+	}
+
+	// Definitions.
+	startFirst := r.IntN(2) == 0
+	if startFirst {
+		p.Steps = append(p.Steps, Step{Kind: StepStart})
+	}
+	var script []string
+	for i := 1 + r.IntN(4); i > 0; i-- {
+		script = append(script, g.newDef("").create())
+		if r.IntN(4) == 0 {
+			p.Steps = append(p.Steps, Step{Kind: StepApply, Stmts: script})
+			script = nil
+		}
+	}
+	if len(script) > 0 {
+		p.Steps = append(p.Steps, Step{Kind: StepApply, Stmts: script})
+	}
+	if !startFirst {
+		p.Steps = append(p.Steps, Step{Kind: StepStart})
+	}
+
+	// Body.
+	n := g.prof.MinEvents + r.IntN(g.prof.MaxEvents-g.prof.MinEvents+1)
+	for i := 0; i < n; i++ {
+		p.Steps = append(p.Steps, g.event()...)
+	}
+	for _, name := range g.sortedPaused() {
+		if r.IntN(5) > 0 {
+			p.Steps = append(p.Steps, Step{Kind: StepApply, Stmts: []string{"RESUME TRANSFORM " + name}})
+			delete(g.paused, name)
+		}
+	}
+	p.Steps = append(p.Steps, Step{Kind: StepCheck})
+	return p
+}
+
+func (g *gen) sortedPaused() []string {
+	var out []string
+	for n := range g.paused {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (g *gen) sortedDefs() []string {
+	var out []string
+	for n := range g.defs {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// newDef draws a definition; name "" picks a fresh name.
+func (g *gen) newDef(name string) transformDef {
+	if name == "" {
+		name = fmt.Sprintf("t%d", g.nextID)
+		if g.r.IntN(12) == 0 {
+			w := weirdTransformNames[g.r.IntN(len(weirdTransformNames))]
+			if _, ok := g.defs[w]; !ok && !g.everUsed(w) {
+				name = w
+			}
+		}
+		g.nextID++
+	}
+	t := g.tables[g.r.IntN(len(g.tables))]
+	d := transformDef{name: name, table: t}
+	if g.r.IntN(100) < 55 {
+		d.sql = aggSelect(g.r, t, g.prof.KnownBugs)
+	} else {
+		d.sql = rowSelect(g.r, t)
+	}
+	g.defs[name] = d
+	return d
+}
+
+// everUsed: weird names are used once per program so that a later fresh
+// name never collides with a dropped-and-pending one.
+func (g *gen) everUsed(name string) bool {
+	for _, t := range g.tables {
+		if unquote(t.name) == unquote(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// event draws one body event.
+func (g *gen) event() []Step {
+	r, pr := g.r, g.prof
+	x := r.IntN(100)
+	pick := func(p int) bool {
+		if x < p {
+			return true
+		}
+		x -= p
+		return false
+	}
+	switch {
+	case pick(pr.BurstCrash):
+		return g.burstCrash()
+	case pick(pr.FlowCrash):
+		return g.flowCrash()
+	case pick(pr.Kill):
+		return []Step{{Kind: StepKill, Arg: r.IntN(400)}}
+	case pick(pr.LoseStore):
+		return []Step{{Kind: StepLoseStore}}
+	case pick(pr.RestartPG):
+		return []Step{{Kind: StepRestartPG}}
+	case pick(pr.Held):
+		s := g.ops.txn()
+		s.Kind, s.Arg, s.Rollback = StepHeld, 100+r.IntN(400), false
+		// Make sure the held transaction changes something a transform
+		// reads: fresh rows that nothing later re-touches.
+		if cands := g.bulkTables(); len(cands) > 0 && r.IntN(4) > 0 {
+			s.Stmts = append(s.Stmts, g.freshBulk(cands[r.IntN(len(cands))], 3+r.IntN(20)).Stmts...)
+		}
+		return []Step{s}
+	case pick(pr.Pause):
+		return []Step{g.pauseOrResume()}
+	case pick(pr.Redefine):
+		return []Step{g.redefine()}
+	case pick(pr.Concurrent):
+		return []Step{g.concurrent()}
+	case pick(pr.Stop):
+		out := []Step{{Kind: StepStop}}
+		for i := 1 + r.IntN(4); i > 0; i-- {
+			out = append(out, g.ops.txn())
+		}
+		return append(out, Step{Kind: StepStart})
+	case pick(pr.Check):
+		return []Step{{Kind: StepCheck}}
+	}
+	return []Step{g.ops.txn()}
+}
+
+// bulkTables are tables a burst fills: preferably read by a transform,
+// with an integer key to fill from fresh ranges.
+func (g *gen) bulkTables() []*table {
+	var cands []*table
+	for _, n := range g.sortedDefs() {
+		if t := g.defs[n].table; t.shiftKey != nil {
+			cands = append(cands, t)
+		}
+	}
+	if len(cands) == 0 {
+		for _, t := range g.tables {
+			if t.shiftKey != nil {
+				cands = append(cands, t)
+			}
+		}
+	}
+	return cands
+}
+
+// freshBulk inserts rows rows into t with keys no other statement uses (from
+// 100000 up), so that nothing later re-touches them and hides a loss.
+func (g *gen) freshBulk(t *table, rows int) Step {
+	start := 100000 + g.ops.fresh
+	g.ops.fresh += rows
+	return Step{Kind: StepTxn, Stmts: []string{g.ops.bulkRows(t, start, rows)}}
+}
+
+// cleanup sometimes removes the rows bursts added, so that later
+// statements stay small (re-deriving aggregates over big batches is slow,
+// see KnownBugs).
+func (g *gen) cleanup(filled []*table) []Step {
+	if len(filled) == 0 || g.r.IntN(3) == 0 {
+		return nil
+	}
+	t := filled[g.r.IntN(len(filled))]
+	if g.r.IntN(3) == 0 {
+		return []Step{{Kind: StepTxn, Stmts: []string{"TRUNCATE " + t.name}}}
+	}
+	return []Step{{Kind: StepTxn, Stmts: []string{fmt.Sprintf("DELETE FROM %s WHERE %s >= 100000", t.name, t.shiftKey.name)}}}
+}
+
+// burstCrash: a burst of bulk transactions, then kill -9 (or losing the
+// store) while they are recorded and applied.
+func (g *gen) burstCrash() []Step {
+	r := g.r
+	cands := g.bulkTables()
+	var out []Step
+	var filled []*table
+	for i := 2 + r.IntN(3); i > 0; i-- {
+		if len(cands) > 0 {
+			t := cands[r.IntN(len(cands))]
+			filled = append(filled, t)
+			out = append(out, g.freshBulk(t, 200+r.IntN(1500)))
+		} else {
+			out = append(out, g.ops.txn())
+		}
+	}
+	out = append(out, Step{Kind: StepWait, Arg: r.IntN(200)})
+	if g.prof.LoseStore > 0 && r.IntN(3) == 0 {
+		out = append(out, Step{Kind: StepLoseStore})
+	} else {
+		out = append(out, Step{Kind: StepKill, Arg: r.IntN(200)})
+	}
+	if r.IntN(2) == 0 {
+		out = append(out, Step{Kind: StepCheck})
+	}
+	return append(out, g.cleanup(filled)...)
+}
+
+// flowCrash: writer lanes commit fresh rows (and ordinary transactions)
+// while a control lane, once the runner has been up for a status interval,
+// crashes it right after the slot's confirmed position moves; then a check
+// before anything can re-touch (and so heal) what might have been lost.
+func (g *gen) flowCrash() []Step {
+	r := g.r
+	cands := g.bulkTables()
+	s := Step{Kind: StepConcurrent}
+	var filled []*table
+	for i := 1 + r.IntN(2); i > 0; i-- {
+		// Writes go on for a few seconds, past the crash, faster than
+		// they are applied.
+		var lane []Step
+		for j := 30 + r.IntN(20); j > 0; j-- {
+			if len(cands) > 0 && r.IntN(7) > 0 {
+				t := cands[r.IntN(len(cands))]
+				filled = append(filled, t)
+				lane = append(lane, g.freshBulk(t, 100+r.IntN(200)))
+			} else {
+				lane = append(lane, g.ops.txn())
+			}
+		}
+		s.Lanes = append(s.Lanes, lane)
+	}
+	crash := Step{Kind: StepKill, AfterConfirm: true, Arg: r.IntN(100)}
+	loseStore := g.prof.LoseStore > 0 && r.IntN(4) > 0
+	if loseStore {
+		crash = Step{Kind: StepLoseStore, AfterConfirm: true}
+	}
+	s.Lanes = append(s.Lanes, []Step{{Kind: StepWait, Arg: 1000 + r.IntN(300)}, crash})
+	// Usually the appliers are stalled meanwhile (a user's lock on the
+	// targets), so a backlog certainly exists when the crash comes.
+	if loseStore || r.IntN(3) > 0 {
+		s.Lanes = append(s.Lanes, []Step{{Kind: StepStall, Arg: 1500 + r.IntN(2000)}})
+	}
+	out := []Step{s, {Kind: StepCheck}}
+	return append(out, g.cleanup(filled)...)
+}
+
+func (g *gen) pauseOrResume() Step {
+	if ps := g.sortedPaused(); len(ps) > 0 && g.r.IntN(2) == 0 {
+		n := ps[g.r.IntN(len(ps))]
+		delete(g.paused, n)
+		return Step{Kind: StepApply, Stmts: []string{"RESUME TRANSFORM " + n}}
+	}
+	ds := g.sortedDefs()
+	if len(ds) == 0 {
+		return g.ops.txn()
+	}
+	n := ds[g.r.IntN(len(ds))]
+	g.paused[n] = true
+	return Step{Kind: StepApply, Stmts: []string{"PAUSE TRANSFORM " + n}}
+}
+
+// redefine drops and re-creates a transform (same name, new definition),
+// adds a new one, or drops one.
+func (g *gen) redefine() Step {
+	ds := g.sortedDefs()
+	switch x := g.r.IntN(10); {
+	case x < 5 && len(ds) > 0:
+		n := ds[g.r.IntN(len(ds))]
+		delete(g.paused, n)
+		return Step{Kind: StepApply, Stmts: []string{"DROP TRANSFORM " + n, g.newDef(n).create()}}
+	case x < 8 || len(ds) <= 1:
+		return Step{Kind: StepApply, Stmts: []string{g.newDef("").create()}}
+	default:
+		n := ds[g.r.IntN(len(ds))]
+		delete(g.defs, n)
+		delete(g.paused, n)
+		return Step{Kind: StepApply, Stmts: []string{"DROP TRANSFORM IF EXISTS " + n}}
+	}
+}
+
+// concurrent draws 2–4 writer lanes and, now and then, a control lane
+// acting in the middle of the writes.
+func (g *gen) concurrent() Step {
+	r := g.r
+	s := Step{Kind: StepConcurrent}
+	for i := 2 + r.IntN(3); i > 0; i-- {
+		var lane []Step
+		for j := 2 + r.IntN(9); j > 0; j-- {
+			lane = append(lane, g.ops.txn())
+		}
+		s.Lanes = append(s.Lanes, lane)
+	}
+	if r.IntN(3) > 0 {
+		ctl := []Step{{Kind: StepWait, Arg: r.IntN(300)}}
+		pr := g.prof
+		x := r.IntN(pr.Kill+pr.LoseStore+pr.Pause+pr.Redefine+pr.RestartPG+2) - 2
+		switch {
+		case x < 0:
+			ctl = append(ctl, Step{Kind: StepStall, Arg: 200 + r.IntN(800)})
+		case x < pr.Kill:
+			ctl = append(ctl, Step{Kind: StepKill, Arg: r.IntN(300)})
+		case x < pr.Kill+pr.LoseStore:
+			ctl = append(ctl, Step{Kind: StepLoseStore})
+		case x < pr.Kill+pr.LoseStore+pr.Pause:
+			ctl = append(ctl, g.pauseOrResume())
+		case x < pr.Kill+pr.LoseStore+pr.Pause+pr.RestartPG:
+			ctl = append(ctl, Step{Kind: StepRestartPG})
+		default:
+			ctl = append(ctl, g.redefine())
+		}
+		s.Lanes = append(s.Lanes, ctl)
+	}
+	return s
+}
+
+// opGen draws data changes.
+type opGen struct {
+	r      *rand.Rand
+	tables []*table
+	bulk   map[*table]bool // tables that got bulk rows (keys ≥ 1000)
+	fresh  int             // next fresh key offset above 100000
+}
+
+func (o *opGen) value(c *column, nullable bool) string {
+	if nullable && !c.notNull && o.r.IntN(7) == 0 {
+		return "NULL"
+	}
+	return c.domain[o.r.IntN(len(c.domain))]
+}
+
+func (o *opGen) keyVals(t *table) []string {
+	out := make([]string, len(t.key))
+	for i, k := range t.key {
+		out[i] = o.value(k, false)
+	}
+	return out
+}
+
+func keyMatch(t *table, kv []string, qual string) string {
+	var parts []string
+	for i, k := range t.key {
+		parts = append(parts, qual+k.name+" = "+kv[i])
+	}
+	return strings.Join(parts, " AND ")
+}
+
+// txn draws one transaction over one or more tables.
+func (o *opGen) txn() Step {
+	r := o.r
+	var n int
+	switch x := r.IntN(100); {
+	case x < 40:
+		n = 1
+	case x < 75:
+		n = 2 + r.IntN(3)
+	case x < 95:
+		n = 5 + r.IntN(8)
+	default:
+		n = 13 + r.IntN(28)
+	}
+	s := Step{Kind: StepTxn, Rollback: r.IntN(25) == 0, NoSavepoints: r.IntN(6) == 0}
+	// Most transactions touch one or two tables.
+	tabs := o.tables
+	if r.IntN(3) > 0 {
+		t := o.tables[r.IntN(len(o.tables))]
+		tabs = []*table{t}
+		if r.IntN(3) == 0 {
+			tabs = append(tabs, o.tables[r.IntN(len(o.tables))])
+		}
+	}
+	for len(s.Stmts) < n {
+		s.Stmts = append(s.Stmts, o.stmts(tabs[r.IntN(len(tabs))])...)
+	}
+	return s
+}
+
+// stmts draws one data change on t (a partial rollback is three).
+func (o *opGen) stmts(t *table) []string {
+	r := o.r
+	e := &exprGen{r: r, t: t}
+	nonKey := t.nonKey()
+	set := func() string {
+		if len(nonKey) == 0 {
+			return ""
+		}
+		var parts []string
+		seen := map[*column]bool{}
+		for i := 1 + r.IntN(2); i > 0; i-- {
+			c := nonKey[r.IntN(len(nonKey))]
+			if seen[c] {
+				continue
+			}
+			seen[c] = true
+			v := o.value(c, true)
+			switch {
+			case c.typ.integer() && c.small && r.IntN(3) == 0:
+				v = c.name + " + 1"
+			case c.typ == tText && r.IntN(4) == 0:
+				v = "upper(" + c.name + ")"
+			}
+			parts = append(parts, c.name+" = "+v)
+		}
+		return strings.Join(parts, ", ")
+	}
+	x := r.IntN(100)
+	switch {
+	case x < 28:
+		return []string{o.insert(t, 1)}
+	case x < 36:
+		return []string{o.insert(t, 2+r.IntN(5))}
+	case x < 52:
+		if s := set(); s != "" {
+			return []string{"UPDATE " + t.name + " SET " + s + " WHERE " + keyMatch(t, o.keyVals(t), "")}
+		}
+	case x < 59:
+		if s := set(); s != "" {
+			return []string{"UPDATE " + t.name + " SET " + s + " WHERE " + e.pred(1)}
+		}
+	case x < 69:
+		return []string{o.updateKey(t, set)}
+	case x < 72:
+		if k := t.shiftKey; k != nil {
+			if r.IntN(2) == 0 {
+				return []string{fmt.Sprintf("UPDATE %s SET %s = %s + 100 WHERE %s < 100 AND %s", t.name, k.name, k.name, k.name, e.pred(1))}
+			}
+			return []string{fmt.Sprintf("UPDATE %s SET %s = %s - 100 WHERE %s >= 100 AND NOT EXISTS (SELECT 1 FROM %s AS o WHERE %s)",
+				t.name, k.name, k.name, k.name, t.name, o.sameKeyExcept(t, k, t.name+"."+k.name+" - 100"))}
+		}
+	case x < 83:
+		return []string{"DELETE FROM " + t.name + " WHERE " + keyMatch(t, o.keyVals(t), "")}
+	case x < 87:
+		return []string{"DELETE FROM " + t.name + " WHERE " + e.pred(1)}
+	case x < 88:
+		if len(o.tables) > 1 && r.IntN(2) == 0 {
+			u := o.tables[r.IntN(len(o.tables))]
+			if u != t {
+				return []string{"TRUNCATE " + t.name + ", " + u.name}
+			}
+		}
+		return []string{"TRUNCATE " + t.name}
+	case x < 90:
+		if s := o.bulkInsert(t); s != "" {
+			return []string{s}
+		}
+	case x < 93:
+		if o.bulk[t] {
+			k := t.shiftKey
+			if r.IntN(2) == 0 {
+				return []string{fmt.Sprintf("DELETE FROM %s WHERE %s >= 1000 AND %s %% %d = 0", t.name, k.name, k.name, 1+r.IntN(3))}
+			}
+			if s := set(); s != "" {
+				return []string{fmt.Sprintf("UPDATE %s SET %s WHERE %s >= 1000 AND %s %% 3 = %d", t.name, s, k.name, k.name, r.IntN(3))}
+			}
+		}
+	case x < 95:
+		inner := o.stmts(t)
+		out := append([]string{"SAVEPOINT u"}, inner...)
+		return append(out, "ROLLBACK TO SAVEPOINT u")
+	}
+	return []string{o.insert(t, 1)}
+}
+
+// sameKeyExcept matches row o against the outer row of t with key column k
+// replaced by the expression newVal.
+func (o *opGen) sameKeyExcept(t *table, k *column, newVal string) string {
+	var parts []string
+	for _, c := range t.key {
+		if c == k {
+			parts = append(parts, "o."+c.name+" = "+newVal)
+		} else {
+			parts = append(parts, "o."+c.name+" = "+t.name+"."+c.name)
+		}
+	}
+	return strings.Join(parts, " AND ")
+}
+
+func (o *opGen) insert(t *table, rows int) string {
+	r := o.r
+	var names []string
+	for _, c := range t.cols {
+		names = append(names, c.name)
+	}
+	seen := map[string]bool{}
+	var tuples []string
+	for i := 0; i < rows; i++ {
+		var vals []string
+		kv := map[*column]string{}
+		kvs := o.keyVals(t)
+		for j, k := range t.key {
+			kv[k] = kvs[j]
+		}
+		ks := strings.Join(kvs, ",")
+		if seen[ks] {
+			continue
+		}
+		seen[ks] = true
+		for _, c := range t.cols {
+			if v, ok := kv[c]; ok {
+				vals = append(vals, v)
+			} else {
+				vals = append(vals, o.value(c, true))
+			}
+		}
+		tuples = append(tuples, "("+strings.Join(vals, ", ")+")")
+	}
+	s := "INSERT INTO " + t.name + " (" + strings.Join(names, ", ") + ") VALUES " + strings.Join(tuples, ", ")
+	var keys []string
+	for _, k := range t.key {
+		keys = append(keys, k.name)
+	}
+	nonKey := t.nonKey()
+	switch x := r.IntN(10); {
+	case x < 2:
+	case x < 5 || len(nonKey) == 0:
+		s += " ON CONFLICT (" + strings.Join(keys, ", ") + ") DO NOTHING"
+	default:
+		var sets []string
+		for _, c := range nonKey {
+			if r.IntN(3) > 0 {
+				sets = append(sets, c.name+" = EXCLUDED."+c.name)
+			}
+		}
+		if len(sets) == 0 {
+			sets = append(sets, nonKey[0].name+" = EXCLUDED."+nonKey[0].name)
+		}
+		s += " ON CONFLICT (" + strings.Join(keys, ", ") + ") DO UPDATE SET " + strings.Join(sets, ", ")
+	}
+	return s
+}
+
+// updateKey changes one key column of one row (and maybe values too),
+// usually guarded so that it does not collide with an existing row.
+func (o *opGen) updateKey(t *table, set func() string) string {
+	r := o.r
+	k := t.key[r.IntN(len(t.key))]
+	nv := o.value(k, false)
+	s := "UPDATE " + t.name + " SET " + k.name + " = " + nv
+	if r.IntN(3) == 0 {
+		if v := set(); v != "" {
+			s += ", " + v
+		}
+	}
+	s += " WHERE " + keyMatch(t, o.keyVals(t), "")
+	if r.IntN(4) > 0 {
+		s += " AND NOT EXISTS (SELECT 1 FROM " + t.name + " AS o WHERE " + o.sameKeyExcept(t, k, nv) + ")"
+	}
+	return s
+}
+
+// bulkInsert adds many rows with keys from 1000 up in one statement.
+func (o *opGen) bulkInsert(t *table) string {
+	if t.shiftKey == nil {
+		return ""
+	}
+	n := 50 + o.r.IntN(1000)
+	if o.r.IntN(10) == 0 {
+		n = 3000
+	}
+	return o.bulkRows(t, 1000+o.r.IntN(3)*500, n)
+}
+
+// bulkRows inserts n rows with integer keys from start, the other columns
+// cycling through their domains.
+func (o *opGen) bulkRows(t *table, start, n int) string {
+	k := t.shiftKey
+	var names, exprs []string
+	for _, c := range t.cols {
+		names = append(names, c.name)
+		if c == k {
+			exprs = append(exprs, "g")
+			continue
+		}
+		var arr []string
+		for _, v := range c.domain {
+			if v == longExternal {
+				continue
+			}
+			arr = append(arr, "("+v+")::"+c.sqlType)
+		}
+		x := fmt.Sprintf("(ARRAY[%s])[1 + g %% %d]", strings.Join(arr, ", "), len(arr))
+		if !c.notNull && !t.isKey(c) {
+			x = fmt.Sprintf("CASE WHEN g %% 7 = 0 THEN NULL ELSE %s END", x)
+		}
+		exprs = append(exprs, x)
+	}
+	o.bulk[t] = true
+	return fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM generate_series(%d, %d) g ON CONFLICT DO NOTHING",
+		t.name, strings.Join(names, ", "), strings.Join(exprs, ", "), start, start+n-1)
+}

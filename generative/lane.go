@@ -1,0 +1,200 @@
+package generative
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// Case is one program of a lane: a seed under a profile.
+type Case struct {
+	Seed    int64
+	Profile string
+}
+
+func (c Case) String() string { return fmt.Sprintf("%s/seed=%d", c.Profile, c.Seed) }
+
+// Program generates the case's program.
+func (c Case) Program() (*Program, error) {
+	prof, ok := ProfileByName(c.Profile)
+	if !ok {
+		return nil, fmt.Errorf("unknown profile %q", c.Profile)
+	}
+	return Generate(c.Seed, prof), nil
+}
+
+// FastLaneCases are the fixed cases of the fast lane: together they cover
+// every action (and so catch every planted bug), and each passes on the
+// current code.
+func FastLaneCases() []Case {
+	return []Case{
+		{Seed: 1, Profile: "mixed"},
+		{Seed: 2, Profile: "crash"},
+		{Seed: 3, Profile: "store"},
+		{Seed: 4, Profile: "held"},
+		{Seed: 5, Profile: "restart"},
+		{Seed: 6, Profile: "lifecycle"},
+		{Seed: 7, Profile: "concurrent"},
+		{Seed: 8, Profile: "batch"},
+		// Second cases for the actions that catch the timing-dependent
+		// planted bugs (skip_visibility_wait, confirm_before_record).
+		{Seed: 13, Profile: "held"},
+		{Seed: 22, Profile: "store"},
+	}
+}
+
+// RandomCases draws n cases from base: profiles in turn, seeds at random.
+func RandomCases(base int64, n int) []Case {
+	r := rand.New(rand.NewPCG(uint64(base), 1))
+	ps := Profiles()
+	out := make([]Case, n)
+	for i := range out {
+		out[i] = Case{Seed: int64(r.Uint32()), Profile: ps[r.IntN(len(ps))].Name}
+	}
+	return out
+}
+
+// Finding is a failing program and what shrinking made of it.
+type Finding struct {
+	Case    Case
+	Program *Program
+	Failure *Failure
+	// Minimal is the shrunk program (Program when not shrunk).
+	Minimal        *Program
+	MinimalFailure *Failure
+	Tries          int
+	// File is where the minimal program was written ("" if not).
+	File string
+}
+
+// Investigate shrinks a failure within budget (0 = do not shrink) and, when
+// dir is not "", writes the minimal program there as a regression file.
+func (e *Env) Investigate(ctx context.Context, c Case, p *Program, f *Failure, budget time.Duration, dir string) *Finding {
+	fd := &Finding{Case: c, Program: p, Failure: f, Minimal: p, MinimalFailure: f}
+	if budget > 0 {
+		sh := &Shrinker{Env: e, Budget: budget, Logf: func(format string, args ...any) {
+			e.logger().Info(fmt.Sprintf(format, args...), "case", c.String())
+		}}
+		fd.Minimal, fd.MinimalFailure, fd.Tries = sh.Shrink(ctx, p, f)
+	}
+	if dir != "" && fd.MinimalFailure.Kind != "setup" {
+		path, err := WriteRegression(dir, fd.Minimal, fd.MinimalFailure)
+		if err == nil {
+			fd.File = path
+		} else {
+			fd.File = "(could not write: " + err.Error() + ")"
+		}
+	}
+	return fd
+}
+
+// Report renders the finding for a human: the seed and how to reproduce
+// it, what failed, and the minimal program.
+func (fd *Finding) Report() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "FAILED seed=%d profile=%s", fd.Case.Seed, fd.Case.Profile)
+	if pl := ActivePlant(); pl != "" {
+		fmt.Fprintf(&b, " (planted bug %s)", pl)
+	}
+	fmt.Fprintf(&b, "\nreproduce: TRELLIS_GEN_SEED=%d TRELLIS_GEN_PROFILE=%s go test ./generative/ -run TestSeed -v\n", fd.Case.Seed, fd.Case.Profile)
+	fmt.Fprintf(&b, "failure: %v\n", fd.Failure)
+	if fd.Minimal != fd.Program {
+		fmt.Fprintf(&b, "shrunk from %d steps / %d ops to %d steps / %d ops in %d runs; minimal failure: %v\n",
+			len(fd.Program.Steps), fd.Program.Ops(), len(fd.Minimal.Steps), fd.Minimal.Ops(), fd.Tries, fd.MinimalFailure)
+	}
+	if fd.File != "" {
+		fmt.Fprintf(&b, "minimal program written to %s\n", fd.File)
+	}
+	b.WriteString("---- minimal program ----\n")
+	b.WriteString(fd.Minimal.Format())
+	if fd.MinimalFailure != nil && fd.MinimalFailure.Log != "" {
+		b.WriteString("---- log tail ----\n")
+		b.WriteString(fd.MinimalFailure.Log)
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// SoakOptions configures Soak.
+type SoakOptions struct {
+	Duration time.Duration
+	// Seed starts the sequence of random cases (printed, so a soak run can
+	// be repeated).
+	Seed int64
+	// Profile restricts the cases to one profile ("" = all in turn).
+	Profile string
+	// ShrinkBudget bounds the shrinking of each failure (0 = do not shrink).
+	ShrinkBudget time.Duration
+	// Dir receives minimal programs of failures ("" = not written).
+	Dir string
+	// StopOnFailure ends the soak at the first failure.
+	StopOnFailure bool
+	// KnownBugs also draws shapes of known, unfixed bugs.
+	KnownBugs bool
+}
+
+// SoakResult counts what a soak checked.
+type SoakResult struct {
+	Programs, Ops, Statements, Checks int
+	Findings                          []*Finding
+	Elapsed                           time.Duration
+}
+
+// Soak runs fresh cases until the duration is over, printing throughput
+// every minute and each failure with its seed to out.
+func (e *Env) Soak(ctx context.Context, opt SoakOptions, out io.Writer) SoakResult {
+	start := time.Now()
+	end := start.Add(opt.Duration)
+	r := rand.New(rand.NewPCG(uint64(opt.Seed), 2))
+	ps := Profiles()
+	var res SoakResult
+	lastReport, lastPrograms, lastOps := start, 0, 0
+	fmt.Fprintf(out, "soak: seed %d, until %s\n", opt.Seed, end.Format(time.TimeOnly))
+	for i := 0; time.Now().Before(end) && ctx.Err() == nil; i++ {
+		prof := ps[i%len(ps)]
+		if opt.Profile != "" {
+			prof, _ = ProfileByName(opt.Profile)
+		}
+		prof.KnownBugs = opt.KnownBugs
+		c := Case{Seed: int64(r.Uint32()), Profile: prof.Name}
+		p := Generate(c.Seed, prof)
+		rr := e.Run(ctx, p)
+		res.Programs++
+		res.Ops += p.Ops()
+		res.Statements += rr.Stats.Statements
+		res.Checks += rr.Stats.Checks
+		if len(rr.Stats.GeneratorErrors) > 0 {
+			fmt.Fprintf(out, "soak: %s: generator errors: %s\n", c, strings.Join(rr.Stats.GeneratorErrors, "; "))
+		}
+		for _, n := range rr.Stats.Notes {
+			if strings.Contains(n, "runner exited") {
+				fmt.Fprintf(out, "soak: %s: %s\n", c, n)
+			}
+		}
+		if rr.Failure != nil && ctx.Err() == nil {
+			fmt.Fprintf(out, "soak: %s FAILED: %v\n", c, rr.Failure)
+			fd := e.Investigate(ctx, c, p, rr.Failure, opt.ShrinkBudget, opt.Dir)
+			res.Findings = append(res.Findings, fd)
+			fmt.Fprintln(out, fd.Report())
+			if opt.StopOnFailure {
+				break
+			}
+		}
+		if now := time.Now(); now.Sub(lastReport) >= time.Minute {
+			mins := now.Sub(lastReport).Minutes()
+			fmt.Fprintf(out, "soak: %s elapsed: %d programs, %d ops (%.1f programs/min, %.0f ops/min), %d failures\n",
+				now.Sub(start).Round(time.Second), res.Programs, res.Ops,
+				float64(res.Programs-lastPrograms)/mins, float64(res.Ops-lastOps)/mins, len(res.Findings))
+			lastReport, lastPrograms, lastOps = now, res.Programs, res.Ops
+		}
+	}
+	res.Elapsed = time.Since(start)
+	mins := res.Elapsed.Minutes()
+	fmt.Fprintf(out, "soak: done in %s: %d programs, %d ops, %d statements, %d checks (%.1f programs/min, %.0f ops/min), %d failures\n",
+		res.Elapsed.Round(time.Second), res.Programs, res.Ops, res.Statements, res.Checks,
+		float64(res.Programs)/mins, float64(res.Ops)/mins, len(res.Findings))
+	return res
+}

@@ -1,0 +1,229 @@
+package generative
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	trellis "github.com/trellis-repl/trellis-repl"
+	"github.com/trellis-repl/trellis-repl/engine"
+	"github.com/trellis-repl/trellis-repl/selfcheck"
+)
+
+// check is the oracle: wait for convergence to "now", then every target
+// that is not paused by a user must equal its query, both as the engine's
+// plan renders it and as the program wrote it.
+func (r *run) check(ctx context.Context, path string) *Failure {
+	r.sup.ensureRunning()
+	ctx, cancel := context.WithTimeout(ctx, r.env.convergeTimeout())
+	defer cancel()
+	fail := func(kind, format string, args ...any) *Failure {
+		return &Failure{Kind: kind, Step: path, Msg: fmt.Sprintf(format, args...)}
+	}
+	err := r.await(ctx)
+	r.mu.Lock()
+	disrupt := r.disrupt
+	r.disrupt = false
+	r.mu.Unlock()
+	if err != nil && disrupt && trellis.CodeOf(err) == trellis.CodeConflict && strings.Contains(err.Error(), "disruption") {
+		// Losing the store under --confirm=local is a disruption by design:
+		// the transforms pause and RESUME rebuilds them.
+		r.logf("step %s: expected disruption: %v", path, err)
+		if err := r.resumeSystemPaused(ctx); err != nil {
+			return fail("setup", "resume after the expected disruption: %v", err)
+		}
+		err = r.await(ctx)
+	}
+	if err != nil {
+		kind := "conflict"
+		if trellis.CodeOf(err) == trellis.CodeTimeout || ctx.Err() != nil {
+			kind = "timeout"
+		}
+		return fail(kind, "AwaitConverged: %v", err)
+	}
+	var problems []string
+	for attempt := 0; ; attempt++ {
+		problems, err = r.compareAll(ctx)
+		if err == nil {
+			break
+		}
+		if !isConnError(err) || attempt == 3 || ctx.Err() != nil {
+			return fail("setup", "%v", err)
+		}
+		// The control session may predate a server restart.
+		r.ctl.close()
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(problems) > 0 {
+		return fail("diverged", "%s", strings.Join(problems, "\n  "))
+	}
+	return nil
+}
+
+// compareAll compares every target that is not paused with its queries
+// and returns the differences found.
+func (r *run) compareAll(ctx context.Context) ([]string, error) {
+	var problems []string
+	conn, err := r.ctl.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sts, err := r.tr.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("status: %w", err)
+	}
+	paused := map[string]bool{}
+	for _, st := range sts {
+		if st.State == "paused" {
+			paused[st.Name] = true
+		}
+	}
+	rows, err := conn.Query(ctx, `SELECT name, plan FROM trellis.transforms ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("read transforms: %w", err)
+	}
+	type tp struct {
+		name string
+		plan []byte
+	}
+	var ps []tp
+	for rows.Next() {
+		var x tp
+		if err := rows.Scan(&x.name, &x.plan); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		ps = append(ps, x)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defs := make(map[string]string, len(r.defs))
+	for k, v := range r.defs {
+		defs[k] = v
+	}
+	r.mu.Unlock()
+	for _, x := range ps {
+		if paused[x.name] {
+			continue
+		}
+		p, err := engine.Decode(x.plan)
+		if err != nil {
+			return nil, fmt.Errorf("decode plan of %s: %w", x.name, err)
+		}
+		target := pgx.Identifier{p.Target.Schema, p.Target.Name}
+		queries := []struct{ label, sql string }{{"plan query", p.QuerySQL()}}
+		if sel, ok := defs[x.name]; ok {
+			queries = append(queries, struct{ label, sql string }{"definition", sel})
+		}
+		if len(queries) > 1 {
+			if msg, err := typesDiffer(ctx, conn, target, p.Visible, queries[1].sql); err != nil {
+				return nil, fmt.Errorf("column types of %s: %w", x.name, err)
+			} else if msg != "" {
+				problems = append(problems, fmt.Sprintf("%s: column types differ from its definition (%s): %s", x.name, queries[1].sql, msg))
+				continue
+			}
+		}
+		for _, q := range queries {
+			d, err := selfcheck.Compare(ctx, conn, target, p.Visible, q.sql)
+			if err != nil {
+				return nil, fmt.Errorf("compare %s with its %s: %w", x.name, q.label, err)
+			}
+			if !d.Equal() {
+				problems = append(problems, fmt.Sprintf("%s differs from its %s (%s):\n    missing %d %v\n    extra   %d %v",
+					x.name, q.label, q.sql, d.Missing, d.MissingSample, d.Extra, d.ExtraSample))
+			}
+		}
+	}
+	return problems, nil
+}
+
+// isConnError: the session failed, not the statement.
+func isConnError(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return strings.HasPrefix(pgErr.Code, "57") || strings.HasPrefix(pgErr.Code, "08")
+	}
+	return true
+}
+
+// await waits for convergence to a fresh token, retrying while the server
+// is unavailable (it may be restarting).
+func (r *run) await(ctx context.Context) error {
+	for {
+		tok, err := r.tr.WatermarkToken(ctx)
+		if err == nil {
+			err = r.tr.AwaitConverged(ctx, tok)
+		}
+		if err == nil || trellis.CodeOf(err) != trellis.CodeUnavailable || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (r *run) resumeSystemPaused(ctx context.Context) error {
+	sts, err := r.tr.Status(ctx)
+	if err != nil {
+		return err
+	}
+	for _, st := range sts {
+		if st.State == "paused" && st.PausedBy != nil && *st.PausedBy == "system" {
+			if _, err := r.tr.Apply(ctx, "RESUME TRANSFORM "+pgx.Identifier{st.Name}.Sanitize()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// typesDiffer compares the target's column types with the query's result
+// types; a target must have the types PostgreSQL gives its query.
+func typesDiffer(ctx context.Context, conn *pgx.Conn, target pgx.Identifier, cols []string, query string) (string, error) {
+	quoted := make([]string, len(cols))
+	for i, c := range cols {
+		quoted[i] = pgx.Identifier{c}.Sanitize()
+	}
+	types := func(sql string) ([]string, error) {
+		rows, err := conn.Query(ctx, `SELECT * FROM (`+sql+"\n) AS q LIMIT 0")
+		if err != nil {
+			return nil, err
+		}
+		fds := rows.FieldDescriptions()
+		rows.Close()
+		var out []string
+		for _, fd := range fds {
+			name := fmt.Sprint(fd.DataTypeOID)
+			if t, ok := conn.TypeMap().TypeForOID(fd.DataTypeOID); ok {
+				name = t.Name
+			}
+			out = append(out, name)
+		}
+		return out, rows.Err()
+	}
+	tt, err := types(`SELECT ` + strings.Join(quoted, ", ") + ` FROM ` + target.Sanitize())
+	if err != nil {
+		return "", err
+	}
+	qt, err := types(query)
+	if err != nil {
+		return "", err
+	}
+	if len(tt) != len(qt) {
+		return fmt.Sprintf("target has %d columns, query %d", len(tt), len(qt)), nil
+	}
+	var diffs []string
+	for i := range tt {
+		if tt[i] != qt[i] {
+			diffs = append(diffs, fmt.Sprintf("%s is %s in the target, %s in the query", cols[i], tt[i], qt[i]))
+		}
+	}
+	return strings.Join(diffs, "; "), nil
+}
