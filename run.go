@@ -329,14 +329,7 @@ func (r *runner) stream(ctx context.Context) error {
 		var lost *replication.SlotLostError
 		if errors.As(err, &lost) && lost.Kind == replication.SlotAhead && r.t.cfg.Confirm == ConfirmApplied {
 			// See prepareSlot: under applied, resuming at the slot is safe.
-			slot, err := replication.SlotInfo(ctx, r.t.pool, r.slot)
-			if err != nil {
-				return terr.Wrap(terr.Unavailable, err, "read slot %q: %v", r.slot, err)
-			}
-			if err := r.store.AdvanceReceived(uint64(slot.ConfirmedFlush)); err != nil {
-				return err
-			}
-			if err := r.store.Flush(); err != nil {
+			if err := r.resumeAtSlot(ctx); err != nil {
 				return err
 			}
 			continue
@@ -361,14 +354,7 @@ func (r *runner) stream(ctx context.Context) error {
 			if _, _, err := replication.EnsureSlot(ctx, r.t.pool, r.slot); err != nil {
 				return terr.Wrap(terr.Unavailable, err, "recreate slot %q: %v", r.slot, err)
 			}
-			slot, err := replication.SlotInfo(ctx, r.t.pool, r.slot)
-			if err != nil {
-				return terr.Wrap(terr.Unavailable, err, "read slot %q: %v", r.slot, err)
-			}
-			if err := r.store.AdvanceReceived(uint64(slot.ConfirmedFlush)); err != nil {
-				return err
-			}
-			if err := r.store.Flush(); err != nil {
+			if err := r.resumeAtSlot(ctx); err != nil {
 				return err
 			}
 			continue
@@ -378,6 +364,19 @@ func (r *runner) stream(ctx context.Context) error {
 		}
 		return nil
 	}
+}
+
+// resumeAtSlot moves the durable received position to the slot's
+// confirmed position, where the next stream starts.
+func (r *runner) resumeAtSlot(ctx context.Context) error {
+	slot, err := replication.SlotInfo(ctx, r.t.pool, r.slot)
+	if err != nil {
+		return terr.Wrap(terr.Unavailable, err, "read slot %q: %v", r.slot, err)
+	}
+	if err := r.store.AdvanceReceived(uint64(slot.ConfirmedFlush)); err != nil {
+		return err
+	}
+	return r.store.Flush()
 }
 
 // updateConfirmed decides what the slot may be confirmed up to.
