@@ -329,6 +329,12 @@ func TestPauseResumeDrop(t *testing.T) {
 	e.apply(`RESUME TRANSFORM big_orders; RESUME TRANSFORM by_customer`)
 	e.converge("after RESUME (orphans deleted, stale rows fixed)")
 
+	// PAUSE and RESUME seen by the runner together still rebuild: the
+	// orphan below is only deleted by a rebuild.
+	e.exec(`INSERT INTO big_orders VALUES (-2, 0, 'ORPHAN', 1)`)
+	e.apply(`PAUSE TRANSFORM big_orders; RESUME TRANSFORM big_orders`)
+	e.converge("after PAUSE and RESUME in one script")
+
 	var pubBefore int
 	e.conn.QueryRow(ctx, `SELECT count(*) FROM pg_publication_tables WHERE pubname = 'trellis_pub'`).Scan(&pubBefore)
 	e.apply(`DROP TRANSFORM note_bodies; DROP TRANSFORM IF EXISTS nothing_here`)

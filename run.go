@@ -450,6 +450,7 @@ func (r *runner) reconcile(ctx context.Context) error {
 	}
 	for id, tr := range want {
 		if w, ok := r.workers[id]; ok {
+			w.catalogChanged()
 			w.notify()
 			continue
 		}

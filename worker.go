@@ -23,9 +23,13 @@ type worker struct {
 	name string
 	plan *engine.Plan
 
-	wake   chan struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
+	wake chan struct{}
+	// changed asks the worker to read its catalog row again: a PAUSE and
+	// RESUME the runner saw only together leave the worker running while
+	// the catalog asks for a rebuild.
+	changed chan struct{}
+	cancel  context.CancelFunc
+	done    chan struct{}
 
 	// persisted is the applied position recorded in PostgreSQL.
 	persisted atomic.Uint64
@@ -35,15 +39,21 @@ type worker struct {
 }
 
 func newWorker(r *runner, tr *catalog.Transform, p *engine.Plan) *worker {
-	w := &worker{r: r, id: tr.ID, name: tr.Name, plan: p, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	w := &worker{r: r, id: tr.ID, name: tr.Name, plan: p, wake: make(chan struct{}, 1), changed: make(chan struct{}, 1), done: make(chan struct{})}
 	w.persisted.Store(tr.AppliedLSN)
 	w.applied = tr.AppliedLSN
 	return w
 }
 
-func (w *worker) notify() {
+func (w *worker) notify() { signal(w.wake) }
+
+// catalogChanged tells the worker its catalog row may have changed.
+func (w *worker) catalogChanged() { signal(w.changed) }
+
+// signal sends on a one-slot channel without blocking.
+func signal(c chan struct{}) {
 	select {
-	case w.wake <- struct{}{}:
+	case c <- struct{}{}:
 	default:
 	}
 }
@@ -169,8 +179,8 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 	return nil
 }
 
-// live drains dirty keys until stopped, checking the catalog now and then
-// (a PAUSE stops the worker through reconcile).
+// live drains dirty keys until stopped (a PAUSE stops the worker through
+// reconcile) or until its catalog row may have changed.
 func (w *worker) live(ctx context.Context, a *engine.Applier) error {
 	for ctx.Err() == nil {
 		if err := w.drain(ctx, a); err != nil {
@@ -181,6 +191,8 @@ func (w *worker) live(ctx context.Context, a *engine.Applier) error {
 		}
 		select {
 		case <-ctx.Done():
+		case <-w.changed:
+			return nil // the session reads the catalog row again
 		case <-w.wake:
 		case <-time.After(w.r.t.cfg.ProgressInterval / 2):
 		}

@@ -652,6 +652,12 @@ func (c *selectChecker) groupBy(sel *pg_query.SelectStmt, items []*selectItem, q
 		if err != nil {
 			return err
 		}
+		if expr.GetAConst() != nil {
+			// An ordinal naming a constant select item: PostgreSQL reads a
+			// bare constant in GROUP BY as an ordinal (or refuses it), so the
+			// grouping is written as a call that keeps the constant's type.
+			deparsed = "COALESCE(" + deparsed + ")"
+		}
 		firstItem[len(keys)] = j + 1
 		keys = append(keys, key)
 		q.GroupBy = append(q.GroupBy, deparsed)

@@ -175,6 +175,22 @@ func goodCases() []goodCase {
 			})},
 		},
 		{
+			name:   "GROUP BY ordinal of a constant item",
+			script: "CREATE TRANSFORM x AS SELECT v, 'k' AS g, count(*) AS n FROM s GROUP BY v, 2",
+			want: []Statement{create("x", &Query{
+				SQL:  "SELECT v, 'k' AS g, count(*) AS n FROM s GROUP BY v, 2",
+				From: TableRef{Name: "s", SQL: "s"},
+				Targets: []Target{
+					col("v", "v", "v", 0),
+					ex("g", "'k'", 1),
+					ag("n", "count(*)", "count", ""),
+				},
+				GroupBy:      []string{"v", "COALESCE('k')"},
+				GroupByAlias: []string{"", ""},
+				Aggregate:    true,
+			})},
+		},
+		{
 			name:   "GROUP BY output alias resolves to the select item",
 			script: "CREATE TRANSFORM x AS SELECT lower(email) AS email_l, count(*) AS n FROM users GROUP BY email_l",
 			want: []Statement{create("x", &Query{

@@ -122,11 +122,18 @@ func (e *Env) alterSystem(ctx context.Context, stmts ...string) error {
 	return e.Server.Reload(ctx)
 }
 
-// connectRetry connects, retrying while the server restarts.
+// connectRetry connects, retrying while the server restarts. Statements
+// are not cached: a dropped and re-created target would make a cached
+// "SELECT * FROM target" fail with "cached plan must not change result type".
 func connectRetry(ctx context.Context, dsn string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeDescribeExec
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		conn, err := pgx.Connect(ctx, dsn)
+		conn, err := pgx.ConnectConfig(ctx, cfg)
 		if err == nil {
 			return conn, nil
 		}

@@ -45,8 +45,8 @@ type Stats struct {
 	// GeneratorErrors are statements refused for a reason the generator
 	// should have avoided (syntax, types, overflow).
 	GeneratorErrors []string
-	// Notes are tolerated oddities (definition statements on names that
-	// do not exist, unexpected runner exits after a server restart).
+	// Notes are tolerated oddities: definition statements on names that
+	// do not exist, runner exits that no server restart explains.
 	Notes []string
 }
 
@@ -516,6 +516,9 @@ func (r *run) held(ctx context.Context, path string, s Step) *Failure {
 // apply runs a definition script; names that do not exist (or already
 // do) are tolerated, so that shrinking can remove any statement.
 func (r *run) apply(ctx context.Context, path string, stmts []string) *Failure {
+	if len(stmts) == 0 {
+		return nil
+	}
 	script := strings.Join(stmts, ";\n")
 	r.logf("step %s: apply %s", path, oneLine(script, 200))
 	err := r.applyRetry(ctx, script)
@@ -700,16 +703,4 @@ func (b *logBuffer) tail(n int) string {
 		ls = ls[len(ls)-n:]
 	}
 	return strings.Join(ls, "\n")
-}
-
-func (b *logBuffer) contains(s string) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for i, l := range b.lines {
-		if strings.Contains(l, s) {
-			end := min(i+15, len(b.lines))
-			return strings.Join(b.lines[i:end], "\n")
-		}
-	}
-	return ""
 }

@@ -185,9 +185,9 @@ func (e *exprGen) anyExpr() string {
 
 // groupExpr is a GROUP BY expression: usually a column.
 func (e *exprGen) groupExpr(knownBugs bool) string {
-	if !knownBugs {
-		// Known bug (see KnownBugs): a group key too large for a btree
-		// entry (an incompressible text of several kB) is never applied.
+	{
+		// Avoided: a group key too large for a btree entry (an
+		// incompressible text of several kB) pauses the transform.
 		short := *e
 		tt := *e.t
 		tt.cols = nil
@@ -203,6 +203,16 @@ func (e *exprGen) groupExpr(knownBugs bool) string {
 		return e.ref(e.pick(e.t.cols))
 	}
 	return e.anyExpr()
+}
+
+// mentionsColumn reports whether the expression reads a column.
+func (e *exprGen) mentionsColumn(x string) bool {
+	for _, c := range e.t.cols {
+		if strings.Contains(x, unquote(c.name)) {
+			return true
+		}
+	}
+	return false
 }
 
 func hasLongExternal(c *column) bool {
@@ -340,16 +350,14 @@ func aggSelect(r *rand.Rand, t *table, knownBugs bool) string {
 	used := map[string]bool{}
 	var groups []string
 	ng := []int{0, 1, 1, 1, 2, 2}[r.IntN(6)]
-	// Known bug (see KnownBugs): a GROUP BY expression selected twice, or
-	// two GROUP BY expressions that are the same column written with and
-	// without the qualifier, leave the second select item NULL in the
-	// target. Drawn only when the profile asks for known bugs.
+	// Avoided: one GROUP BY expression selected twice (two GROUP BY items
+	// naming one column with and without the qualifier) is refused.
 	norm := func(x string) string { return strings.ReplaceAll(x, pfx+".", "") }
 	for i := 0; i < ng; i++ {
 		g := e.groupExpr(knownBugs)
 		dup := false
 		for _, h := range groups {
-			dup = dup || h == g || (!knownBugs && norm(h) == norm(g))
+			dup = dup || norm(h) == norm(g)
 		}
 		if dup {
 			continue
@@ -402,9 +410,11 @@ func aggSelect(r *rand.Rand, t *table, knownBugs bool) string {
 	}
 	r.Shuffle(len(items), func(i, j int) { items[i], items[j] = items[j], items[i] })
 	// GROUP BY an ordinal now and then.
+	// A constant cannot be written in GROUP BY itself: PostgreSQL reads a
+	// number there as an ordinal and refuses other constants.
 	for gi, g := range groupBy {
 		for ii, it := range items {
-			if it.sql == g && r.IntN(4) == 0 {
+			if it.sql == g && (r.IntN(4) == 0 || !e.mentionsColumn(g)) {
 				groupBy[gi] = fmt.Sprint(ii + 1)
 			}
 		}

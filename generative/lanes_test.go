@@ -181,3 +181,39 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
 }
+
+// TestShrinkFile shrinks the failing program in TRELLIS_GEN_SHRINK_FILE
+// (TRELLIS_GEN_SHRINK budget, TRELLIS_GEN_SHRINK_ATTEMPTS runs per
+// candidate for timing-dependent failures) into testdata/regressions/pending.
+func TestShrinkFile(t *testing.T) {
+	f := os.Getenv("TRELLIS_GEN_SHRINK_FILE")
+	if f == "" {
+		t.Skip("set TRELLIS_GEN_SHRINK_FILE to shrink a failing program")
+	}
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Parse(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := shared.get(t)
+	attempts := int(envInt("TRELLIS_GEN_SHRINK_ATTEMPTS", 1))
+	var res Result
+	for a := 0; a < attempts; a++ {
+		if res = env.Run(context.Background(), p); res.Failure != nil {
+			break
+		}
+	}
+	if res.Failure == nil {
+		t.Skipf("%s passed %d times: nothing to shrink", f, attempts)
+	}
+	sh := &Shrinker{Env: env, Budget: shrinkBudget(), Attempts: attempts, Logf: t.Logf}
+	min, mf, tries := sh.Shrink(context.Background(), p, res.Failure)
+	path, err := WriteRegression(findingsDir(t), min, mf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("shrunk in %d runs to %d steps, %d ops: %s\n%s", tries, len(min.Steps), min.Ops(), path, min.Format())
+}

@@ -16,6 +16,9 @@ type Shrinker struct {
 	Budget time.Duration
 	// Logf, when set, reports progress.
 	Logf func(format string, args ...any)
+	// Attempts runs each candidate up to this many times (default 1): a
+	// timing-dependent failure counts if any attempt reproduces it.
+	Attempts int
 
 	deadline time.Time
 	tries    int
@@ -33,12 +36,14 @@ func (s *Shrinker) Shrink(ctx context.Context, p *Program, f *Failure) (*Program
 		if time.Now().After(s.deadline) || ctx.Err() != nil {
 			return false
 		}
-		s.tries++
-		res := s.Env.Run(ctx, c)
-		if res.Failure != nil && res.Failure.Kind == f.Kind {
-			best, bestF = c.Clone(), res.Failure
-			s.logf("shrink: %d steps, %d ops still fail (%s at %s)", len(c.Steps), c.Ops(), res.Failure.Kind, res.Failure.Step)
-			return true
+		for a := 0; a < max(1, s.Attempts); a++ {
+			s.tries++
+			res := s.Env.Run(ctx, c)
+			if res.Failure != nil && res.Failure.Kind == f.Kind {
+				best, bestF = c.Clone(), res.Failure
+				s.logf("shrink: %d steps, %d ops still fail (%s at %s)", len(c.Steps), c.Ops(), res.Failure.Kind, res.Failure.Step)
+				return true
+			}
 		}
 		return false
 	}
