@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -134,7 +135,10 @@ func (r *runner) prepareSlot(ctx context.Context, reason string) error {
 		return terr.Wrap(terr.Unavailable, err, "%v", err)
 	}
 	ranBefore := inst.StoreID != ""
-	slot, err := replication.SlotInfo(ctx, t.pool, r.slot)
+	// A runner killed while creating the slot leaves its backend finishing
+	// the creation: wait for the slot's start, or the transforms would be
+	// built before it and miss the commits in between.
+	slot, err := replication.AwaitSlot(ctx, t.pool, r.slot)
 	if err != nil {
 		return terr.Wrap(terr.Unavailable, err, "read slot %q: %v", r.slot, err)
 	}
@@ -548,12 +552,9 @@ func (r *runner) pruneVisibility(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		pend, err := r.store.PendingXids()
+		pend, err := r.store.PendingXids(math.MaxUint64, 10000)
 		if err != nil || len(pend) == 0 {
 			continue
-		}
-		if len(pend) > 10000 {
-			pend = pend[:10000]
 		}
 		xids := make([]uint32, len(pend))
 		for i, e := range pend {

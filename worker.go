@@ -259,16 +259,13 @@ func (w *worker) drain(ctx context.Context, a *engine.Applier) error {
 
 // xidsUpTo lists slot transactions not yet known visible, up to lsn.
 func (w *worker) xidsUpTo(lsn uint64) ([]uint32, error) {
-	pend, err := w.r.store.PendingXids()
+	pend, err := w.r.store.PendingXids(lsn, 0)
 	if err != nil {
 		return nil, err
 	}
-	var out []uint32
-	for _, e := range pend {
-		if e.LSN > lsn {
-			break
-		}
-		out = append(out, e.Xid)
+	out := make([]uint32, len(pend))
+	for i, e := range pend {
+		out[i] = e.Xid
 	}
 	return out, nil
 }

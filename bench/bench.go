@@ -32,6 +32,10 @@ type Shape struct {
 	// Columns are the target's visible columns, in select-list order, for
 	// the self-check.
 	Columns []string
+	// hand is the hand-written re-derive measured next to the engine's in
+	// the re-derive phase (handNone: not measured). Only the known shapes
+	// have one: it is written for their query.
+	hand handKind
 }
 
 // baselineGroups is the group count the baseline's workload writes (the
@@ -49,9 +53,9 @@ func KnownShapes() []Shape {
 	return []Shape{
 		{Name: "row", Groups: baselineGroups,
 			Query:   `SELECT id, g, v * 2 AS v2 FROM src WHERE g >= 0`,
-			Columns: []string{"id", "g", "v2"}},
-		{Name: "agg", Groups: baselineGroups, Query: aggQuery, Columns: aggCols},
-		{Name: "agg1k", Groups: 1_000, Query: aggQuery, Columns: aggCols},
+			Columns: []string{"id", "g", "v2"}, hand: handRow},
+		{Name: "agg", Groups: baselineGroups, Query: aggQuery, Columns: aggCols, hand: handAgg},
+		{Name: "agg1k", Groups: 1_000, Query: aggQuery, Columns: aggCols, hand: handAgg},
 	}
 }
 
@@ -205,6 +209,20 @@ type Result struct {
 	// SlotTransactions counts transactions the engine received from the
 	// slot during the phase (its own apply transactions included).
 	SlotTransactions int64 `json:"slot_transactions,omitempty"`
+	// HandSeconds (re-derive phase only) is how long hand-written
+	// set-based SQL took, in the same database right after the engine's
+	// phase, to re-derive the same changed keys into hand-maintained copies
+	// of the target (see handwritten.go): one transaction, commit included.
+	// HandKeysSeconds is how long loading the changed ids into a temporary
+	// table took, before that transaction; it is not part of HandSeconds.
+	HandSeconds     float64 `json:"hand_seconds,omitempty"`
+	HandKeysSeconds float64 `json:"hand_keys_seconds,omitempty"`
+	// HandRatio is HandSeconds / ApplySeconds: above 1, the engine's apply
+	// transactions took less time than the hand-written SQL.
+	HandRatio float64 `json:"hand_ratio,omitempty"`
+	// HandVerified is the hand-written copy compared with the query after
+	// its re-derive: "ok", "DIFFERS …", or "" (not checked).
+	HandVerified string `json:"hand_verified,omitempty"`
 	// DrainSamples are the baseline's drain times in seconds, one per
 	// repeat (EndToEndSeconds is the fastest).
 	DrainSamples []float64 `json:"drain_samples_seconds,omitempty"`
@@ -277,6 +295,20 @@ func newResult(shape, mode, phase string, perCommit, rows int, writer, e2e time.
 }
 
 func progress(cfg *Config, r Result) {
-	fmt.Fprintf(cfg.Progress, "%-14s %-7s %-8s %6d rows/commit %9d rows: writer %8.2fs, end-to-end %8.2fs, %10.0f rows/s\n",
-		r.Shape, r.Mode, r.Phase, r.RowsPerCommit, r.Rows, r.WriterSeconds, r.EndToEndSeconds, r.RowsPerSecond)
+	apply := ""
+	if r.Shape != BaselineName {
+		apply = fmt.Sprintf(", apply %8.2fs", r.ApplySeconds)
+	}
+	fmt.Fprintf(cfg.Progress, "%-14s %-7s %-8s %6d rows/commit %9d rows: writer %8.2fs, end-to-end %8.2fs, %10.0f rows/s%s\n",
+		r.Shape, r.Mode, r.Phase, r.RowsPerCommit, r.Rows, r.WriterSeconds, r.EndToEndSeconds, r.RowsPerSecond, apply)
+}
+
+// progressHand reports r's hand-written baseline.
+func progressHand(cfg *Config, r Result) {
+	check := ""
+	if r.HandVerified != "" {
+		check = ", self-check: " + r.HandVerified
+	}
+	fmt.Fprintf(cfg.Progress, "%-14s %-7s %-8s hand-written SQL: re-derive %.2fs (ids loaded in %.2fs, not counted); engine apply %.2fs; hand/apply %.3g%s\n",
+		r.Shape, r.Mode, r.Phase, r.HandSeconds, r.HandKeysSeconds, r.ApplySeconds, r.HandRatio, check)
 }

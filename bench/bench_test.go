@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/trellis-repl/trellis-repl/internal/pgtest"
+	"github.com/trellis-repl/trellis-repl/selfcheck"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -44,6 +47,7 @@ func TestQuickRun(t *testing.T) {
 	if want := 5 * (1 + len(cfg.Shapes)*len(cfg.Modes)); len(results) != want {
 		t.Fatalf("got %d results, want %d: %+v", len(results), want, results)
 	}
+	hands := 0
 	for _, r := range results {
 		if r.RowsPerSecond <= 0 || r.EndToEndSeconds <= 0 {
 			t.Errorf("%s %s: no rate measured: %+v", r.Shape, r.Phase, r)
@@ -54,12 +58,28 @@ func TestQuickRun(t *testing.T) {
 		if r.Shape != BaselineName && r.Verified != "" && r.Verified != "ok" {
 			t.Errorf("%s: target differs from its query: %s", r.Shape, r.Verified)
 		}
+		// The hand-written baseline: measured and verified for exactly the
+		// engine cases' re-derive phases.
+		if r.Shape != BaselineName && r.Phase == PhaseRederive {
+			hands++
+			if r.HandSeconds <= 0 || r.HandKeysSeconds <= 0 || r.HandRatio <= 0 || r.ApplySeconds <= 0 {
+				t.Errorf("%s %s: hand-written baseline not measured: %+v", r.Shape, r.Mode, r)
+			}
+			if r.HandVerified != "ok" {
+				t.Errorf("%s %s: hand-written copy differs from the query: %q", r.Shape, r.Mode, r.HandVerified)
+			}
+		} else if r.HandSeconds != 0 || r.HandVerified != "" {
+			t.Errorf("%s %s %s: hand-written baseline outside the re-derive phase: %+v", r.Shape, r.Mode, r.Phase, r)
+		}
+	}
+	if want := len(cfg.Shapes) * len(cfg.Modes); hands != want {
+		t.Errorf("got %d re-derive results with a hand-written baseline, want %d", hands, want)
 	}
 	var tbl bytes.Buffer
 	if err := WriteTable(&tbl, results); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"pg_recvlogical", "rederive", "agg", "catchup", "ratio"} {
+	for _, want := range []string{"pg_recvlogical", "rederive", "agg", "catchup", "ratio", "hand/apply"} {
 		if !strings.Contains(tbl.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, tbl.String())
 		}
@@ -123,5 +143,63 @@ func TestWithDatabase(t *testing.T) {
 		if err != nil || got != tt.want {
 			t.Errorf("withDatabase(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
 		}
+	}
+}
+
+// TestHandwritten checks the hand-written baseline's SQL on its own: copies
+// built before a change that inserts, deletes and updates source rows
+// (emptying a group and creating one) must differ from the query until
+// the changed ids are re-derived, and equal it afterwards.
+func TestHandwritten(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, name := range []string{"row", "agg"} {
+		t.Run(name, func(t *testing.T) {
+			sh := mustShape(t, name)
+			conn, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(context.WithoutCancel(ctx))
+			// Groups 0..4, two rows each, and group -1 (filtered out of row).
+			for _, q := range []string{createSourceSQL,
+				`INSERT INTO src SELECT i, i % 5, i, '' FROM generate_series(1, 10) i`,
+				`INSERT INTO src VALUES (11, -1, 5, '')`,
+			} {
+				if _, err := conn.Exec(ctx, q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := buildHand(ctx, conn, sh.hand); err != nil {
+				t.Fatal(err)
+			}
+			for _, q := range []string{
+				`DELETE FROM src WHERE id IN (1, 6)`,            // group 1 empties
+				`INSERT INTO src VALUES (12, 7, 3, '')`,         // group 7 appears
+				`UPDATE src SET v = 0 WHERE id = 2`,             // group 2's min drops
+				`UPDATE src SET g = 3, v = v + 1 WHERE id = 4`,  // 4 -> 3
+				`UPDATE src SET g = 0 WHERE id = 11`,            // into the row filter
+				`UPDATE src SET g = -1 WHERE id = 10`,           // out of it
+				`UPDATE src SET v = v + 100 WHERE id IN (3, 8)`, // group 3's min rises
+			} {
+				if _, err := conn.Exec(ctx, q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d, err := selfcheck.Compare(ctx, conn, sh.hand.handTable(), sh.Columns, sh.Query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Equal() {
+				t.Fatal("the copy already equals the query before the re-derive: the test changes nothing")
+			}
+			hr, err := measureHand(ctx, conn, sh.hand, sh, []int64{1, 2, 3, 4, 6, 8, 10, 11, 12}, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if hr.verified != "ok" || hr.rederive <= 0 || hr.keys <= 0 {
+				t.Errorf("got %+v, want a verified, timed re-derive", hr)
+			}
+		})
 	}
 }

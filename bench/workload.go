@@ -23,6 +23,16 @@ const (
 	rederiveSQL = `UPDATE src SET g = (g + 1) % $2::int, v = v + 1 WHERE id <= $1::bigint`
 )
 
+// rederivedIDs are the source ids rederiveSQL changes for k keys: the
+// list the hand-written baseline is given.
+func rederivedIDs(k int) []int64 {
+	ids := make([]int64, k)
+	for i := range ids {
+		ids[i] = int64(i + 1)
+	}
+	return ids
+}
+
 // phaseSpec is one phase of a workload as the writer sees it.
 type phaseSpec struct {
 	name      string

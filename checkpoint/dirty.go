@@ -114,6 +114,7 @@ func (s *Store) RecordMany(txns []Txn) error {
 		}
 		if t.Xid != 0 && len(t.Keys)+len(t.Truncs) > 0 {
 			_ = b.Set(xidKey(t.LSN), binary.BigEndian.AppendUint32(nil, t.Xid), nil)
+			s.xids.add(XidEntry{LSN: t.LSN, Xid: t.Xid})
 		}
 	}
 	w.publishCounts()
@@ -148,8 +149,13 @@ func (s *Store) MarkDirty(transform int64, keys []DirtyKey) error {
 }
 
 // Take returns up to limit dirty keys of a transform (limit <= 0: no
-// limit), in key order, with all of its truncation markers. It does not
-// remove them: call Done once they are applied.
+// limit), with all of its truncation markers. It does not remove them: call
+// Done once they are applied.
+//
+// Successive calls go round the key space from where the previous one
+// stopped, wrapping at the end: the keys Done just deleted leave tombstones
+// at the front that a scan from the start would step over on every call
+// until Pebble compacts them (quadratic in a long catch-up).
 func (s *Store) Take(transform int64, limit int) (Batch, error) {
 	if err := s.enter(); err != nil {
 		return Batch{}, err
@@ -174,30 +180,57 @@ func (s *Store) Take(transform int64, limit int) (Batch, error) {
 		out.Truncated = append(out.Truncated, Truncation{Table: binary.BigEndian.Uint32(k[len(tp):]), LSN: lsn, Version: ver})
 	}
 	kp := keyPrefix(transform)
-	out.All = true
-	for it.SeekGE(kp); it.Valid(); it.Next() {
-		if limit > 0 && len(out.Keys) >= limit {
-			out.All = false
-			break
+	s.cursorMu.Lock()
+	from := s.cursors[transform]
+	s.cursorMu.Unlock()
+	if from == nil {
+		from = kp
+	}
+	// [from, end of the keys), then [start, from).
+	full := true
+	var last []byte
+	collect := func(start, end []byte) error {
+		for it.SeekGE(start); it.Valid() && (end == nil || bytes.Compare(it.Key(), end) < 0); it.Next() {
+			if limit > 0 && len(out.Keys) >= limit {
+				full = false
+				return nil
+			}
+			k := it.Key()
+			if len(k) < len(kp)+4 {
+				return fmt.Errorf("checkpoint: corrupt dirty key %x", k)
+			}
+			lsn, ver, err := decodeValue(it.Value())
+			if err != nil {
+				return err
+			}
+			out.Keys = append(out.Keys, Entry{
+				Table:   binary.BigEndian.Uint32(k[len(kp):]),
+				Key:     append([]byte(nil), k[len(kp)+4:]...),
+				LSN:     lsn,
+				Version: ver,
+			})
+			last = append(last[:0], k...)
 		}
-		k := it.Key()
-		if len(k) < len(kp)+4 {
-			return Batch{}, errors.Join(fmt.Errorf("checkpoint: corrupt dirty key %x", k), it.Close())
-		}
-		lsn, ver, err := decodeValue(it.Value())
-		if err != nil {
-			return Batch{}, errors.Join(err, it.Close())
-		}
-		out.Keys = append(out.Keys, Entry{
-			Table:   binary.BigEndian.Uint32(k[len(kp):]),
-			Key:     append([]byte(nil), k[len(kp)+4:]...),
-			LSN:     lsn,
-			Version: ver,
-		})
+		return nil
+	}
+	err = collect(from, nil)
+	if err == nil && full && !bytes.Equal(from, kp) {
+		err = collect(kp, from)
+	}
+	if err != nil {
+		return Batch{}, errors.Join(err, it.Close())
 	}
 	if err := it.Close(); err != nil {
 		return Batch{}, fmt.Errorf("checkpoint: take %d: %w", transform, err)
 	}
+	out.All = full
+	s.cursorMu.Lock()
+	if full || last == nil {
+		delete(s.cursors, transform)
+	} else {
+		s.cursors[transform] = append(last, 0) // the next key after last
+	}
+	s.cursorMu.Unlock()
 	return out, nil
 }
 
@@ -279,6 +312,9 @@ func (s *Store) DropTransform(transform int64) error {
 	pfx := dirtyPrefix(transform)
 	b := s.db.NewBatch()
 	_ = b.DeleteRange(pfx, prefixEnd(pfx), nil)
+	s.cursorMu.Lock()
+	delete(s.cursors, transform)
+	s.cursorMu.Unlock()
 	s.mu.Lock()
 	delete(s.pending, transform)
 	return s.commitSynced(b, 0)

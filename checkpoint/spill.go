@@ -76,6 +76,7 @@ func (s *Store) CommitSpill(xid uint32, lsn uint64) error {
 		w := s.newWriter(b)
 		if first && valid {
 			_ = b.Set(xidKey(lsn), binary.BigEndian.AppendUint32(nil, xid), nil)
+			s.xids.add(XidEntry{LSN: lsn, Xid: xid})
 		}
 		first = false
 		n := 0

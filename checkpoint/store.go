@@ -68,6 +68,13 @@ type Store struct {
 	recvDefer   uint64 // AdvanceReceived value not yet written
 	lastSync    time.Time
 
+	// cursors is where each transform's next Take starts (see Take).
+	cursorMu sync.Mutex
+	cursors  map[int64][]byte
+
+	// xids mirrors the visibility entries (see xids.go).
+	xids xidLog
+
 	received  atomic.Uint64 // durable received LSN
 	confirmMu sync.Mutex    // orders SetConfirmedLSN calls
 	confirmed atomic.Uint64
@@ -101,7 +108,7 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: open pebble in %s: %w", dir, err)
 	}
-	s := &Store{db: db, log: logger, pending: make(map[int64]int64), nextVersion: 1}
+	s := &Store{db: db, log: logger, pending: make(map[int64]int64), nextVersion: 1, cursors: make(map[int64][]byte)}
 	if err := s.load(); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
@@ -176,6 +183,9 @@ func (s *Store) load() error {
 	if err := it.Close(); err != nil {
 		return fmt.Errorf("checkpoint: scan dirty sets: %w", err)
 	}
+	if err := s.loadXids(); err != nil {
+		return err
+	}
 	if err := s.db.DeleteRange([]byte{nsSpill}, []byte{nsSpill + 1}, pebble.NoSync); err != nil {
 		return fmt.Errorf("checkpoint: clear spills: %w", err)
 	}
@@ -184,7 +194,8 @@ func (s *Store) load() error {
 	return nil
 }
 
-// Close persists a deferred AdvanceReceived and closes the store. It waits
+// Close persists a deferred AdvanceReceived and resolved visibility
+// entries, and closes the store. It waits
 // for calls in progress; later calls return ErrClosed.
 func (s *Store) Close() error {
 	s.life.Lock()
@@ -193,7 +204,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	err := s.flushDeferred()
+	err := errors.Join(s.flushDeferred(), s.persistResolved())
 	return errors.Join(err, s.db.Close())
 }
 

@@ -342,7 +342,7 @@ func TestXids(t *testing.T) {
 		if err := s.ResolveXids(st.resolve); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.PendingXids()
+		got, err := s.PendingXids(^uint64(0), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -453,7 +453,7 @@ func TestReopenKeepsEverything(t *testing.T) {
 			t.Errorf("Pending(%d) = %d after reopen, want %d", tr, n, len(before.Keys))
 		}
 	}
-	xids, err := s.PendingXids()
+	xids, err := s.PendingXids(^uint64(0), 0)
 	must(err)
 	if !slices.Equal(xids, []XidEntry{{10, 1}, {20, 2}}) {
 		t.Errorf("PendingXids = %v", xids)
@@ -530,7 +530,7 @@ func TestSpill(t *testing.T) {
 			if !slices.Equal(got, tc.wantKeys) || len(b.Truncated) != tc.wantTrunc {
 				t.Errorf("keys %v truncs %d, want %v %d", got, len(b.Truncated), tc.wantKeys, tc.wantTrunc)
 			}
-			xids, err := s.PendingXids()
+			xids, err := s.PendingXids(^uint64(0), 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -566,4 +566,85 @@ func TestSpill(t *testing.T) {
 			t.Errorf("Pending = %d after ClearSpills", n)
 		}
 	})
+}
+
+// TestTakeGoesRound: paged Takes continue after the previous page and wrap
+// at the end, so a key dirtied again behind the cursor is still taken, and
+// All is only reported by a page that saw the whole set.
+func TestTakeGoesRound(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	var keys []DirtyKey
+	for i := range 10 {
+		keys = append(keys, dk(1, 1, fmt.Sprintf("k%02d", i)))
+	}
+	if err := s.Record(100, 1, keys, nil); err != nil {
+		t.Fatal(err)
+	}
+	names := func(b Batch) []string {
+		var out []string
+		for _, e := range b.Keys {
+			k, err := DecodeKey(e.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, k[0])
+		}
+		return out
+	}
+	steps := []struct {
+		redirty string // recorded before the Take
+		want    []string
+		all     bool
+	}{
+		{want: []string{"k00", "k01", "k02", "k03"}},
+		{redirty: "k01", want: []string{"k04", "k05", "k06", "k07"}},
+		{want: []string{"k08", "k09", "k01"}, all: true},
+		{},
+	}
+	lsn := uint64(100)
+	for i, st := range steps {
+		if st.redirty != "" {
+			lsn++
+			if err := s.Record(lsn, 2, []DirtyKey{dk(1, 1, st.redirty)}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b := mustTake(t, s, 1, 4)
+		if got := names(b); !slices.Equal(got, st.want) || b.All != (st.all || len(st.want) == 0) {
+			t.Fatalf("take %d: %v All=%v, want %v All=%v", i, got, b.All, st.want, st.all)
+		}
+		if err := s.Done(1, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestResolvedXidsSurviveClose: resolved entries are persisted lazily, but
+// at the latest by Close.
+func TestResolvedXidsSurviveClose(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	for i := uint64(1); i <= 5; i++ {
+		if err := s.Record(i*10, uint32(i), []DirtyKey{dk(1, 1, fmt.Sprint(i))}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, upTo := range []uint64{10, 30} { // the second is not persisted at once
+		if err := s.ResolveXids(upTo); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := s.PendingXids(40, 0); !slices.Equal(got, []XidEntry{{40, 4}}) {
+		t.Fatalf("PendingXids(40) = %v", got)
+	}
+	if got, _ := s.PendingXids(^uint64(0), 1); !slices.Equal(got, []XidEntry{{40, 4}}) {
+		t.Fatalf("PendingXids(limit 1) = %v", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := openTest(t, dir)
+	if got, _ := s2.PendingXids(^uint64(0), 0); !slices.Equal(got, []XidEntry{{40, 4}, {50, 5}}) {
+		t.Fatalf("after reopen: %v", got)
+	}
 }

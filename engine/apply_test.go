@@ -105,6 +105,8 @@ func TestApplyConverges(t *testing.T) {
 		`CREATE TRANSFORM agg1 AS SELECT g, count(*) AS n, count(v) AS nv, sum(v) AS sv, avg(a) AS aa, min(b) AS mb, max(f) AS mf, sum(f) AS sf, avg(v) AS av FROM src WHERE a % 7 <> 0 GROUP BY g`,
 		`CREATE TRANSFORM agg2 AS SELECT count(*) AS n, sum(a) AS sa, max(v) AS mv FROM src`,
 		`CREATE TRANSFORM agg3 AS SELECT g % 3 AS m, b, sum(a) AS sa FROM src GROUP BY 1, b`,
+		`CREATE TRANSFORM agg4 AS SELECT g, v > 2 AS big, min(v) AS lo, max(v) AS hi, min(b) AS mb, max(upper(b)) AS mu FROM src GROUP BY g, 2`,
+		`CREATE TRANSFORM agg5 AS SELECT min(f) AS lo, max(b) AS hb, max(a) AS ha FROM src WHERE g IS NOT NULL`,
 	}
 	cfg, _ := pgx.ParseConfig(dsn)
 	var appliers []*Applier

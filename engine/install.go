@@ -80,7 +80,7 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 		}
 		lcols = append(lcols, "PRIMARY KEY ("+keyList("__k", len(p.Source.Key))+")")
 		ddl = append(ddl, "CREATE TABLE "+p.Ledger.Ident()+" ("+strings.Join(lcols, ", ")+") WITH (fillfactor = 80)")
-		if p.hasRecompute() && len(p.Groups) > 0 {
+		if p.readsLedgerByGroup() && len(p.Groups) > 0 {
 			// Only recomputed aggregates read the ledger by group; the index
 			// would make every group move a non-HOT update otherwise.
 			ddl = append(ddl, "CREATE INDEX ON "+p.Ledger.Ident()+" ("+keyList("__g", len(p.Groups))+")")
@@ -154,6 +154,17 @@ func (p *Plan) groupNames() []string {
 		out[i] = g.Name
 	}
 	return out
+}
+
+// readsLedgerByGroup: some aggregate is recomputed from the ledger rows of
+// a group, so the ledger needs an index on the group key.
+func (p *Plan) readsLedgerByGroup() bool {
+	for _, a := range p.Aggs {
+		if a.Mode == ModeRecompute || a.Mode == ModeExtreme {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *Plan) hasRecompute() bool {

@@ -29,6 +29,10 @@ const (
 	ModeSum = "sum"
 	// ModeAvg is an exact average kept as hidden sum and count.
 	ModeAvg = "avg"
+	// ModeExtreme is min or max: lowered (raised) by the values a batch
+	// adds, and recomputed from the ledger only for groups that lost a value
+	// at or beyond their current extreme (ADR 0005).
+	ModeExtreme = "extreme"
 	// ModeRecompute is recomputed for affected groups from the ledger.
 	ModeRecompute = "recompute"
 )
@@ -329,6 +333,8 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 			// avg(numeric) is recomputed: PostgreSQL's result scale depends on
 			// the scales of the values summed, which deltas do not preserve.
 			a.Mode = ModeAvg
+		case t.Agg.Func == "min" || t.Agg.Func == "max":
+			a.Mode = ModeExtreme
 		default:
 			a.Mode = ModeRecompute
 		}

@@ -277,6 +277,8 @@ func buildAggregate(s *Statements, p *Plan, fromK, where string) {
 				cols = append(cols, fmt.Sprintf("%s(%s::%s) AS __s%d", sign, v, a.Type, i))
 			case ModeAvg:
 				cols = append(cols, fmt.Sprintf("%s(%s::numeric) AS __s%d", sign, v, i))
+			case ModeExtreme:
+				cols = append(cols, fmt.Sprintf("%s AS __x%d", v, i))
 			}
 		}
 		return "SELECT " + strings.Join(cols, ", ") + " FROM " + changesTable + " WHERE " + filter
@@ -298,6 +300,12 @@ func buildAggregate(s *Statements, p *Plan, fromK, where string) {
 		case ModeSum, ModeAvg:
 			dsel = append(dsel, fmt.Sprintf("sum(__nn%d) AS __nn%d", i, i), fmt.Sprintf("sum(__s%d) AS __s%d", i, i))
 			nonzero = append(nonzero, fmt.Sprintf("sum(__nn%d) <> 0", i), fmt.Sprintf("coalesce(sum(__s%d), 0) <> 0", i))
+		case ModeExtreme:
+			// The extreme of the values added; removals are handled by
+			// the recompute step.
+			added := fmt.Sprintf("%s(__x%d) FILTER (WHERE __dn > 0)", a.Func, i)
+			dsel = append(dsel, added+fmt.Sprintf(" AS __x%d", i))
+			nonzero = append(nonzero, added+" IS NOT NULL")
 		}
 	}
 	grouped := "SELECT " + strings.Join(dsel, ", ") + " FROM (" + deltas + ") __x"
@@ -327,6 +335,10 @@ func buildAggregate(s *Statements, p *Plan, fromK, where string) {
 			tcols = append(tcols, c)
 			tins = append(tins, fmt.Sprintf("__d.__nn%d", i))
 			tset = append(tset, c+" = __t."+c+" + EXCLUDED."+c)
+		case ModeExtreme:
+			tcols = append(tcols, c)
+			tins = append(tins, fmt.Sprintf("__d.__x%d", i))
+			tset = append(tset, c+" = "+extremeFunc(a.Func)+"(__t."+c+", EXCLUDED."+c+")")
 		case ModeSum:
 			nn := ident(a.NNCol())
 			tcols = append(tcols, c, nn)
@@ -354,6 +366,9 @@ func buildAggregate(s *Statements, p *Plan, fromK, where string) {
 	} else {
 		// One row that always exists: update it in place.
 		s.Apply = append(s.Apply, Step{Role: RoleTarget, SQL: "UPDATE " + T + " SET " + oneRowSet(p) + " FROM (" + grouped + ") __d"})
+	}
+	if st, ok := extremeRecompute(p); ok {
+		s.Apply = append(s.Apply, Step{Role: RoleRecompute, SQL: st})
 	}
 	if !p.hasRecompute() {
 		return
@@ -410,6 +425,67 @@ func buildAggregate(s *Statements, p *Plan, fromK, where string) {
 		" WHERE " + distinct + ") __r WHERE __t.ctid = __r.__tid"})
 }
 
+// extremeFunc is the scalar counterpart of min or max.
+func extremeFunc(agg string) string {
+	if agg == "max" {
+		return "greatest"
+	}
+	return "least"
+}
+
+// extremeRecompute builds the statement that recomputes min and max from
+// the ledger for the groups that need it: those that lost a value at or
+// beyond the extreme the target now holds (after the upsert lowered or
+// raised it by the values added). Any other group's extreme is exact
+// already: every value it lost was beyond it.
+func extremeRecompute(p *Plan) (string, bool) {
+	T, L := p.Target.Ident(), p.Ledger.Ident()
+	var asel, agroup, tjoin, ajoin, olds, need, rsel, rset, rold, rnew []string
+	for i, g := range p.Groups {
+		asel = append(asel, fmt.Sprintf("__og%d AS __g%d", i, i))
+		agroup = append(agroup, fmt.Sprintf("__og%d", i))
+		ajoin = append(ajoin, nullSafeEq(fmt.Sprintf("__l.__g%d", i), fmt.Sprintf("__a.__g%d", i), g.NotNull))
+		tjoin = append(tjoin, nullSafeEq("__y."+ident(g.Name), fmt.Sprintf("__a.__g%d", i), g.NotNull))
+	}
+	if len(p.Groups) == 0 {
+		// The one row: the reference keeps the ledger scan lateral, so it
+		// only runs when the target row needs it.
+		ajoin = append(ajoin, "__x.__tid IS NOT NULL")
+		tjoin = append(tjoin, "true")
+	}
+	for i, a := range p.Aggs {
+		if a.Mode != ModeExtreme {
+			continue
+		}
+		cmp := "<="
+		if a.Func == "max" {
+			cmp = ">="
+		}
+		asel = append(asel, fmt.Sprintf("%s(__oa%d) AS __m%d", a.Func, a.Arg, i))
+		olds = append(olds, fmt.Sprintf("__y.%s AS __o%d", ident(a.Name), i))
+		need = append(need, fmt.Sprintf("(__a.__m%d IS NOT NULL AND (__x.__o%d IS NULL OR __a.__m%d %s __x.__o%d))", i, i, i, cmp, i))
+		rsel = append(rsel, fmt.Sprintf("%s(__l.%s) AS __r%d", a.Func, ident(p.Args[a.Arg].Name), i))
+		rset = append(rset, fmt.Sprintf("%s = __r.__r%d", ident(a.Name), i))
+		rold = append(rold, fmt.Sprintf("__x.__o%d", i))
+		rnew = append(rnew, fmt.Sprintf("__z.__r%d", i))
+	}
+	if len(need) == 0 {
+		return "", false
+	}
+	affected := "SELECT " + strings.Join(asel, ", ") + " FROM " + changesTable + " WHERE __had"
+	if len(agroup) > 0 {
+		affected += " GROUP BY " + strings.Join(agroup, ", ")
+	}
+	distinct := "(" + strings.Join(append(rold, "NULL"), ", ") + ") IS DISTINCT FROM (" + strings.Join(append(rnew, "NULL"), ", ") + ")"
+	// The need filter only reads __a and __x, so PostgreSQL applies it
+	// before the lateral ledger scan.
+	return "UPDATE " + T + " __t SET " + strings.Join(rset, ", ") +
+		" FROM (SELECT __x.__tid, __z.* FROM (" + affected + ") __a" +
+		" CROSS JOIN LATERAL (SELECT __y.ctid AS __tid, " + strings.Join(olds, ", ") + " FROM " + T + " __y WHERE " + strings.Join(tjoin, " AND ") + " OFFSET 0) __x" +
+		" CROSS JOIN LATERAL (SELECT " + strings.Join(rsel, ", ") + " FROM " + L + " __l WHERE " + strings.Join(ajoin, " AND ") + ") __z" +
+		" WHERE (" + strings.Join(need, " OR ") + ") AND " + distinct + ") __r WHERE __t.ctid = __r.__tid", true
+}
+
 // oneRowSet is the SET list applying deltas __d to the single row of an
 // aggregate without GROUP BY.
 func oneRowSet(p *Plan) string {
@@ -422,6 +498,8 @@ func oneRowSet(p *Plan) string {
 			set = append(set, c+" = "+c+" + __d.__dn")
 		case ModeCount:
 			set = append(set, fmt.Sprintf("%s = %s + __d.__nn%d", c, c, i))
+		case ModeExtreme:
+			set = append(set, fmt.Sprintf("%s = %s(%s, __d.__x%d)", c, extremeFunc(a.Func), c, i))
 		case ModeSum:
 			nn := ident(a.NNCol())
 			set = append(set, fmt.Sprintf("%s = CASE WHEN %s + __d.__nn%d = 0 THEN NULL ELSE coalesce(%s, 0) + coalesce(__d.__s%d, 0) END", c, nn, i, c, i),

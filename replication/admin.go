@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
@@ -220,7 +221,7 @@ func EnsureSlot(ctx context.Context, q Querier, slot string) (created bool, cons
 	if err := ValidateSlotName(slot); err != nil {
 		return false, 0, err
 	}
-	info, err := SlotInfo(ctx, q, slot)
+	info, err := AwaitSlot(ctx, q, slot)
 	if err != nil {
 		return false, 0, err
 	}
@@ -248,6 +249,35 @@ func EnsureSlot(ctx context.Context, q Querier, slot string) (created bool, cons
 		return false, 0, fmt.Errorf("replication: create slot %q: %w", slot, err)
 	}
 	return true, l, nil
+}
+
+// slotCreatePoll is how often AwaitSlot looks again at a slot that another
+// session is still creating.
+const slotCreatePoll = 50 * time.Millisecond
+
+// AwaitSlot is SlotInfo, except that while another session is still
+// creating the logical slot it waits, bounded by ctx, until the creation
+// ends. Such a slot is listed (active, held by the creating backend) but has
+// no confirmed_flush_lsn until its snapshot is consistent, which waits for
+// every transaction running on the server. A client killed during
+// pg_create_logical_replication_slot leaves its backend to finish that
+// creation: a consumer that went on with the half-made slot would read its
+// start as 0, build from the source before the slot's consistent point
+// exists, and lose every commit between that build and the point, since
+// the slot never decodes them. A failed creation removes the slot, so the
+// wait ends with Exists false.
+func AwaitSlot(ctx context.Context, q Querier, slot string) (Slot, error) {
+	for {
+		s, err := SlotInfo(ctx, q, slot)
+		if err != nil || !s.Exists || s.SlotType != "logical" || s.ConfirmedFlush != 0 {
+			return s, err
+		}
+		select {
+		case <-ctx.Done():
+			return Slot{}, fmt.Errorf("replication: wait for slot %q, still being created by process %d: %w", slot, s.ActivePID, ctx.Err())
+		case <-time.After(slotCreatePoll):
+		}
+	}
 }
 
 // Slot describes a replication slot as pg_replication_slots shows it.

@@ -185,6 +185,81 @@ func TestSlot(t *testing.T) {
 	}
 }
 
+// TestAwaitSlotBeingCreated: a slot that another session is still creating
+// (a runner killed in pg_create_logical_replication_slot leaves its backend
+// finishing it) is listed without a confirmed position; AwaitSlot and
+// EnsureSlot wait for its consistent point instead of reporting 0.
+func TestAwaitSlotBeingCreated(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.NewDatabase(t)
+	holder, creator, conn := connect(t, dsn), connect(t, dsn), connect(t, dsn)
+	exec(t, conn, `CREATE TABLE held (id int PRIMARY KEY)`)
+	// An open transaction with an xid keeps the creation from reaching
+	// its consistent point.
+	exec(t, holder, `BEGIN`)
+	exec(t, holder, `INSERT INTO held VALUES (1)`)
+	created := make(chan string, 1)
+	go func() {
+		var lsn string
+		if err := creator.QueryRow(ctx, `SELECT lsn::text FROM pg_create_logical_replication_slot('s', 'pgoutput')`).Scan(&lsn); err != nil {
+			lsn = "error: " + err.Error()
+		}
+		created <- lsn
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := SlotInfo(ctx, conn, "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Exists {
+			if info.ConfirmedFlush != 0 || !info.Active {
+				t.Fatalf("slot being created: %+v, want active without a confirmed position", info)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the slot being created never appeared in pg_replication_slots")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// A cancelled query closes its connection: use one of its own.
+	short, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+	_, lsn, err := EnsureSlot(short, connect(t, dsn), "s")
+	cancel()
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("EnsureSlot while the slot is being created = %s, %v; want it to wait (deadline exceeded)", lsn, err)
+	}
+
+	type result struct {
+		info Slot
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		info, err := AwaitSlot(ctx, conn, "s")
+		got <- result{info, err}
+	}()
+	select {
+	case r := <-got:
+		t.Fatalf("AwaitSlot returned before the creation ended: %+v, %v", r.info, r.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	exec(t, holder, `COMMIT`)
+	want := <-created
+	r := <-got
+	if r.err != nil || !r.info.Exists || r.info.ConfirmedFlush.String() != want {
+		t.Fatalf("AwaitSlot = %+v, %v; want the created slot at %s", r.info, r.err, want)
+	}
+	if created, lsn, err := EnsureSlot(ctx, conn, "s"); err != nil || created || lsn.String() != want {
+		t.Fatalf("EnsureSlot after the creation = %v %s %v, want existing at %s", created, lsn, err, want)
+	}
+	if err := DropSlot(ctx, conn, "s"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestCheck(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.NewDatabase(t)
