@@ -345,7 +345,7 @@ func (r *runner) stream(ctx context.Context) error {
 				return perr
 			}
 			switch lost.Kind {
-			case replication.SlotInvalidated:
+			case replication.SlotInvalidated, replication.SlotUndecodable:
 				_ = replication.DropSlot(ctx, r.t.pool, r.slot)
 			case replication.PublicationMissing:
 				// pgoutput resolves the publication at the slot's position, so

@@ -73,6 +73,26 @@ func cmpExpr(e string, textCmp bool) string {
 	return e
 }
 
+// keyBounds is a redundant condition " AND col BETWEEN the batch's
+// smallest and largest first key value", or "" when the key type does not
+// qualify. PostgreSQL's merge join reads an index from its start, not from
+// the other side's first key: without the bounds, re-deriving a batch of
+// neighbouring keys far into a big table scans every index entry before
+// them, in each statement. Only types whose order has no collation qualify,
+// so the bounds compare exactly as the key table sorts.
+func keyBounds(p *Plan, col string) string {
+	t := p.Source.Key[0].Type
+	ok := false
+	for _, pre := range []string{"smallint", "integer", "bigint", "numeric", "date", "timestamp", "uuid"} {
+		ok = ok || strings.HasPrefix(t, pre)
+	}
+	if !ok {
+		return ""
+	}
+	return " AND " + col + " >= (SELECT __k0 FROM " + keysTable + " ORDER BY __k0 LIMIT 1)" +
+		" AND " + col + " <= (SELECT __k0 FROM " + keysTable + " ORDER BY __k0 DESC LIMIT 1)"
+}
+
 // BuildStatements generates the applier SQL for a plan.
 func BuildStatements(p *Plan) *Statements {
 	s := &Statements{}
@@ -93,7 +113,8 @@ func BuildStatements(p *Plan) *Statements {
 	for i, k := range p.Source.Key {
 		joinK = append(joinK, fmt.Sprintf("%s.%s = __k.__k%d", ref, ident(k.Name), i))
 	}
-	fromK := p.Source.From + " JOIN " + keysTable + " __k ON " + strings.Join(joinK, " AND ")
+	fromK := p.Source.From + " JOIN " + keysTable + " __k ON " + strings.Join(joinK, " AND ") +
+		keyBounds(p, fmt.Sprintf("%s.%s", ref, ident(p.Source.Key[0].Name)))
 	where := ""
 	if p.Where != "" {
 		where = " WHERE (" + p.Where + ")"
@@ -151,9 +172,12 @@ func buildRow(s *Statements, p *Plan, fromK, where string) {
 			" WHERE (" + strings.Join(oldVals, ", ") + ", NULL) IS DISTINCT FROM (" + strings.Join(newVals, ", ") + ", NULL)"
 	}
 	t := p.Target.Ident()
+	// Keys whose row left are found first (an anti-join of two small sets,
+	// kept apart by OFFSET 0), then probed in the target.
 	s.Apply = append(s.Apply, Step{Role: RoleRows, SQL: "WITH __n AS (SELECT " + strings.Join(sel, ", ") + " FROM " + fromK + where + "),\n" +
-		" __d AS (DELETE FROM " + t + " __t USING " + keysTable + " __k WHERE " + strings.Join(idKeyEq, " AND ") +
-		" AND NOT EXISTS (SELECT 1 FROM __n WHERE " + strings.Join(idEq, " AND ") + ") RETURNING 1),\n" +
+		" __d AS (DELETE FROM " + t + " __t USING (SELECT __k.* FROM " + keysTable + " __k WHERE NOT EXISTS (SELECT 1 FROM __n WHERE " +
+		strings.Join(idEq, " AND ") + ") OFFSET 0) __k WHERE " + strings.Join(idKeyEq, " AND ") +
+		keyBounds(p, "__t."+ident(p.Identity[0])) + " RETURNING 1),\n" +
 		" __u AS (INSERT INTO " + t + " AS __t (" + strings.Join(names, ", ") + ") SELECT " + strings.Join(names, ", ") +
 		" FROM __n" + conflict + " RETURNING 1)\n" +
 		"SELECT (SELECT count(*) FROM __d) + (SELECT count(*) FROM __u)"})
@@ -224,7 +248,7 @@ func buildAggregate(s *Statements, p *Plan, fromK, where string) {
 	}
 	changes := "SELECT " + strings.Join(csel, ", ") +
 		" FROM (SELECT " + strings.Join(nsel, ", ") + " FROM " + fromK + where + ") __n" +
-		" FULL JOIN (SELECT __l.* FROM " + L + " __l JOIN " + keysTable + " __k ON " + strings.Join(ljoin, " AND ") + ") __o" +
+		" FULL JOIN (SELECT __l.* FROM " + L + " __l JOIN " + keysTable + " __k ON " + strings.Join(ljoin, " AND ") + keyBounds(p, "__l.__k0") + ") __o" +
 		" ON " + strings.Join(fjoin, " AND ") +
 		" WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR (" + strings.Join(append(oldv, "NULL"), ", ") +
 		") IS DISTINCT FROM (" + strings.Join(append(newv, "NULL"), ", ") + ")"
@@ -248,7 +272,8 @@ func buildAggregate(s *Statements, p *Plan, fromK, where string) {
 		lvals = append(lvals, fmt.Sprintf("__na%d", i))
 		lset = append(lset, ident(a.Name)+" = EXCLUDED."+ident(a.Name))
 	}
-	s.Apply = append(s.Apply, Step{Role: RoleLedger, SQL: "DELETE FROM " + L + " __l USING " + changesTable + " __c WHERE " + strings.Join(lkeyEq, " AND ") + " AND NOT __c.__has"})
+	s.Apply = append(s.Apply, Step{Role: RoleLedger, SQL: "DELETE FROM " + L + " __l USING " + changesTable + " __c WHERE " + strings.Join(lkeyEq, " AND ") +
+		keyBounds(p, "__l.__k0") + " AND NOT __c.__has"})
 	lconf := " ON CONFLICT (" + keyList("__k", nk) + ") DO NOTHING"
 	if len(lset) > 0 {
 		lconf = " ON CONFLICT (" + keyList("__k", nk) + ") DO UPDATE SET " + strings.Join(lset, ", ")

@@ -26,6 +26,12 @@ const (
 	// consumer asked to resume from (StartLSN), so the changes in between
 	// will never be sent (slot advanced by hand, or re-created).
 	SlotAhead LostKind = "slot_ahead"
+	// SlotUndecodable: the server fails to decode the slot's WAL with an
+	// internal error every time it tries (for example PostgreSQL 15's
+	// "could not map filenode … to relation OID" after a TRUNCATE in a
+	// savepoint committed while the slot was being created): the slot can
+	// never move past that point.
+	SlotUndecodable LostKind = "slot_undecodable"
 )
 
 // SlotLostError reports that capture lost continuity: changes may have been
@@ -49,6 +55,8 @@ func (e *SlotLostError) Error() string {
 		s = fmt.Sprintf("replication slot %q was invalidated because the server removed WAL it still needed (max_slot_wal_keep_size); drop it and rebuild the transforms", e.Slot)
 	case PublicationMissing:
 		s = fmt.Sprintf("publication %q does not exist at the slot's position; recreate the publication and slot %q and rebuild the transforms", e.Publication, e.Slot)
+	case SlotUndecodable:
+		s = fmt.Sprintf("the server cannot decode the WAL of replication slot %q (%s); the slot must be re-created and the transforms rebuilt", e.Slot, e.Detail)
 	case SlotAhead:
 		s = fmt.Sprintf("replication slot %q has confirmed changes beyond the position the consumer resumes from (%s), so the changes in between are lost; rebuild the transforms", e.Slot, e.Detail)
 	default:

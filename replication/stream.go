@@ -48,6 +48,13 @@ type Config struct {
 	BackoffMin   time.Duration
 	BackoffMax   time.Duration
 	BackoffReset time.Duration
+	// InternalErrorLimit is how many sessions in a row may end with the
+	// server's internal error (SQLSTATE XX000) before Run reports the slot
+	// undecodable (default 5).
+	InternalErrorLimit int
+
+	// session replaces runSession in tests of the retry policy.
+	session func(ctx context.Context, cfg *Config, sink decode.Sink, log *slog.Logger) error
 }
 
 func (c Config) withDefaults() Config {
@@ -56,6 +63,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.InternalErrorLimit <= 0 {
+		c.InternalErrorLimit = 5
 	}
 	if c.BackoffMin <= 0 {
 		c.BackoffMin = 100 * time.Millisecond
@@ -117,9 +127,14 @@ func Run(ctx context.Context, cfg Config, sink decode.Sink) error {
 	cfg = cfg.withDefaults()
 	log := cfg.Logger.With("slot", cfg.Slot)
 	backoff := cfg.BackoffMin
+	internal := 0 // consecutive sessions ended by the server's internal error
+	session := runSession
+	if cfg.session != nil {
+		session = cfg.session
+	}
 	for {
 		began := time.Now()
-		err := runSession(ctx, &cfg, sink, log)
+		err := session(ctx, &cfg, sink, log)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -129,6 +144,16 @@ func Run(ctx context.Context, cfg Config, sink decode.Sink) error {
 		}
 		if p := classify(err, cfg.Slot, cfg.Publication); p != nil {
 			return p
+		}
+		if pgCode(err) == "XX000" {
+			// An internal error while decoding repeats at the same WAL
+			// position on every attempt; retrying forever would hide it.
+			if internal++; internal >= cfg.InternalErrorLimit {
+				return &SlotLostError{Kind: SlotUndecodable, Slot: cfg.Slot, Publication: cfg.Publication,
+					Detail: fmt.Sprintf("%d attempts in a row failed", internal), Err: err}
+			}
+		} else {
+			internal = 0
 		}
 		if time.Since(began) >= cfg.BackoffReset {
 			backoff = cfg.BackoffMin

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/trellis-repl/trellis-repl/decode"
 	"github.com/trellis-repl/trellis-repl/internal/pgtest"
@@ -370,4 +371,42 @@ func TestRunErrors(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestInternalErrorsEndRun: sessions that keep ending with the server's
+// internal error (as decoding does when it cannot map a relation) make Run
+// report the slot undecodable instead of retrying forever; any other
+// failure in between starts the count again.
+func TestInternalErrorsEndRun(t *testing.T) {
+	internal := &pgconn.PgError{Code: "XX000", Message: `could not map filenode "base/1/2" to relation OID`}
+	tests := []struct {
+		name     string
+		errs     []error // returned by successive sessions, then internal forever
+		sessions int     // sessions run before Run returns
+	}{
+		{name: "internal errors only", sessions: 3},
+		{name: "a network error resets the count", errs: []error{internal, internal, errors.New("EOF"), internal}, sessions: 6},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n := 0
+			cfg := Config{DSN: "host=localhost", Slot: "s", Publication: "p", BackoffMin: time.Millisecond, BackoffMax: time.Millisecond,
+				InternalErrorLimit: 3,
+				session: func(context.Context, *Config, decode.Sink, *slog.Logger) error {
+					n++
+					if n <= len(tc.errs) {
+						return tc.errs[n-1]
+					}
+					return internal
+				}}
+			err := Run(context.Background(), cfg, &recSink{})
+			var lost *SlotLostError
+			if !errors.As(err, &lost) || lost.Kind != SlotUndecodable || !errors.Is(err, internal) {
+				t.Fatalf("Run = %v, want a SlotUndecodable SlotLostError wrapping the server's error", err)
+			}
+			if n != tc.sessions {
+				t.Errorf("Run gave up after %d sessions, want %d", n, tc.sessions)
+			}
+		})
+	}
 }
