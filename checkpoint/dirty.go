@@ -62,6 +62,8 @@ type Batch struct {
 	// All is true when Keys and Truncated are the transform's whole dirty
 	// set at the moment of reading.
 	All bool
+
+	watch uint64 // the Take's watch (see Done)
 }
 
 // MaxLSN returns the largest LSN among the batch's keys and markers: the
@@ -165,6 +167,17 @@ func (s *Store) Take(transform int64, limit int) (Batch, error) {
 	// visible before it was published, so the iterator (a consistent
 	// point-in-time view opened after) sees all of it.
 	out := Batch{UpTo: s.received.Load()}
+	// From here on, Record notes the keys it marks for this transform, so
+	// Done knows which of the batch's keys changed without reading each.
+	// Registered before the iterator opens: a mark is either in its view or
+	// in the watch.
+	s.mu.Lock()
+	if s.watch[transform] == nil {
+		s.watchSeq++
+		s.watch[transform] = &watch{id: s.watchSeq, marked: make(map[string]uint64)}
+	}
+	out.watch = s.watch[transform].id
+	s.mu.Unlock()
 	pfx := dirtyPrefix(transform)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: pfx, UpperBound: prefixEnd(pfx)})
 	if err != nil {
@@ -252,17 +265,30 @@ func (s *Store) Done(transform int64, b Batch) error {
 	defer s.mu.Unlock()
 	seen := make(map[string]struct{}, len(b.Keys))
 	removed := int64(0)
+	// The keys marked since this batch's Take, when that watch is still
+	// the transform's; otherwise every entry is read.
+	var marked map[string]uint64
+	if w := s.watch[transform]; w != nil && w.id == b.watch {
+		marked = w.marked
+		delete(s.watch, transform)
+	}
 	del := func(k []byte, version uint64) (bool, error) {
 		if _, dup := seen[string(k)]; dup {
 			return false, nil
 		}
-		v, ok, err := s.get(k)
-		if err != nil || !ok {
-			return false, err
-		}
-		_, cur, err := decodeValue(v)
-		if err != nil || cur != version {
-			return false, err
+		if cur, again := marked[string(k)]; again {
+			if cur != version {
+				return false, nil // dirtied again since Take
+			}
+		} else if marked == nil {
+			v, ok, err := s.get(k)
+			if err != nil || !ok {
+				return false, err
+			}
+			_, cur, err := decodeValue(v)
+			if err != nil || cur != version {
+				return false, err
+			}
 		}
 		seen[string(k)] = struct{}{}
 		return true, pb.Delete(k, nil)
@@ -317,6 +343,7 @@ func (s *Store) DropTransform(transform int64) error {
 	s.cursorMu.Unlock()
 	s.mu.Lock()
 	delete(s.pending, transform)
+	delete(s.watch, transform)
 	return s.commitSynced(b, 0)
 }
 
@@ -343,7 +370,7 @@ func (s *Store) newWriter(b *pebble.Batch) *writer {
 }
 
 func (w *writer) markKey(transform int64, table uint32, key []byte, lsn uint64) error {
-	isNew, err := w.set(dirtyKey(transform, table, key), lsn)
+	isNew, err := w.set(transform, dirtyKey(transform, table, key), lsn)
 	if isNew {
 		w.delta[transform]++
 	}
@@ -351,11 +378,11 @@ func (w *writer) markKey(transform int64, table uint32, key []byte, lsn uint64) 
 }
 
 func (w *writer) markTrunc(transform int64, table uint32, lsn uint64) error {
-	_, err := w.set(truncKey(transform, table), lsn)
+	_, err := w.set(transform, truncKey(transform, table), lsn)
 	return err
 }
 
-func (w *writer) set(k []byte, lsn uint64) (isNew bool, err error) {
+func (w *writer) set(transform int64, k []byte, lsn uint64) (isNew bool, err error) {
 	prev, inBatch := w.seen[string(k)]
 	if !inBatch {
 		v, ok, err := w.s.get(k)
@@ -373,6 +400,9 @@ func (w *writer) set(k []byte, lsn uint64) (isNew bool, err error) {
 	w.seen[string(k)] = lsn
 	ver := w.s.nextVersion
 	w.s.nextVersion++
+	if watch := w.s.watch[transform]; watch != nil {
+		watch.marked[string(k)] = ver
+	}
 	return isNew, w.b.Set(k, encodeValue(lsn, ver), nil)
 }
 
@@ -389,4 +419,11 @@ func (w *writer) abort(err error) error {
 	w.s.mu.Unlock()
 	_ = w.b.Close()
 	return err
+}
+
+// watch records the keys marked for a transform since a Take, so that Done
+// can delete the batch's other keys without reading them.
+type watch struct {
+	id     uint64
+	marked map[string]uint64 // dirty-set key -> version written
 }

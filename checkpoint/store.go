@@ -61,8 +61,12 @@ type Store struct {
 	// mu serializes every read-modify-write of dirty entries (so Done's
 	// version compare and its delete are atomic with respect to Record) and
 	// guards the fields below.
-	mu          sync.Mutex
-	pending     map[int64]int64 // dirty key count per transform
+	mu      sync.Mutex
+	pending map[int64]int64 // dirty key count per transform
+	// watch holds, per transform with a Take outstanding, the keys marked
+	// since and their versions (see Take and Done).
+	watch       map[int64]*watch
+	watchSeq    uint64
 	nextVersion uint64
 	recvWritten uint64 // highest received LSN written to any batch
 	recvDefer   uint64 // AdvanceReceived value not yet written
@@ -108,7 +112,7 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: open pebble in %s: %w", dir, err)
 	}
-	s := &Store{db: db, log: logger, pending: make(map[int64]int64), nextVersion: 1, cursors: make(map[int64][]byte)}
+	s := &Store{db: db, log: logger, pending: make(map[int64]int64), watch: make(map[int64]*watch), nextVersion: 1, cursors: make(map[int64][]byte)}
 	if err := s.load(); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}

@@ -61,7 +61,12 @@ func NewApplier(ctx context.Context, cfg *pgx.ConnConfig, cat catalog.Catalog, i
 	if err != nil {
 		return nil, fmt.Errorf("connect applier for %s: %w", p.Target.Name, err)
 	}
-	a := &Applier{ID: id, Plan: p, Stmts: BuildStatements(p), cat: cat, conn: conn, log: log}
+	var version int
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		conn.Close(ctx)
+		return nil, fmt.Errorf("read server version: %w", err)
+	}
+	a := &Applier{ID: id, Plan: p, Stmts: BuildStatements(p, version), cat: cat, conn: conn, log: log}
 	for _, kv := range sessionSettings {
 		if _, err := conn.Exec(ctx, `SELECT set_config($1, $2, false)`, kv[0], kv[1]); err != nil {
 			conn.Close(ctx)

@@ -85,6 +85,14 @@ func mustEqual(t *testing.T, ctx context.Context, conn *pgx.Conn, p *Plan, when 
 // TestApplyConverges drives the re-derive SQL directly: random writes, then
 // re-derive exactly the touched keys, then compare target and query.
 func TestApplyConverges(t *testing.T) {
+	// 0: the statements for this server (MERGE on 15+); 140000: the ones
+	// for servers before 15.
+	for _, version := range []int{0, 140000} {
+		t.Run(fmt.Sprint("version=", version), func(t *testing.T) { testApplyConverges(t, version) })
+	}
+}
+
+func testApplyConverges(t *testing.T, version int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dsn := pgtest.NewDatabase(t)
@@ -115,6 +123,9 @@ func TestApplyConverges(t *testing.T) {
 		a, err := NewApplier(ctx, cfg, cat, id, p, nil)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if version != 0 {
+			a.Stmts = BuildStatements(p, version)
 		}
 		defer a.Close(ctx)
 		appliers = append(appliers, a)

