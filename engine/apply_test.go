@@ -115,6 +115,8 @@ func testApplyConverges(t *testing.T, version int) {
 		`CREATE TRANSFORM agg3 AS SELECT g % 3 AS m, b, sum(a) AS sa FROM src GROUP BY 1, b`,
 		`CREATE TRANSFORM agg4 AS SELECT g, v > 2 AS big, min(v) AS lo, max(v) AS hi, min(b) AS mb, max(upper(b)) AS mu FROM src GROUP BY g, 2`,
 		`CREATE TRANSFORM agg5 AS SELECT min(f) AS lo, max(b) AS hb, max(a) AS ha FROM src WHERE g IS NOT NULL`,
+		`CREATE TRANSFORM agg6 AS SELECT g, min(v) AS lo, max(v) AS hi, count(*) AS n FROM src GROUP BY g`,
+		`CREATE TRANSFORM agg7 AS SELECT b, min(v) AS lo, max(v) AS hi FROM src GROUP BY b`,
 	}
 	cfg, _ := pgx.ParseConfig(dsn)
 	var appliers []*Applier

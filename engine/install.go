@@ -84,8 +84,14 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 		ddl = append(ddl, "CREATE TABLE "+p.Ledger.Ident()+" ("+strings.Join(lcols, ", ")+") WITH (fillfactor = 80)")
 		if p.readsLedgerByGroup() && len(p.Groups) > 0 {
 			// Only recomputed aggregates read the ledger by group; the index
-			// would make every group move a non-HOT update otherwise.
-			ddl = append(ddl, "CREATE INDEX ON "+p.Ledger.Ident()+" ("+keyList("__g", len(p.Groups))+")")
+			// would make every group move a non-HOT update otherwise. When
+			// min/max read one argument, it ends the index: their recompute
+			// is then one index probe per group (ADR 0005).
+			cols := keyList("__g", len(p.Groups))
+			if arg := p.extremeArg(); arg >= 0 {
+				cols += ", " + ident(p.Args[arg].Name)
+			}
+			ddl = append(ddl, "CREATE INDEX ON "+p.Ledger.Ident()+" ("+cols+")")
 		}
 	}
 	for _, s := range ddl {
@@ -167,6 +173,22 @@ func (p *Plan) readsLedgerByGroup() bool {
 		}
 	}
 	return false
+}
+
+// extremeArg is the ledger argument all min/max aggregates read, or -1
+// when there is none or more than one.
+func (p *Plan) extremeArg() int {
+	arg := -1
+	for _, a := range p.Aggs {
+		if a.Mode != ModeExtreme {
+			continue
+		}
+		if arg >= 0 && a.Arg != arg {
+			return -1
+		}
+		arg = a.Arg
+	}
+	return arg
 }
 
 func (p *Plan) hasRecompute() bool {

@@ -512,18 +512,16 @@ func extremeFunc(agg string) string {
 // raised it by the values added). Any other group's extreme is exact
 // already: every value it lost was beyond it.
 func extremeRecompute(p *Plan) (string, bool) {
-	T, L := p.Target.Ident(), p.Ledger.Ident()
+	T := p.Target.Ident()
 	var asel, agroup, tjoin, ajoin, olds, need, rsel, rset, rold, rnew []string
 	for i, g := range p.Groups {
 		asel = append(asel, fmt.Sprintf("__og%d AS __g%d", i, i))
 		agroup = append(agroup, fmt.Sprintf("__og%d", i))
-		ajoin = append(ajoin, nullSafeEq(fmt.Sprintf("__l.__g%d", i), fmt.Sprintf("__a.__g%d", i), g.NotNull))
 		tjoin = append(tjoin, nullSafeEq("__y."+ident(g.Name), fmt.Sprintf("__a.__g%d", i), g.NotNull))
 	}
+	// The reference keeps the ledger reads lateral, after the need filter.
+	ajoin = append(ajoin, "__x.__tid IS NOT NULL")
 	if len(p.Groups) == 0 {
-		// The one row: the reference keeps the ledger scan lateral, so it
-		// only runs when the target row needs it.
-		ajoin = append(ajoin, "__x.__tid IS NOT NULL")
 		tjoin = append(tjoin, "true")
 	}
 	for i, a := range p.Aggs {
@@ -537,7 +535,7 @@ func extremeRecompute(p *Plan) (string, bool) {
 		asel = append(asel, fmt.Sprintf("%s(__oa%d) AS __m%d", a.Func, a.Arg, i))
 		olds = append(olds, fmt.Sprintf("__y.%s AS __o%d", ident(a.Name), i))
 		need = append(need, fmt.Sprintf("(__a.__m%d IS NOT NULL AND (__x.__o%d IS NULL OR __a.__m%d %s __x.__o%d))", i, i, i, cmp, i))
-		rsel = append(rsel, fmt.Sprintf("%s(__l.%s) AS __r%d", a.Func, ident(p.Args[a.Arg].Name), i))
+		rsel = append(rsel, extremeOfGroup(p, a)+fmt.Sprintf(" AS __r%d", i))
 		rset = append(rset, fmt.Sprintf("%s = __r.__r%d", ident(a.Name), i))
 		rold = append(rold, fmt.Sprintf("__x.__o%d", i))
 		rnew = append(rnew, fmt.Sprintf("__z.__r%d", i))
@@ -555,8 +553,39 @@ func extremeRecompute(p *Plan) (string, bool) {
 	return "UPDATE " + T + " __t SET " + strings.Join(rset, ", ") +
 		" FROM (SELECT __x.__tid, __z.* FROM (" + affected + ") __a" +
 		" CROSS JOIN LATERAL (SELECT __y.ctid AS __tid, " + strings.Join(olds, ", ") + " FROM " + T + " __y WHERE " + strings.Join(tjoin, " AND ") + " OFFSET 0) __x" +
-		" CROSS JOIN LATERAL (SELECT " + strings.Join(rsel, ", ") + " FROM " + L + " __l WHERE " + strings.Join(ajoin, " AND ") + ") __z" +
+		" CROSS JOIN LATERAL (SELECT " + strings.Join(rsel, ", ") + " WHERE " + strings.Join(ajoin, " AND ") + ") __z" +
 		" WHERE (" + strings.Join(need, " OR ") + ") AND " + distinct + ") __r WHERE __t.ctid = __r.__tid", true
+}
+
+// extremeOfGroup is a scalar subquery for min or max of a's argument over
+// the ledger rows of group __a. Each form names the group with plain
+// equalities or IS NULL, so PostgreSQL answers it from the ledger's
+// (group, argument) index with one index probe (its min/max rewrite);
+// matching NULL groups with OR would read every row of the group. With
+// several nullable group columns the OR form stays (2^n forms otherwise).
+func extremeOfGroup(p *Plan, a AggCol) string {
+	L := p.Ledger.Ident()
+	agg := fmt.Sprintf("(SELECT %s(__l.%s) FROM %s __l WHERE ", a.Func, ident(p.Args[a.Arg].Name), L)
+	var eq, nullable []string
+	for i, g := range p.Groups {
+		eq = append(eq, fmt.Sprintf("__l.__g%d = __a.__g%d", i, i))
+		if !g.NotNull {
+			nullable = append(nullable, fmt.Sprint(i))
+		}
+	}
+	switch {
+	case len(p.Groups) == 0:
+		return agg + "true)"
+	case len(nullable) == 0:
+		return agg + strings.Join(eq, " AND ") + ")"
+	case len(p.Groups) == 1:
+		return "CASE WHEN __a.__g0 IS NULL THEN " + agg + "__l.__g0 IS NULL) ELSE " + agg + eq[0] + ") END"
+	}
+	var ors []string
+	for i, g := range p.Groups {
+		ors = append(ors, nullSafeEq(fmt.Sprintf("__l.__g%d", i), fmt.Sprintf("__a.__g%d", i), g.NotNull))
+	}
+	return agg + strings.Join(ors, " AND ") + ")"
 }
 
 // oneRowSet is the SET list applying deltas __d to the single row of an
