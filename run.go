@@ -515,30 +515,12 @@ func (r *runner) installCapture(ctx context.Context, p *engine.Plan) error {
 		r.captureMu.Unlock()
 		return err
 	}
-	var xid string
-	if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id()::text`).Scan(&xid); err != nil {
-		r.captureMu.Unlock()
-		return err
-	}
 	if err := tx.Commit(ctx); err != nil {
 		r.captureMu.Unlock()
 		return err
 	}
 	r.captureMu.Unlock()
-	for {
-		var done bool
-		if err := r.t.pool.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8`, xid).Scan(&done); err != nil {
-			return err
-		}
-		if done {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	return replication.Fence(ctx, r.t.pool)
 }
 
 // pruneVisibility drops visibility entries of transactions that new

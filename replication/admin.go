@@ -390,3 +390,37 @@ func pgCode(err error) string {
 	}
 	return ""
 }
+
+// fencePoll is how often Fence looks at the running transactions again.
+const fencePoll = 20 * time.Millisecond
+
+// Fence waits until every transaction that holds an xid now has ended.
+// Called right after the commit that added a table to the publication, it
+// makes a later read of the table see every change the slot will not
+// deliver: a change is published only if it comes after that commit in the
+// WAL, and any transaction that wrote the table before it had an xid by
+// then. (Waiting only for xids up to the publishing transaction's own is
+// not enough: a writer may take its xid after that one and still write
+// before the commit.) It assigns itself a fresh xid as the horizon: xids
+// are handed out in order, and a snapshot's xmax would not do (it is the
+// latest completed xid plus one, below running ones it does not list).
+func Fence(ctx context.Context, q Querier) error {
+	var horizon string
+	if err := q.QueryRow(ctx, `SELECT pg_current_xact_id()::text`).Scan(&horizon); err != nil {
+		return fmt.Errorf("replication: fence: %w", err)
+	}
+	for {
+		var done bool
+		if err := q.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8`, horizon).Scan(&done); err != nil {
+			return fmt.Errorf("replication: fence: %w", err)
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("replication: fence: %w", ctx.Err())
+		case <-time.After(fencePoll):
+		}
+	}
+}

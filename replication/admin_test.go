@@ -397,3 +397,35 @@ func TestEncodeStatus(t *testing.T) {
 		t.Errorf("encodeStatus = %v\nwant %v", buf, want)
 	}
 }
+
+// TestFenceWaitsForWriters: Fence returns only once every transaction that
+// held an xid when it was called has ended — including one that took its
+// xid after the publishing transaction's own.
+func TestFenceWaitsForWriters(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.NewDatabase(t)
+	publisher, writer, conn := connect(t, dsn), connect(t, dsn), connect(t, dsn)
+	exec(t, conn, `CREATE TABLE f (id int PRIMARY KEY)`)
+	exec(t, conn, `CREATE PUBLICATION fp`)
+	exec(t, publisher, `BEGIN`)
+	exec(t, publisher, `ALTER PUBLICATION fp ADD TABLE f`) // takes its xid first
+	exec(t, writer, `BEGIN`)
+	exec(t, writer, `INSERT INTO f VALUES (1)`) // a later xid, before the commit
+	exec(t, publisher, `COMMIT`)
+	done := make(chan error, 1)
+	go func() { done <- Fence(ctx, conn) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Fence returned while a writer that wrote before the publication's commit is open: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	exec(t, writer, `COMMIT`)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Fence did not return after the writer committed")
+	}
+}
