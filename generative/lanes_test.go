@@ -127,15 +127,7 @@ func TestSeed(t *testing.T) {
 func TestRegressions(t *testing.T) {
 	progs := map[string]*Program{}
 	if f := os.Getenv("TRELLIS_GEN_FILE"); f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := Parse(string(b))
-		if err != nil {
-			t.Fatal(err)
-		}
-		progs[filepath.Base(f)] = p
+		progs[filepath.Base(f)] = readProgram(t, f)
 	} else {
 		dir, err := RegressionDir()
 		if err != nil {
@@ -190,14 +182,7 @@ func TestShrinkFile(t *testing.T) {
 	if f == "" {
 		t.Skip("set TRELLIS_GEN_SHRINK_FILE to shrink a failing program")
 	}
-	b, err := os.ReadFile(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := Parse(string(b))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := readProgram(t, f)
 	env := shared.get(t)
 	attempts := int(envInt("TRELLIS_GEN_SHRINK_ATTEMPTS", 1))
 	var res Result
@@ -216,4 +201,18 @@ func TestShrinkFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("shrunk in %d runs to %d steps, %d ops: %s\n%s", tries, len(min.Steps), min.Ops(), path, min.Format())
+}
+
+// readProgram parses the program in file f.
+func readProgram(t *testing.T, f string) *Program {
+	t.Helper()
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Parse(string(b))
+	if err != nil {
+		t.Fatalf("%s: %v", f, err)
+	}
+	return p
 }
