@@ -220,14 +220,17 @@ func (r *runner) prepareSlot(ctx context.Context, reason string) error {
 	return nil
 }
 
-// pauseAll pauses every running transform with a disruption.
+// pauseAll pauses every transform with a disruption, except those whose
+// build has not started: they are built from scratch after this point
+// (typically RESUMEd just before the runner started), so nothing of
+// theirs was missed.
 func (r *runner) pauseAll(ctx context.Context, why string) error {
 	ts, err := r.t.cat.List(ctx, r.t.pool)
 	if err != nil {
 		return err
 	}
 	for _, tr := range ts {
-		if tr.State == catalog.StatePaused {
+		if tr.State == catalog.StatePaused || tr.State == catalog.StateWaiting {
 			continue
 		}
 		f := &catalog.Failure{Kind: catalog.FailureDisruption, DetectedAt: time.Now().UTC(),
