@@ -176,7 +176,8 @@ func (p *Plan) readsLedgerByGroup() bool {
 }
 
 // extremeArg is the ledger argument all min/max aggregates read, or -1
-// when there is none or more than one.
+// when there is none, more than one, or its values may be too long for an
+// index entry (a text of a few kB would make every ledger write fail).
 func (p *Plan) extremeArg() int {
 	arg := -1
 	for _, a := range p.Aggs {
@@ -188,7 +189,21 @@ func (p *Plan) extremeArg() int {
 		}
 		arg = a.Arg
 	}
+	if arg < 0 || !boundedWidth(p.Args[arg].Type) {
+		return -1
+	}
 	return arg
+}
+
+// boundedWidth: values of the type always fit an index entry.
+func boundedWidth(typ string) bool {
+	for _, pre := range []string{"smallint", "integer", "bigint", "real", "double precision", "numeric",
+		"date", "timestamp", "time", "interval", "uuid", "boolean", "money", "oid"} {
+		if strings.HasPrefix(typ, pre) {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *Plan) hasRecompute() bool {
