@@ -207,7 +207,10 @@ func (r *runner) prepareSlot(ctx context.Context, reason string) error {
 		}
 	}
 	if disruption != "" {
-		if err := r.pauseAll(ctx, disruption); err != nil {
+		// No worker runs yet: a transform still waiting for its build will
+		// install its capture on the slot as it is now, so it missed nothing
+		// (typically one RESUMEd just before this start).
+		if err := r.pauseAll(ctx, disruption, true); err != nil {
 			return err
 		}
 	}
@@ -220,17 +223,16 @@ func (r *runner) prepareSlot(ctx context.Context, reason string) error {
 	return nil
 }
 
-// pauseAll pauses every transform with a disruption, except those whose
-// build has not started: they are built from scratch after this point
-// (typically RESUMEd just before the runner started), so nothing of
-// theirs was missed.
-func (r *runner) pauseAll(ctx context.Context, why string) error {
+// pauseAll pauses every transform with a disruption; with skipWaiting,
+// not those waiting for their build. Only safe while no worker runs: a
+// running worker may be between installing its capture and building.
+func (r *runner) pauseAll(ctx context.Context, why string, skipWaiting bool) error {
 	ts, err := r.t.cat.List(ctx, r.t.pool)
 	if err != nil {
 		return err
 	}
 	for _, tr := range ts {
-		if tr.State == catalog.StatePaused || tr.State == catalog.StateWaiting {
+		if tr.State == catalog.StatePaused || skipWaiting && tr.State == catalog.StateWaiting {
 			continue
 		}
 		f := &catalog.Failure{Kind: catalog.FailureDisruption, DetectedAt: time.Now().UTC(),
@@ -344,7 +346,7 @@ func (r *runner) stream(ctx context.Context) error {
 		if errors.As(err, &lost) {
 			r.metrics.Reconnects.Inc()
 			r.t.log.Error("capture disruption", "err", err)
-			if perr := r.pauseAll(ctx, lost.Error()); perr != nil {
+			if perr := r.pauseAll(ctx, lost.Error(), false); perr != nil {
 				return perr
 			}
 			switch lost.Kind {
