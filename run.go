@@ -459,7 +459,11 @@ func (r *runner) reconcile(ctx context.Context) error {
 	}
 	for id, tr := range want {
 		if w, ok := r.workers[id]; ok {
-			w.catalogChanged()
+			if tr.State != catalog.StateLive {
+				// Only the worker makes a transform live; any other state
+				// under a running worker is a RESUME it has not seen.
+				w.catalogChanged()
+			}
 			w.notify()
 			continue
 		}

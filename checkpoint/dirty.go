@@ -177,6 +177,7 @@ func (s *Store) Take(transform int64, limit int) (Batch, error) {
 		s.watch[transform] = &watch{id: s.watchSeq, marked: make(map[string]uint64)}
 	}
 	out.watch = s.watch[transform].id
+	from := s.cursors[transform]
 	s.mu.Unlock()
 	pfx := dirtyPrefix(transform)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: pfx, UpperBound: prefixEnd(pfx)})
@@ -193,9 +194,6 @@ func (s *Store) Take(transform int64, limit int) (Batch, error) {
 		out.Truncated = append(out.Truncated, Truncation{Table: binary.BigEndian.Uint32(k[len(tp):]), LSN: lsn, Version: ver})
 	}
 	kp := keyPrefix(transform)
-	s.cursorMu.Lock()
-	from := s.cursors[transform]
-	s.cursorMu.Unlock()
 	if from == nil {
 		from = kp
 	}
@@ -237,13 +235,13 @@ func (s *Store) Take(transform int64, limit int) (Batch, error) {
 		return Batch{}, fmt.Errorf("checkpoint: take %d: %w", transform, err)
 	}
 	out.All = full
-	s.cursorMu.Lock()
+	s.mu.Lock()
 	if full || last == nil {
 		delete(s.cursors, transform)
 	} else {
 		s.cursors[transform] = append(last, 0) // the next key after last
 	}
-	s.cursorMu.Unlock()
+	s.mu.Unlock()
 	return out, nil
 }
 
@@ -338,10 +336,8 @@ func (s *Store) DropTransform(transform int64) error {
 	pfx := dirtyPrefix(transform)
 	b := s.db.NewBatch()
 	_ = b.DeleteRange(pfx, prefixEnd(pfx), nil)
-	s.cursorMu.Lock()
-	delete(s.cursors, transform)
-	s.cursorMu.Unlock()
 	s.mu.Lock()
+	delete(s.cursors, transform)
 	delete(s.pending, transform)
 	delete(s.watch, transform)
 	return s.commitSynced(b, 0)

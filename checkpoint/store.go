@@ -67,14 +67,11 @@ type Store struct {
 	// since and their versions (see Take and Done).
 	watch       map[int64]*watch
 	watchSeq    uint64
+	cursors     map[int64][]byte // where each transform's next Take starts
 	nextVersion uint64
 	recvWritten uint64 // highest received LSN written to any batch
 	recvDefer   uint64 // AdvanceReceived value not yet written
 	lastSync    time.Time
-
-	// cursors is where each transform's next Take starts (see Take).
-	cursorMu sync.Mutex
-	cursors  map[int64][]byte
 
 	// xids mirrors the visibility entries (see xids.go).
 	xids xidLog

@@ -196,12 +196,15 @@ func (a *Applier) Apply(ctx context.Context, b Batch) (int64, error) {
 		// thousands of keys and scans whole tables to re-derive a few (80x
 		// slower for 30 keys of a 100k-row table).
 		batch.Queue("ANALYZE " + keysTable)
+		if a.Stmts.LoadBounds != "" {
+			batch.Queue(a.Stmts.LoadBounds)
+		}
 		steps := a.steps()
 		for _, st := range steps {
 			batch.Queue(st.SQL)
 		}
 		br := tx.SendBatch(ctx, batch)
-		for range 2 {
+		for range batch.Len() - len(steps) {
 			if _, err := br.Exec(); err != nil {
 				br.Close()
 				return 0, fmt.Errorf("load keys: %w", err)

@@ -12,6 +12,9 @@ type Statements struct {
 	Setup []string
 	// LoadKeys inserts the batch's keys (one text[] parameter per key column).
 	LoadKeys string
+	// LoadBounds records the batch's first and last key value for
+	// keyBounds, after LoadKeys ("" when the key type does not qualify).
+	LoadBounds string
 	// Apply re-derives the loaded keys and writes ledger and target, in order.
 	Apply []Step
 	// EnumSource lists source keys after a cursor, in key order, as text
@@ -58,6 +61,7 @@ const (
 const keysTable = "pg_temp.__trellis_k"
 const changesTable = "pg_temp.__trellis_c"
 const emptyTable = "pg_temp.__trellis_e"
+const boundsTable = "pg_temp.__trellis_b"
 
 // nullSafeEq compares two expressions with NULL equal to NULL in a form
 // PostgreSQL can still drive through a btree index (a BitmapOr of `=` and
@@ -76,24 +80,29 @@ func cmpExpr(e string, textCmp bool) string {
 	return e
 }
 
+// boundable: the first key column's type orders without a collation, so
+// bounds taken from the key table compare exactly as it sorts.
+func boundable(p *Plan) bool {
+	for _, pre := range []string{"smallint", "integer", "bigint", "numeric", "date", "timestamp", "uuid"} {
+		if strings.HasPrefix(p.Source.Key[0].Type, pre) {
+			return true
+		}
+	}
+	return false
+}
+
 // keyBounds is a redundant condition " AND col BETWEEN the batch's
 // smallest and largest first key value", or "" when the key type does not
 // qualify. PostgreSQL's merge join reads an index from its start, not from
 // the other side's first key: without the bounds, re-deriving a batch of
 // neighbouring keys far into a big table scans every index entry before
-// them, in each statement. Only types whose order has no collation qualify,
-// so the bounds compare exactly as the key table sorts.
+// them, in each statement. The values are found once per batch
+// (LoadBounds), not by each statement.
 func keyBounds(p *Plan, col string) string {
-	t := p.Source.Key[0].Type
-	ok := false
-	for _, pre := range []string{"smallint", "integer", "bigint", "numeric", "date", "timestamp", "uuid"} {
-		ok = ok || strings.HasPrefix(t, pre)
-	}
-	if !ok {
+	if !boundable(p) {
 		return ""
 	}
-	return " AND " + col + " >= (SELECT __k0 FROM " + keysTable + " ORDER BY __k0 LIMIT 1)" +
-		" AND " + col + " <= (SELECT __k0 FROM " + keysTable + " ORDER BY __k0 DESC LIMIT 1)"
+	return " AND " + col + " >= (SELECT __lo FROM " + boundsTable + ") AND " + col + " <= (SELECT __hi FROM " + boundsTable + ")"
 }
 
 // BuildStatements generates the applier SQL for a plan, for a server of
@@ -109,6 +118,11 @@ func BuildStatements(p *Plan, serverVersion int) *Statements {
 		ucols = append(ucols, fmt.Sprintf("c%d", i))
 	}
 	s.Setup = append(s.Setup, "CREATE TEMP TABLE IF NOT EXISTS __trellis_k ("+strings.Join(kcols, ", ")+") ON COMMIT DELETE ROWS")
+	if boundable(p) {
+		s.Setup = append(s.Setup, fmt.Sprintf("CREATE TEMP TABLE IF NOT EXISTS __trellis_b (__lo %s, __hi %s) ON COMMIT DELETE ROWS", p.Source.Key[0].Type, p.Source.Key[0].Type))
+		s.LoadBounds = "INSERT INTO " + boundsTable + " SELECT (SELECT __k0 FROM " + keysTable + " ORDER BY __k0 LIMIT 1), (SELECT __k0 FROM " +
+			keysTable + " ORDER BY __k0 DESC LIMIT 1)"
+	}
 	s.LoadKeys = "INSERT INTO " + keysTable + " SELECT DISTINCT " + strings.Join(kcasts, ", ") +
 		" FROM unnest(" + strings.Join(kparams, ", ") + ") AS u(" + strings.Join(ucols, ", ") + ")"
 
@@ -143,17 +157,21 @@ func BuildStatements(p *Plan, serverVersion int) *Statements {
 		strings.Join(keyOrder, ", "), nk+1)
 
 	if p.Shape == ShapeRow {
-		buildRow(s, p, fromK, where)
 		if serverVersion >= 150000 {
 			s.Apply = []Step{{Role: RoleMerge, SQL: mergeRow(p)}}
+		} else {
+			s.Apply = []Step{upsertRow(p, fromK, where)}
 		}
+		s.EnumStoredFirst, s.EnumStored = enumIdentities(p)
 	} else {
 		buildAggregate(s, p, fromK, where)
 	}
 	return s
 }
 
-func buildRow(s *Statements, p *Plan, fromK, where string) {
+// upsertRow re-derives a row transform's keys on servers without MERGE:
+// the rows whose source left are deleted, the others upserted.
+func upsertRow(p *Plan, fromK, where string) Step {
 	var sel, names, idEq, idKeyEq, set, oldVals, newVals []string
 	for _, c := range p.Cols {
 		sel = append(sel, c.Expr+" AS "+ident(c.Name))
@@ -181,22 +199,29 @@ func buildRow(s *Statements, p *Plan, fromK, where string) {
 	t := p.Target.Ident()
 	// Keys whose row left are found first (an anti-join of two small sets,
 	// kept apart by OFFSET 0), then probed in the target.
-	s.Apply = append(s.Apply, Step{Role: RoleRows, SQL: "WITH __n AS (SELECT " + strings.Join(sel, ", ") + " FROM " + fromK + where + "),\n" +
+	return Step{Role: RoleRows, SQL: "WITH __n AS (SELECT " + strings.Join(sel, ", ") + " FROM " + fromK + where + "),\n" +
 		" __d AS (DELETE FROM " + t + " __t USING (SELECT __k.* FROM " + keysTable + " __k WHERE NOT EXISTS (SELECT 1 FROM __n WHERE " +
 		strings.Join(idEq, " AND ") + ") OFFSET 0) __k WHERE " + strings.Join(idKeyEq, " AND ") +
 		keyBounds(p, "__t."+ident(p.Identity[0])) + " RETURNING 1),\n" +
 		" __u AS (INSERT INTO " + t + " AS __t (" + strings.Join(names, ", ") + ") SELECT " + strings.Join(names, ", ") +
 		" FROM __n" + conflict + " RETURNING 1)\n" +
-		"SELECT (SELECT count(*) FROM __d) + (SELECT count(*) FROM __u)"})
+		"SELECT (SELECT count(*) FROM __d) + (SELECT count(*) FROM __u)"}
+}
+
+// enumIdentities lists a row target's identities in key order, for
+// rebuilds and truncation: the first page, and the pages after a cursor.
+func enumIdentities(p *Plan) (first, after string) {
+	t := p.Target.Ident()
 	var idText, idOrder, cur []string
 	for i, id := range p.Identity {
 		idText = append(idText, fmt.Sprintf("%s::text AS __e%d", ident(id), i))
 		idOrder = append(idOrder, ident(id))
 		cur = append(cur, fmt.Sprintf("$%d::%s", i+1, p.Source.Key[i].Type))
 	}
-	s.EnumStoredFirst = fmt.Sprintf("SELECT %s FROM %s ORDER BY %s LIMIT $1", strings.Join(idText, ", "), t, strings.Join(idOrder, ", "))
-	s.EnumStored = fmt.Sprintf("SELECT %s FROM %s WHERE (%s) > (%s) ORDER BY %s LIMIT $%d", strings.Join(idText, ", "), t,
+	first = fmt.Sprintf("SELECT %s FROM %s ORDER BY %s LIMIT $1", strings.Join(idText, ", "), t, strings.Join(idOrder, ", "))
+	after = fmt.Sprintf("SELECT %s FROM %s WHERE (%s) > (%s) ORDER BY %s LIMIT $%d", strings.Join(idText, ", "), t,
 		strings.Join(idOrder, ", "), strings.Join(cur, ", "), strings.Join(idOrder, ", "), len(p.Identity)+1)
+	return first, after
 }
 
 func buildAggregate(s *Statements, p *Plan, fromK, where string) {

@@ -184,7 +184,7 @@ func (e *exprGen) anyExpr() string {
 }
 
 // groupExpr is a GROUP BY expression: usually a column.
-func (e *exprGen) groupExpr(knownBugs bool) string {
+func (e *exprGen) groupExpr() string {
 	{
 		// Avoided: a group key too large for a btree entry (an
 		// incompressible text of several kB) pauses the transform.
@@ -342,7 +342,7 @@ func rowSelect(r *rand.Rand, t *table) string {
 }
 
 // aggSelect draws an aggregate transform over t.
-func aggSelect(r *rand.Rand, t *table, knownBugs bool) string {
+func aggSelect(r *rand.Rand, t *table) string {
 	from, pfx := fromClause(r, t)
 	e := &exprGen{r: r, t: t, pfx: pfx}
 	type item struct{ sql, name string }
@@ -354,7 +354,7 @@ func aggSelect(r *rand.Rand, t *table, knownBugs bool) string {
 	// naming one column with and without the qualifier) is refused.
 	norm := func(x string) string { return strings.ReplaceAll(x, pfx+".", "") }
 	for i := 0; i < ng; i++ {
-		g := e.groupExpr(knownBugs)
+		g := e.groupExpr()
 		dup := false
 		for _, h := range groups {
 			dup = dup || norm(h) == norm(g)

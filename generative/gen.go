@@ -27,28 +27,6 @@ type Profile struct {
 	// Stream is the chance the server streams in-progress transactions;
 	// SmallBatch the chance an in-process runner re-derives in tiny batches.
 	Stream, SmallBatch int
-	// KnownBugs also draws shapes that fail on the current code because of
-	// reported, unfixed bugs (see KnownBugs); off in the lanes that must pass.
-	KnownBugs bool
-}
-
-// KnownBugs lists real bugs the suite found that are not fixed yet; the
-// generator (and harness) avoid their shapes unless Profile.KnownBugs is
-// set (soak -known-bugs). testdata/regressions/pending holds a minimal
-// program for each.
-var KnownBugs = []string{}
-
-// Avoided lists shapes the suite found that the library now refuses or
-// pauses on by design; the generator never draws them.
-var Avoided = []string{
-	"duplicate-group-item: an aggregate selecting one GROUP BY expression twice (SELECT c, c AS d, count(*) … GROUP BY c) " +
-		"used to keep the second item NULL in the target; refused since b33e7d7",
-	"long-group-key: an aggregate grouped by a text value beyond the btree entry limit (several kB that do not compress) " +
-		"used to retry forever without converging; paused (halt) since b33e7d7",
-	"constant-group-key: SELECT v, 'k' AS g, count(*) … GROUP BY v, 2 was refused (the ordinal became a bare constant); " +
-		"accepted since the fix (regression known-constant-group-key)",
-	"pause-resume: PAUSE then RESUME before the runner acted on the PAUSE left the transform waiting forever; " +
-		"rebuilds since the fix (regression pause-resume-together)",
 }
 
 // Profiles returns the built-in profiles. "mixed" draws a bit of
@@ -204,7 +182,7 @@ func (g *gen) newDef(name string) transformDef {
 	t := g.tables[g.r.IntN(len(g.tables))]
 	d := transformDef{name: name, table: t}
 	if g.r.IntN(100) < 55 {
-		d.sql = aggSelect(g.r, t, g.prof.KnownBugs)
+		d.sql = aggSelect(g.r, t)
 	} else {
 		d.sql = rowSelect(g.r, t)
 	}

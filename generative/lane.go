@@ -132,8 +132,6 @@ type SoakOptions struct {
 	Dir string
 	// StopOnFailure ends the soak at the first failure.
 	StopOnFailure bool
-	// KnownBugs also draws shapes of known, unfixed bugs.
-	KnownBugs bool
 }
 
 // SoakResult counts what a soak checked.
@@ -158,7 +156,6 @@ func (e *Env) Soak(ctx context.Context, opt SoakOptions, out io.Writer) SoakResu
 		if opt.Profile != "" {
 			prof, _ = ProfileByName(opt.Profile)
 		}
-		prof.KnownBugs = opt.KnownBugs
 		c := Case{Seed: int64(r.Uint32()), Profile: prof.Name}
 		p := Generate(c.Seed, prof)
 		rr := e.Run(ctx, p)

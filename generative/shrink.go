@@ -302,24 +302,12 @@ func topLevelIndex(s, sep string) int {
 // splitTopLevel splits s at sep outside parentheses and quotes.
 func splitTopLevel(s string, sep byte) []string {
 	var out []string
-	depth, quote, start := 0, byte(0), 0
-	for i := 0; i < len(s); i++ {
-		ch := s[i]
-		switch {
-		case quote != 0:
-			if ch == quote {
-				quote = 0
-			}
-		case ch == '\'' || ch == '"':
-			quote = ch
-		case ch == '(':
-			depth++
-		case ch == ')':
-			depth--
-		case depth == 0 && ch == sep:
-			out = append(out, s[start:i])
-			start = i + 1
+	for {
+		i := topLevelIndex(s, string(sep))
+		if i < 0 {
+			return append(out, s)
 		}
+		out = append(out, s[:i])
+		s = s[i+1:]
 	}
-	return append(out, s[start:])
 }

@@ -41,7 +41,6 @@ func run() error {
 	dsn := flag.String("dsn", "", "superuser DSN of an existing server (default: start a throwaway one)")
 	out := flag.String("out", "", "directory for minimal failing programs (default testdata/regressions/pending)")
 	stop := flag.Bool("stop-on-failure", false, "stop at the first failure")
-	known := flag.Bool("known-bugs", false, "also draw shapes of known, unfixed bugs")
 	converge := flag.Duration("converge-timeout", 25*time.Second, "how long a check waits for convergence")
 	verbose := flag.Bool("v", false, "log shrinking progress")
 	printOnly := flag.Bool("print", false, "print the program of -seed and -profile (default mixed) and exit")
@@ -55,7 +54,6 @@ func run() error {
 		if !ok {
 			return fmt.Errorf("unknown profile %q", name)
 		}
-		prof.KnownBugs = *known
 		fmt.Print(generative.Generate(*seed, prof).Format())
 		return nil
 	}
@@ -104,7 +102,7 @@ func run() error {
 		fmt.Printf("soak: planted bug %s\n", pl)
 	}
 	res := env.Soak(ctx, generative.SoakOptions{Duration: *duration, Seed: *seed, Profile: *profile,
-		ShrinkBudget: *shrink, Dir: *out, StopOnFailure: *stop, KnownBugs: *known}, os.Stdout)
+		ShrinkBudget: *shrink, Dir: *out, StopOnFailure: *stop}, os.Stdout)
 	if len(res.Findings) > 0 {
 		os.Exit(1)
 	}
