@@ -10,10 +10,14 @@
 //		...
 //	}
 //
-// When TRELLIS_TEST_DSN is set (a superuser connection string to a server
-// with wal_level=logical), no server is started: databases are created on
-// that server instead, and tests that need to control the server itself
-// (Server) are skipped.
+// The server comes from, in this order: TRELLIS_TEST_DSN when set (a
+// superuser connection string to a server with wal_level=logical; no server
+// is started and databases are created on that one); else a throwaway
+// cluster from the machine's PostgreSQL binaries; else, when a Docker engine
+// is reachable, a throwaway postgres:15 container (TRELLIS_TEST_IMAGE
+// overrides the image) started with testcontainers-go. Tests that need to
+// control the server itself (Server) run only on the local cluster and are
+// skipped otherwise.
 package pgtest
 
 import (
@@ -26,6 +30,7 @@ import (
 	"os/signal"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -44,49 +49,53 @@ const EnvDSN = "TRELLIS_TEST_DSN"
 // because testing.M offers no other way to hand it to the tests; it is
 // written once, before m.Run, and only read afterwards.
 type harness struct {
-	server   *pgserver.Server // nil when external
+	kind     backendKind
+	server   *pgserver.Server // set only for backendLocal
 	adminDSN string           // superuser DSN of an existing database
 }
 
 var current *harness
 
 // Main starts one throwaway server for the test binary (or uses
-// TRELLIS_TEST_DSN), runs the tests, stops the server, and exits with the
-// tests' status. Call it from TestMain.
+// TRELLIS_TEST_DSN; see the package documentation for the order), runs the
+// tests, stops the server, and exits with the tests' status. Call it from
+// TestMain.
 //
 // A test that panics or times out kills the binary before Main can stop
-// the server; a detached watchdog (pgserver.Options.ReapOnExit) stops it
-// and removes its files within a second or so.
+// the server; a detached watchdog (pgserver.Options.ReapOnExit) stops a
+// local one and removes its files within a second or so, and
+// testcontainers' reaper (ryuk) removes a container.
 func Main(m *testing.M) {
 	os.Exit(run(m))
 }
 
 func run(m *testing.M) int {
-	if dsn := os.Getenv(EnvDSN); dsn != "" {
-		if _, err := pgconn.ParseConfig(dsn); err != nil {
-			fmt.Fprintf(os.Stderr, "pgtest: %s is not a valid connection string: %v\n", EnvDSN, err)
-			return 2
-		}
-		current = &harness{adminDSN: dsn}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	b, err := chooseBackend(ctx, systemProbes(os.Getenv))
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	if b.kind == backendExternal {
+		current = &harness{kind: b.kind, adminDSN: b.dsn}
 		return m.Run()
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	// TODO(testcontainers): when no local binaries exist but Docker is
-	// reachable, start PostgreSQL with testcontainers-go. It is not a
-	// dependency yet, and the development machines have local binaries.
-	srv, err := pgserver.Start(ctx, pgserver.Options{ReapOnExit: true})
-	cancel()
+	h, stopServer, err := startBackend(b)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "pgtest: start PostgreSQL: %v\n(install postgresql-15 or set %s to a superuser DSN of a server with wal_level=logical)\n", err, EnvDSN)
+		fmt.Fprintf(os.Stderr, "%v\n(install postgresql-15, set %s to a superuser DSN of a server with wal_level=logical, or run a Docker engine)\n", err, EnvDSN)
 		return 2
 	}
+	var once sync.Once
 	stop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := srv.Stop(ctx); err != nil {
-			fmt.Fprintf(os.Stderr, "pgtest: stop PostgreSQL: %v\n", err)
-		}
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := stopServer(ctx); err != nil {
+				fmt.Fprintf(os.Stderr, "pgtest: stop PostgreSQL: %v\n", err)
+			}
+		})
 	}
 	defer stop()
 
@@ -102,18 +111,49 @@ func run(m *testing.M) int {
 		}
 	}()
 
-	current = &harness{server: srv, adminDSN: srv.DSN("postgres")}
+	current = h
 	return m.Run()
+}
+
+// startBackend starts the throwaway server b names (local cluster or
+// container) and returns the harness for it and a function that stops it.
+func startBackend(b backend) (*harness, func(context.Context) error, error) {
+	switch b.kind {
+	case backendLocal:
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		srv, err := pgserver.Start(ctx, pgserver.Options{BinDir: b.binDir, ReapOnExit: true})
+		if err != nil {
+			return nil, nil, fmt.Errorf("pgtest: start PostgreSQL: %w", err)
+		}
+		return &harness{kind: b.kind, server: srv, adminDSN: srv.DSN("postgres")}, srv.Stop, nil
+	case backendContainer:
+		// Pulling the image on first use can take minutes.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		dsn, stop, err := startContainer(ctx, b.image)
+		if err != nil {
+			return nil, nil, err
+		}
+		return &harness{kind: b.kind, adminDSN: dsn}, stop, nil
+	}
+	return nil, nil, fmt.Errorf("pgtest: cannot start a %v", b.kind)
 }
 
 // Server returns the harness's own server, for tests that restart
 // PostgreSQL or change its settings. It skips the test when the harness
-// uses an external server (TRELLIS_TEST_DSN), which tests must not disturb.
+// uses an external server (TRELLIS_TEST_DSN), which tests must not disturb,
+// or a container, which pgserver cannot restart or reconfigure.
 func Server(t testing.TB) *pgserver.Server {
 	t.Helper()
 	h := mustHarness(t)
-	if h.server == nil {
+	switch {
+	case h.kind == backendExternal:
 		t.Skipf("pgtest: test controls the server; skipped when %s is set", EnvDSN)
+	case h.kind == backendContainer:
+		t.Skip("pgtest: test controls the server; skipped when the harness runs PostgreSQL in a Docker container (no local binaries)")
+	case h.server == nil:
+		t.Fatalf("pgtest: the harness (%v) has no server to control", h.kind)
 	}
 	return h.server
 }
