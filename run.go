@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/trellis-repl/trellis-repl/checkpoint"
+	"github.com/trellis-repl/trellis-repl/decode"
 	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
 	"github.com/trellis-repl/trellis-repl/internal/terr"
@@ -28,6 +30,9 @@ type runner struct {
 	slot    string
 	pub     string
 	intake  *intake
+	// streamFn is the slot stream: replication.Run, except in tests that
+	// need a failure the server cannot produce on demand.
+	streamFn streamFunc
 
 	mu      sync.Mutex
 	workers map[int64]*worker
@@ -36,11 +41,20 @@ type runner struct {
 	captureMu sync.Mutex // serialises publication changes and fences
 }
 
+// streamFunc streams a slot into a sink until ctx ends or capture fails;
+// replication.Run is the only one outside tests.
+type streamFunc func(ctx context.Context, cfg replication.Config, sink decode.Sink) error
+
 // Run maintains every transform until ctx ends: it captures changes from
 // the instance's replication slot, builds new transforms and keeps live ones
 // exact. Only one Run per instance schema may be active; a second one
 // fails with code conflict.
-func (t *Trellis) Run(ctx context.Context) error {
+func (t *Trellis) Run(ctx context.Context) error { return t.run(ctx, replication.Run) }
+
+// run is Run with the slot stream as a parameter, so tests can inject
+// capture failures (an undecodable slot) that a real server cannot be
+// made to produce on demand.
+func (t *Trellis) run(ctx context.Context, streamFn streamFunc) error {
 	lockConn, err := pgx.ConnectConfig(ctx, t.connConfig())
 	if err != nil {
 		return terr.Wrap(terr.Unavailable, err, "connect: %v", err)
@@ -88,7 +102,7 @@ func (t *Trellis) Run(ctx context.Context) error {
 	if err := t.pool.QueryRow(ctx, `SELECT oid FROM pg_database WHERE datname = current_database()`).Scan(&dbOID); err != nil {
 		return terr.Wrap(terr.Unavailable, err, "identify the database: %v", err)
 	}
-	r := &runner{t: t, slot: t.cat.SlotName(dbOID), pub: t.cat.PublicationName(), workers: map[int64]*worker{}, metrics: t.cfg.Metrics}
+	r := &runner{t: t, slot: t.cat.SlotName(dbOID), pub: t.cat.PublicationName(), workers: map[int64]*worker{}, metrics: t.cfg.Metrics, streamFn: streamFn}
 	if r.metrics == nil {
 		r.metrics = NewMetrics(nil)
 	}
@@ -145,7 +159,7 @@ func (r *runner) prepareSlot(ctx context.Context, reason string) error {
 	var disruption string
 	if slot.Exists && slot.WALStatus == "lost" {
 		disruption = fmt.Sprintf("replication slot %q was invalidated (the server removed WAL it needed; see max_slot_wal_keep_size)", r.slot)
-		if err := replication.DropSlot(ctx, t.pool, r.slot); err != nil {
+		if err := r.dropSlot(ctx); err != nil {
 			return terr.Wrap(terr.Unavailable, err, "drop invalidated slot: %v", err)
 		}
 		slot.Exists = false
@@ -327,7 +341,7 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 // pausing the transforms (disruption) and starting a new slot.
 func (r *runner) stream(ctx context.Context) error {
 	for {
-		err := replication.Run(ctx, replication.Config{
+		err := r.streamFn(ctx, replication.Config{
 			DSN: r.t.cfg.DSN, Slot: r.slot, Publication: r.pub, Logger: r.t.log,
 			StartLSN: r.store.ReceivedLSN,
 			FlushLSN: r.confirmed.Load,
@@ -351,14 +365,14 @@ func (r *runner) stream(ctx context.Context) error {
 			}
 			switch lost.Kind {
 			case replication.SlotInvalidated, replication.SlotUndecodable:
-				_ = replication.DropSlot(ctx, r.t.pool, r.slot)
+				r.dropLostSlot(ctx)
 			case replication.PublicationMissing:
 				// pgoutput resolves the publication at the slot's position, so
 				// a recreated publication needs a new slot too.
 				if _, err := replication.EnsurePublication(ctx, r.t.pool, r.pub); err != nil {
 					return err
 				}
-				_ = replication.DropSlot(ctx, r.t.pool, r.slot)
+				r.dropLostSlot(ctx)
 			}
 			if _, _, err := replication.EnsureSlot(ctx, r.t.pool, r.slot); err != nil {
 				return terr.Wrap(terr.Unavailable, err, "recreate slot %q: %v", r.slot, err)
@@ -372,6 +386,40 @@ func (r *runner) stream(ctx context.Context) error {
 			return terr.Wrap(terr.Unavailable, err, "capture stopped: %v", err)
 		}
 		return nil
+	}
+}
+
+// slotReleaseWait bounds how long dropSlot waits for the walsender of the
+// stream that just ended to let go of the slot.
+const slotReleaseWait = 10 * time.Second
+
+// dropSlot drops the slot once no process holds it. The walsender of a
+// stream that just ended (or of a runner killed just before this one
+// started) holds the slot for a moment, and a drop then fails (55006): the
+// slot would be resumed instead of re-created, an undecodable slot failing
+// again, a slot older than a recreated publication missing it again.
+func (r *runner) dropSlot(ctx context.Context) error {
+	deadline := time.Now().Add(slotReleaseWait)
+	for {
+		err := replication.DropSlot(ctx, r.t.pool, r.slot)
+		var pe *pgconn.PgError
+		if err == nil || !errors.As(err, &pe) || pe.Code != "55006" || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// dropLostSlot drops the slot after a disruption while streaming. Should
+// the slot stay held, the next stream reports the same disruption and the
+// drop is tried again, so a failure is only logged.
+func (r *runner) dropLostSlot(ctx context.Context) {
+	if err := r.dropSlot(ctx); err != nil {
+		r.t.log.Warn("drop the lost replication slot", "slot", r.slot, "err", err)
 	}
 }
 
