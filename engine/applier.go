@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -174,34 +176,25 @@ func (a *Applier) Apply(ctx context.Context, b Batch) (int64, error) {
 	}
 	var written int64
 	if len(b.Keys) > 0 {
-		cols := make([][]string, len(a.Plan.Source.Key))
-		for i := range cols {
-			cols[i] = make([]string, len(b.Keys))
-		}
-		for r, k := range b.Keys {
-			if len(k) != len(cols) {
-				return 0, fmt.Errorf("key %v has %d values, want %d", k, len(k), len(cols))
-			}
-			for i, v := range k {
-				cols[i][r] = v
-			}
-		}
-		args := make([]any, len(cols))
-		for i := range cols {
-			args[i] = cols[i]
-		}
 		batch := &pgx.Batch{}
-		batch.Queue(a.Stmts.LoadKeys, args...)
-		// Real row counts for the key table: unanalyzed, the planner assumes
-		// thousands of keys and scans whole tables to re-derive a few (80x
-		// slower for 30 keys of a 100k-row table).
-		batch.Queue("ANALYZE " + keysTable)
-		if a.Stmts.LoadBounds != "" {
-			batch.Queue(a.Stmts.LoadBounds)
+		var ints []int64
+		if a.Stmts.IntKey {
+			if ints, err = sortedInts(b.Keys); err != nil {
+				return 0, err
+			}
+		}
+		if a.Stmts.LoadKeys != "" {
+			if err := a.queueKeys(batch, b.Keys, ints); err != nil {
+				return 0, err
+			}
 		}
 		steps := a.steps()
 		for _, st := range steps {
-			batch.Queue(st.SQL)
+			if st.KeyArgs {
+				batch.Queue(st.SQL, ints, ints[0], ints[len(ints)-1])
+			} else {
+				batch.Queue(st.SQL)
+			}
 		}
 		br := tx.SendBatch(ctx, batch)
 		for range batch.Len() - len(steps) {
@@ -243,6 +236,63 @@ func (a *Applier) Apply(ctx context.Context, b Batch) (int64, error) {
 		return 0, fmt.Errorf("commit apply of %s: %w", a.Plan.Target.Name, err)
 	}
 	return written, nil
+}
+
+// queueKeys queues the statements that fill the key table (and the bounds
+// table) with a batch's keys: ints under IntKey, else the text values.
+func (a *Applier) queueKeys(batch *pgx.Batch, keys [][]string, ints []int64) error {
+	if a.Stmts.IntKey {
+		batch.Queue(a.Stmts.LoadKeys, ints)
+	} else {
+		cols := make([][]string, len(a.Plan.Source.Key))
+		for i := range cols {
+			cols[i] = make([]string, len(keys))
+		}
+		for r, k := range keys {
+			if len(k) != len(cols) {
+				return fmt.Errorf("key %v has %d values, want %d", k, len(k), len(cols))
+			}
+			for i, v := range k {
+				cols[i][r] = v
+			}
+		}
+		args := make([]any, len(cols))
+		for i := range cols {
+			args[i] = cols[i]
+		}
+		batch.Queue(a.Stmts.LoadKeys, args...)
+	}
+	// Real row counts for the key table: unanalyzed, the planner assumes
+	// thousands of keys and scans whole tables to re-derive a few (80x
+	// slower for 30 keys of a 100k-row table).
+	batch.Queue("ANALYZE " + keysTable)
+	switch {
+	case a.Stmts.LoadBounds == "":
+	case a.Stmts.IntKey:
+		batch.Queue(a.Stmts.LoadBounds, ints[0], ints[len(ints)-1])
+	default:
+		batch.Queue(a.Stmts.LoadBounds)
+	}
+	return nil
+}
+
+// sortedInts parses a batch of one-column integer keys, sorted and
+// without duplicates (IntKey): the statements that read them as an array
+// neither cast nor de-duplicate, and take the first and last as bounds.
+func sortedInts(keys [][]string) ([]int64, error) {
+	out := make([]int64, 0, len(keys))
+	for _, k := range keys {
+		if len(k) != 1 {
+			return nil, fmt.Errorf("key %v has %d values, want 1", k, len(k))
+		}
+		v, err := strconv.ParseInt(k[0], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("integer key %q: %w", k[0], err)
+		}
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 // steps are the apply statements to run; planted bugs (test builds only)

@@ -105,7 +105,11 @@ func testApplyConverges(t *testing.T, version int) {
 	if err := cat.Migrate(ctx, conn); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, `CREATE TABLE src (a int, b text, g int, v numeric, f float8, j jsonb, PRIMARY KEY (a, b))`); err != nil {
+	// src has a two-column key; isrc and ssrc one integer column (the
+	// IntKey path: keys sent as one array, sorted and de-duplicated).
+	if _, err := conn.Exec(ctx, `CREATE TABLE src (a int, b text, g int, v numeric, f float8, j jsonb, PRIMARY KEY (a, b));
+		CREATE TABLE isrc (id bigint PRIMARY KEY, g int, v numeric);
+		CREATE TABLE ssrc (id smallint PRIMARY KEY, g int, v numeric)`); err != nil {
 		t.Fatal(err)
 	}
 	defs := []string{
@@ -117,6 +121,10 @@ func testApplyConverges(t *testing.T, version int) {
 		`CREATE TRANSFORM agg5 AS SELECT min(f) AS lo, max(b) AS hb, max(a) AS ha FROM src WHERE g IS NOT NULL`,
 		`CREATE TRANSFORM agg6 AS SELECT g, min(v) AS lo, max(v) AS hi, count(*) AS n FROM src GROUP BY g`,
 		`CREATE TRANSFORM agg7 AS SELECT b, min(v) AS lo, max(v) AS hi FROM src GROUP BY b`,
+		`CREATE TRANSFORM irows AS SELECT id, g, v + 1 AS v1 FROM isrc WHERE g IS DISTINCT FROM 2`,
+		`CREATE TRANSFORM iagg AS SELECT g, count(*) AS n, sum(v) AS sv, min(v) AS lo FROM isrc WHERE id % 5 <> 0 GROUP BY g`,
+		`CREATE TRANSFORM srows AS SELECT id, v FROM ssrc WHERE g IS NOT NULL`,
+		`CREATE TRANSFORM sagg AS SELECT g, max(v) AS hi FROM ssrc GROUP BY g`,
 	}
 	cfg, _ := pgx.ParseConfig(dsn)
 	var appliers []*Applier
@@ -128,8 +136,16 @@ func testApplyConverges(t *testing.T, version int) {
 		}
 		if version != 0 {
 			a.Stmts = BuildStatements(p, version)
+			for _, q := range a.Stmts.Setup {
+				if _, err := a.Conn().Exec(ctx, q); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
 		defer a.Close(ctx)
+		if intSource := p.Source.Name != "src"; a.Stmts.IntKey != intSource {
+			t.Fatalf("%s: IntKey = %v, want %v", p.Target.Name, a.Stmts.IntKey, intSource)
+		}
 		appliers = append(appliers, a)
 		mustEqual(t, ctx, conn, p, "empty "+p.Target.Name)
 	}
@@ -142,9 +158,34 @@ func testApplyConverges(t *testing.T, version int) {
 			return fmt.Sprint(rng.Intn(5))
 		}
 	}
+	// Integer keys far apart and of both signs, so that the bounds of a
+	// batch span most of the key space and text order differs from number
+	// order.
+	ikey := func() int64 { return []int64{-1 << 40, -7, 0, 3, 12, 100, 1 << 40}[rng.Intn(7)] + int64(rng.Intn(4)) }
 	for round := 0; round < 30; round++ {
 		touched := map[string][]string{}
+		itouched, stouched := map[string][]string{}, map[string][]string{}
 		var stmts []string
+		for i := 0; i < 1+rng.Intn(20); i++ {
+			id, sid := ikey(), rng.Intn(60)-30
+			itouched[fmt.Sprint(id)] = []string{fmt.Sprint(id)}
+			stouched[fmt.Sprint(sid)] = []string{fmt.Sprint(sid)}
+			switch rng.Intn(4) {
+			case 0, 1:
+				stmts = append(stmts,
+					fmt.Sprintf(`INSERT INTO isrc VALUES (%d, %s, %s) ON CONFLICT (id) DO UPDATE SET g = EXCLUDED.g, v = EXCLUDED.v`, id, val(), val()),
+					fmt.Sprintf(`INSERT INTO ssrc VALUES (%d, %s, %s) ON CONFLICT (id) DO UPDATE SET g = EXCLUDED.g, v = EXCLUDED.v`, sid, val(), val()))
+			case 2:
+				stmts = append(stmts, fmt.Sprintf(`DELETE FROM isrc WHERE id = %d`, id), fmt.Sprintf(`DELETE FROM ssrc WHERE id = %d`, sid))
+			case 3:
+				nid, nsid := ikey(), rng.Intn(60)-30
+				itouched[fmt.Sprint(nid)] = []string{fmt.Sprint(nid)}
+				stouched[fmt.Sprint(nsid)] = []string{fmt.Sprint(nsid)}
+				stmts = append(stmts,
+					fmt.Sprintf(`UPDATE isrc SET id = %d WHERE id = %d AND NOT EXISTS (SELECT 1 FROM isrc WHERE id = %d)`, nid, id, nid),
+					fmt.Sprintf(`UPDATE ssrc SET id = %d WHERE id = %d AND NOT EXISTS (SELECT 1 FROM ssrc WHERE id = %d)`, nsid, sid, nsid))
+			}
+		}
 		for i := 0; i < 1+rng.Intn(40); i++ {
 			a, b := rng.Intn(30), []string{"x", "y", "", "z"}[rng.Intn(4)]
 			touched[fmt.Sprint(a, "|", b)] = []string{fmt.Sprint(a), b}
@@ -163,11 +204,19 @@ func testApplyConverges(t *testing.T, version int) {
 		if _, err := conn.Exec(ctx, strings.Join(stmts, ";")); err != nil {
 			t.Fatal(err)
 		}
-		var keys [][]string
-		for _, k := range touched {
-			keys = append(keys, k)
+		// The integer keys twice: a batch may name a key more than once.
+		list := func(m map[string][]string, times int) [][]string {
+			var out [][]string
+			for range times {
+				for _, k := range m {
+					out = append(out, k)
+				}
+			}
+			return out
 		}
+		batches := map[string][][]string{"src": list(touched, 1), "isrc": list(itouched, 2), "ssrc": list(stouched, 2)}
 		for _, a := range appliers {
+			keys := batches[a.Plan.Source.Name]
 			if _, err := a.Apply(ctx, Batch{Keys: keys}); err != nil {
 				t.Fatalf("round %d apply %s: %v", round, a.Plan.Target.Name, err)
 			}
