@@ -15,7 +15,15 @@ import (
 // transform (Take/Done) at once, and checks the two correctness rules:
 // an All take covers every transaction at or below its UpTo, and after
 // writers stop, every key's last write has been taken by an applier.
+// Pipelined, each applier takes its next batch before it is done with the
+// previous one.
 func TestConcurrentRecordTakeDone(t *testing.T) {
+	for _, pipelined := range []bool{false, true} {
+		t.Run(fmt.Sprint("pipelined=", pipelined), func(t *testing.T) { testConcurrentRecordTakeDone(t, pipelined) })
+	}
+}
+
+func testConcurrentRecordTakeDone(t *testing.T, pipelined bool) {
 	s := openTest(t, t.TempDir())
 	const (
 		transforms = 3
@@ -96,6 +104,7 @@ func TestConcurrentRecordTakeDone(t *testing.T) {
 		appliers.Add(1)
 		go func() {
 			defer appliers.Done()
+			var held *Batch // pipelined: taken, not yet done
 			for {
 				finished := stop.Load()
 				b, err := s.Take(int64(tr), 1+tr*7)
@@ -116,11 +125,22 @@ func TestConcurrentRecordTakeDone(t *testing.T) {
 					}
 					modelMu.Unlock()
 				}
-				if err := s.Done(int64(tr), b); err != nil {
-					fail(err)
-					return
+				done := &b
+				if pipelined {
+					done, held = held, &b
+				}
+				if done != nil {
+					if err := s.Done(int64(tr), *done); err != nil {
+						fail(err)
+						return
+					}
 				}
 				if finished && b.All && len(b.Keys) == 0 {
+					if held != nil {
+						if err := s.Done(int64(tr), *held); err != nil {
+							fail(err)
+						}
+					}
 					return
 				}
 				if len(b.Keys) == 0 {

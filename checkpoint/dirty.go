@@ -177,6 +177,14 @@ func (s *Store) Take(transform int64, limit int) (Batch, error) {
 		s.watch[transform] = &watch{id: s.watchSeq, marked: make(map[string]uint64)}
 	}
 	out.watch = s.watch[transform].id
+	kp := keyPrefix(transform)
+	// Every dirty key is at or after start: the keys before it are the
+	// tombstones of batches already done, which an iterator would step
+	// over one by one.
+	start := kp
+	if low, ok := s.low[transform]; ok {
+		start = low
+	}
 	from := s.cursors[transform]
 	s.mu.Unlock()
 	pfx := dirtyPrefix(transform)
@@ -193,15 +201,14 @@ func (s *Store) Take(transform int64, limit int) (Batch, error) {
 		}
 		out.Truncated = append(out.Truncated, Truncation{Table: binary.BigEndian.Uint32(k[len(tp):]), LSN: lsn, Version: ver})
 	}
-	kp := keyPrefix(transform)
 	if from == nil {
-		from = kp
+		from = start
 	}
 	// [from, end of the keys), then [start, from).
 	full := true
-	var last []byte
-	collect := func(start, end []byte) error {
-		for it.SeekGE(start); it.Valid() && (end == nil || bytes.Compare(it.Key(), end) < 0); it.Next() {
+	var last, first []byte
+	collect := func(lo, end []byte) error {
+		for it.SeekGE(lo); it.Valid() && (end == nil || bytes.Compare(it.Key(), end) < 0); it.Next() {
 			if limit > 0 && len(out.Keys) >= limit {
 				full = false
 				return nil
@@ -220,13 +227,16 @@ func (s *Store) Take(transform int64, limit int) (Batch, error) {
 				LSN:     lsn,
 				Version: ver,
 			})
+			if first == nil || bytes.Compare(k, first) < 0 {
+				first = append([]byte(nil), k...)
+			}
 			last = append(last[:0], k...)
 		}
 		return nil
 	}
 	err = collect(from, nil)
-	if err == nil && full && !bytes.Equal(from, kp) {
-		err = collect(kp, from)
+	if err == nil && full && bytes.Compare(start, from) < 0 {
+		err = collect(start, from)
 	}
 	if err != nil {
 		return Batch{}, errors.Join(err, it.Close())
@@ -240,6 +250,11 @@ func (s *Store) Take(transform int64, limit int) (Batch, error) {
 		delete(s.cursors, transform)
 	} else {
 		s.cursors[transform] = append(last, 0) // the next key after last
+	}
+	// A whole scan found every dirty key but those marked since the watch
+	// was registered: the smallest of both is the new low-water mark.
+	if w := s.watch[transform]; full && w != nil && w.id == out.watch {
+		s.low[transform] = lowest(prefixEnd(kp), first, w.min)
 	}
 	s.mu.Unlock()
 	return out, nil
@@ -269,6 +284,12 @@ func (s *Store) Done(transform int64, b Batch) error {
 	if w := s.watch[transform]; w != nil && w.id == b.watch {
 		marked = w.marked
 		delete(s.watch, transform)
+		// A batch with every dirty key leaves only the keys marked since
+		// its Take, each of them in the watch (a failed commit below is
+		// fatal to the store).
+		if b.All {
+			s.low[transform] = lowest(prefixEnd(keyPrefix(transform)), w.min)
+		}
 	}
 	del := func(k []byte, version uint64) (bool, error) {
 		if _, dup := seen[string(k)]; dup {
@@ -315,6 +336,20 @@ func (s *Store) Done(transform int64, b Batch) error {
 	return nil
 }
 
+// lowest is the smallest of the non-nil keys, or none when all are nil.
+func lowest(none []byte, keys ...[]byte) []byte {
+	var min []byte
+	for _, k := range keys {
+		if k != nil && (min == nil || bytes.Compare(k, min) < 0) {
+			min = k
+		}
+	}
+	if min == nil {
+		return none
+	}
+	return min
+}
+
 // Pending returns the number of dirty keys of a transform (markers not
 // counted). It reads an in-memory counter.
 func (s *Store) Pending(transform int64) (int64, error) {
@@ -338,6 +373,7 @@ func (s *Store) DropTransform(transform int64) error {
 	_ = b.DeleteRange(pfx, prefixEnd(pfx), nil)
 	s.mu.Lock()
 	delete(s.cursors, transform)
+	delete(s.low, transform)
 	delete(s.pending, transform)
 	delete(s.watch, transform)
 	return s.commitSynced(b, 0)
@@ -366,9 +402,18 @@ func (s *Store) newWriter(b *pebble.Batch) *writer {
 }
 
 func (w *writer) markKey(transform int64, table uint32, key []byte, lsn uint64) error {
-	isNew, err := w.set(transform, dirtyKey(transform, table, key), lsn)
+	k := dirtyKey(transform, table, key)
+	isNew, err := w.set(transform, k, lsn)
 	if isNew {
 		w.delta[transform]++
+	}
+	// Keep the low-water mark below every dirty key (see Store.low). A
+	// mark whose batch then fails only leaves it lower than it need be.
+	if low, ok := w.s.low[transform]; ok && bytes.Compare(k, low) < 0 {
+		w.s.low[transform] = k
+	}
+	if watch := w.s.watch[transform]; watch != nil && (watch.min == nil || bytes.Compare(k, watch.min) < 0) {
+		watch.min = k
 	}
 	return err
 }
@@ -422,4 +467,5 @@ func (w *writer) abort(err error) error {
 type watch struct {
 	id     uint64
 	marked map[string]uint64 // dirty-set key -> version written
+	min    []byte            // the smallest dirty key in marked (nil: none)
 }

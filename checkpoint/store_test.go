@@ -649,3 +649,63 @@ func TestResolvedXidsSurviveClose(t *testing.T) {
 		t.Fatalf("after reopen: %v", got)
 	}
 }
+
+// TestTakeFromLowWaterMark: after a whole-set Take and its Done, the next
+// Take starts at the smallest key marked since (not at the front, where the
+// done keys' tombstones are), and still finds every dirty key: those marked
+// while a batch was out, below everything taken before, or re-marked.
+func TestTakeFromLowWaterMark(t *testing.T) {
+	steps := []struct {
+		before, during []string // recorded before the Take; between Take and Done
+		want           []string
+		all            bool
+	}{
+		{before: []string{"k10", "k11", "k12", "k13"}, during: []string{"k05"}, want: []string{"k10", "k11", "k12", "k13"}, all: true},
+		{want: []string{"k05"}, all: true},
+		{all: true},
+		{before: []string{"k20", "k01"}, want: []string{"k01", "k20"}, all: true},
+		{before: []string{"k30", "k31", "k32", "k33", "k34"}, during: []string{"k31", "k00"}, want: []string{"k30", "k31", "k32", "k33"}},
+		{want: []string{"k34", "k00", "k31"}, all: true},
+		{before: []string{"k02"}, during: []string{"k02"}, want: []string{"k02"}, all: true},
+		{want: []string{"k02"}, all: true},
+		{all: true},
+	}
+	s := openTest(t, t.TempDir())
+	lsn := uint64(100)
+	record := func(names []string) {
+		t.Helper()
+		if len(names) == 0 {
+			return
+		}
+		var keys []DirtyKey
+		for _, n := range names {
+			keys = append(keys, dk(1, 1, n))
+		}
+		lsn++
+		if err := s.Record(lsn, uint32(lsn), keys, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, st := range steps {
+		record(st.before)
+		b := mustTake(t, s, 1, 4)
+		var got []string
+		for _, e := range b.Keys {
+			k, err := DecodeKey(e.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, k[0])
+		}
+		if !slices.Equal(got, st.want) || b.All != st.all {
+			t.Fatalf("take %d: %v All=%v, want %v All=%v", i, got, b.All, st.want, st.all)
+		}
+		record(st.during)
+		if err := s.Done(1, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := mustPending(t, s, 1); n != 0 {
+		t.Errorf("Pending = %d after draining", n)
+	}
+}
