@@ -187,13 +187,15 @@ func (s *Store) Take(transform int64, limit int) (Batch, error) {
 	}
 	from := s.cursors[transform]
 	s.mu.Unlock()
-	pfx := dirtyPrefix(transform)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: pfx, UpperBound: prefixEnd(pfx)})
+	// The markers' range has an upper bound of its own: a seek past the
+	// last marker would otherwise step over every tombstone at the front
+	// of the keys to find the first live one.
+	tp := truncPrefix(transform)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: tp, UpperBound: prefixEnd(tp)})
 	if err != nil {
 		return Batch{}, fmt.Errorf("checkpoint: take %d: %w", transform, err)
 	}
-	tp := truncPrefix(transform)
-	for it.SeekGE(tp); it.Valid() && bytes.HasPrefix(it.Key(), tp); it.Next() {
+	for it.First(); it.Valid(); it.Next() {
 		k := it.Key()
 		lsn, ver, err := decodeValue(it.Value())
 		if err != nil {
@@ -201,6 +203,8 @@ func (s *Store) Take(transform int64, limit int) (Batch, error) {
 		}
 		out.Truncated = append(out.Truncated, Truncation{Table: binary.BigEndian.Uint32(k[len(tp):]), LSN: lsn, Version: ver})
 	}
+	// Same iterator, same point-in-time view.
+	it.SetBounds(kp, prefixEnd(kp))
 	if from == nil {
 		from = start
 	}
