@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -306,6 +307,9 @@ func (a *Applier) steps() []Step {
 		if st.Role == RoleLedger && plant.Active(plant.SkipLedgerUpdate) ||
 			st.Role == RoleEmptyGroups && plant.Active(plant.KeepEmptyGroup) {
 			continue
+		}
+		if st.EmptyClause != "" && plant.Active(plant.KeepEmptyGroup) {
+			st.SQL = strings.Replace(st.SQL, st.EmptyClause, "", 1)
 		}
 		out = append(out, st)
 	}

@@ -108,7 +108,7 @@ func testApplyConverges(t *testing.T, version int) {
 	// src has a two-column key; isrc and ssrc one integer column (the
 	// IntKey path: keys sent as one array, sorted and de-duplicated).
 	if _, err := conn.Exec(ctx, `CREATE TABLE src (a int, b text, g int, v numeric, f float8, j jsonb, PRIMARY KEY (a, b));
-		CREATE TABLE isrc (id bigint PRIMARY KEY, g int, v numeric);
+		CREATE TABLE isrc (id bigint PRIMARY KEY, g int, v numeric, k int NOT NULL);
 		CREATE TABLE ssrc (id smallint PRIMARY KEY, g int, v numeric)`); err != nil {
 		t.Fatal(err)
 	}
@@ -124,6 +124,8 @@ func testApplyConverges(t *testing.T, version int) {
 		`CREATE TRANSFORM irows AS SELECT id, g, v + 1 AS v1 FROM isrc WHERE g IS DISTINCT FROM 2`,
 		`CREATE TRANSFORM iagg AS SELECT g, count(*) AS n, sum(v) AS sv, min(v) AS lo FROM isrc WHERE id % 5 <> 0 GROUP BY g`,
 		`CREATE TRANSFORM srows AS SELECT id, v FROM ssrc WHERE g IS NOT NULL`,
+		// Group keys that cannot be NULL: the target follows by MERGE.
+		`CREATE TRANSFORM kagg AS SELECT k, count(*) AS n, count(v) AS nv, sum(v) AS sv, avg(v) AS av, max(v) AS hi, min(g) AS lo FROM isrc GROUP BY k`,
 		`CREATE TRANSFORM sagg AS SELECT g, max(v) AS hi FROM ssrc GROUP BY g`,
 	}
 	cfg, _ := pgx.ParseConfig(dsn)
@@ -145,6 +147,12 @@ func testApplyConverges(t *testing.T, version int) {
 		defer a.Close(ctx)
 		if intSource := p.Source.Name != "src"; a.Stmts.IntKey != intSource {
 			t.Fatalf("%s: IntKey = %v, want %v", p.Target.Name, a.Stmts.IntKey, intSource)
+		}
+		for _, st := range a.Stmts.Apply {
+			merged := strings.HasPrefix(st.SQL, "MERGE")
+			if want := version == 0 && (p.Target.Name == "kagg" || p.Target.Name == "agg7"); st.Role == RoleTarget && merged != want {
+				t.Fatalf("%s: target step by MERGE = %v, want %v", p.Target.Name, merged, want)
+			}
 		}
 		appliers = append(appliers, a)
 		mustEqual(t, ctx, conn, p, "empty "+p.Target.Name)
@@ -173,7 +181,7 @@ func testApplyConverges(t *testing.T, version int) {
 			switch rng.Intn(4) {
 			case 0, 1:
 				stmts = append(stmts,
-					fmt.Sprintf(`INSERT INTO isrc VALUES (%d, %s, %s) ON CONFLICT (id) DO UPDATE SET g = EXCLUDED.g, v = EXCLUDED.v`, id, val(), val()),
+					fmt.Sprintf(`INSERT INTO isrc VALUES (%d, %s, %s, %d) ON CONFLICT (id) DO UPDATE SET g = EXCLUDED.g, v = EXCLUDED.v, k = EXCLUDED.k`, id, val(), val(), rng.Intn(3)),
 					fmt.Sprintf(`INSERT INTO ssrc VALUES (%d, %s, %s) ON CONFLICT (id) DO UPDATE SET g = EXCLUDED.g, v = EXCLUDED.v`, sid, val(), val()))
 			case 2:
 				stmts = append(stmts, fmt.Sprintf(`DELETE FROM isrc WHERE id = %d`, id), fmt.Sprintf(`DELETE FROM ssrc WHERE id = %d`, sid))
@@ -222,6 +230,27 @@ func testApplyConverges(t *testing.T, version int) {
 			}
 			mustEqual(t, ctx, conn, a.Plan, fmt.Sprintf("round %d", round))
 		}
+	}
+	// A group emptied by one batch is deleted (kagg: by its MERGE).
+	var gone []string
+	if err := conn.QueryRow(ctx, `WITH d AS (DELETE FROM isrc WHERE k = 0 RETURNING id) SELECT array_agg(id::text) FROM d`).Scan(&gone); err != nil {
+		t.Fatal(err)
+	}
+	if len(gone) == 0 {
+		t.Fatal("no isrc row with k = 0 to delete: the test no longer empties a group")
+	}
+	for _, a := range appliers {
+		if a.Plan.Source.Name != "isrc" {
+			continue
+		}
+		var keys [][]string
+		for _, id := range gone {
+			keys = append(keys, []string{id})
+		}
+		if _, err := a.Apply(ctx, Batch{Keys: keys}); err != nil {
+			t.Fatal(err)
+		}
+		mustEqual(t, ctx, conn, a.Plan, "after emptying group k = 0")
 	}
 	// Reconcile repairs an aggregate target that someone else wrote.
 	for _, a := range appliers {

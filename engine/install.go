@@ -164,6 +164,17 @@ func (p *Plan) groupNames() []string {
 	return out
 }
 
+// groupsNotNull: no group column can be NULL, so groups join by plain
+// equality.
+func (p *Plan) groupsNotNull() bool {
+	for _, g := range p.Groups {
+		if !g.NotNull {
+			return false
+		}
+	}
+	return true
+}
+
 // readsLedgerByGroup: some aggregate is recomputed from the ledger rows of
 // a group, so the ledger needs an index on the group key.
 func (p *Plan) readsLedgerByGroup() bool {
