@@ -1,4 +1,4 @@
-package trellis
+package trellis_test
 
 // End-to-end tests of capture disruptions through Run (DESIGN.md §4
 // "Disruption"): the slot or publication is lost for real on the server
@@ -6,17 +6,14 @@ package trellis
 // transform with a reason naming what happened, keep running on a new
 // slot, and rebuild each transform exactly on RESUME TRANSFORM.
 //
-// This file is in package trellis, not trellis_test like e2e_test.go,
-// because the undecodable case needs the unexported stream seam (run); so
-// it cannot reuse that file's env and keeps its own small one. The
+// The harness is e2e_test.go's env; the undecodable case gives it a stream
+// of its own through the test-only RunWithStream (export_test.go). The
 // comparison itself is the library's SelfCheck (two-way EXCEPT ALL).
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	trellis "github.com/trellis-repl/trellis-repl"
 	"github.com/trellis-repl/trellis-repl/decode"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
 	"github.com/trellis-repl/trellis-repl/internal/pgserver"
@@ -33,61 +31,22 @@ import (
 	"github.com/trellis-repl/trellis-repl/replication"
 )
 
-// disruptEnv is one disruption test's database, instance and runner.
-type disruptEnv struct {
-	t      *testing.T
-	conn   *pgx.Conn
-	tr     *Trellis
-	stream streamFunc
-	cancel context.CancelFunc
-	done   chan error
-}
+// disruptEnv is env with the disruption tests' source, transforms and
+// checks; its methods are specific to that schema, so they stay off env.
+type disruptEnv struct{ *env }
 
-func newDisruptEnv(t *testing.T, stream streamFunc) *disruptEnv {
+// newDisruptEnv opens an env whose runner streams through stream (nil:
+// Run) and defines a row transform and an aggregate over orders.
+func newDisruptEnv(t *testing.T, stream trellis.StreamFunc) *disruptEnv {
 	t.Helper()
-	dsn := pgtest.NewDatabase(t)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	cfg := Config{DSN: dsn, DataDir: t.TempDir(), ProgressInterval: 100 * time.Millisecond}
-	if os.Getenv("TRELLIS_TEST_LOG") != "" {
-		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	tr, err := Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if stream == nil {
-		stream = replication.Run
-	}
-	e := &disruptEnv{t: t, conn: conn, tr: tr, stream: stream}
-	t.Cleanup(func() { e.stop(); tr.Close() })
+	e := &disruptEnv{newEnv(t, trellis.Config{})}
+	e.stream = stream
 	e.exec(`CREATE TABLE orders (id int PRIMARY KEY, customer int NOT NULL, amount numeric(10,2) NOT NULL)`)
 	e.exec(`INSERT INTO orders SELECT g, g % 7, g % 50 FROM generate_series(1, 300) g`)
 	e.apply(`CREATE TRANSFORM big_orders AS SELECT id, customer, amount * 2 AS doubled FROM orders WHERE amount > 10;
 		CREATE TRANSFORM by_customer AS SELECT customer, count(*) AS n, sum(amount) AS revenue, max(amount) AS top
 		  FROM orders GROUP BY customer;`)
 	return e
-}
-
-func (e *disruptEnv) start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	e.cancel, e.done = cancel, make(chan error, 1)
-	go func() { e.done <- e.tr.run(ctx, e.stream) }()
-}
-
-func (e *disruptEnv) stop() {
-	if e.cancel == nil {
-		return
-	}
-	e.cancel()
-	if err := <-e.done; err != nil {
-		e.t.Errorf("Run: %v", err)
-	}
-	e.cancel = nil
 }
 
 // running fails the test if Run has returned: a disruption must not end it.
@@ -101,17 +60,21 @@ func (e *disruptEnv) running(when string) {
 	}
 }
 
-func (e *disruptEnv) exec(sql string, args ...any) {
+// converge is env.converge (every target equals its query, by SelfCheck's
+// two-way EXCEPT ALL, so a group counted twice shows up as a difference)
+// and also fails on an empty target: equal because both sides are empty
+// would prove nothing here, where the source is never emptied.
+func (e *disruptEnv) converge(when string) {
 	e.t.Helper()
-	if _, err := e.conn.Exec(context.Background(), sql, args...); err != nil {
-		e.t.Fatalf("%s: %v", sql, err)
-	}
-}
-
-func (e *disruptEnv) apply(script string) {
-	e.t.Helper()
-	if _, err := e.tr.Apply(context.Background(), script); err != nil {
-		e.t.Fatalf("apply %s: %v", script, err)
+	e.env.converge(when)
+	for _, name := range []string{"big_orders", "by_customer"} {
+		var n int64
+		if err := e.conn.QueryRow(context.Background(), "SELECT count(*) FROM "+pgx.Identifier{name}.Sanitize()).Scan(&n); err != nil {
+			e.t.Fatal(err)
+		}
+		if n == 0 {
+			e.t.Fatalf("%s: %s is empty", when, name)
+		}
 	}
 }
 
@@ -146,32 +109,6 @@ func (e *disruptEnv) write(round int) {
 	e.exec(`INSERT INTO orders SELECT g, g % 5, g % 40 FROM generate_series($1::int, $1::int + 19) g`, base)
 	e.exec(`UPDATE orders SET customer = customer + 1, amount = amount + 7 WHERE id % 11 = $1::int`, round%11)
 	e.exec(`DELETE FROM orders WHERE id % 13 = $1::int`, round%13)
-}
-
-// converge waits until every transform applied everything written so far
-// and checks each target equals its query (SelfCheck: two-way EXCEPT ALL,
-// so a group counted twice shows up as a difference).
-func (e *disruptEnv) converge(when string) {
-	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	tok, err := e.tr.WatermarkToken(ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := e.tr.AwaitConverged(ctx, tok); err != nil {
-		e.t.Fatalf("%s: %v", when, err)
-	}
-	for _, name := range []string{"big_orders", "by_customer"} {
-		r, err := e.tr.SelfCheck(ctx, name)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		if !r.Equal() || r.Rows == 0 {
-			e.t.Fatalf("%s: %s differs from its query (%d rows): missing %d %v extra %d %v",
-				when, name, r.Rows, r.Missing, r.MissingSample, r.Extra, r.ExtraSample)
-		}
-	}
 }
 
 // awaitDisrupted waits until both transforms are paused by the system with
@@ -288,14 +225,14 @@ func TestDisruptPublicationDropped(t *testing.T) {
 	e := newDisruptEnv(t, nil)
 	e.start()
 	e.converge("after build")
-	e.exec(`DROP PUBLICATION ` + pgx.Identifier{e.tr.cat.PublicationName()}.Sanitize())
+	e.exec(`DROP PUBLICATION ` + pgx.Identifier{catalog.New(e.tr.Schema()).PublicationName()}.Sanitize())
 	e.write(0)
 	from := e.walLSN()
 	e.awaitDisrupted("publication")
 	e.write(1)
 	e.awaitNewSlot(from)
 	var n int
-	if err := e.conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_publication WHERE pubname = $1`, e.tr.cat.PublicationName()).Scan(&n); err != nil || n != 1 {
+	if err := e.conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_publication WHERE pubname = $1`, catalog.New(e.tr.Schema()).PublicationName()).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("publication not recreated (%d, %v)", n, err)
 	}
 	e.recover(2)
@@ -320,6 +257,21 @@ func (e *disruptEnv) limitSlotWAL(srv *pgserver.Server) {
 	}
 }
 
+// invalidate writes, then switches to a new WAL segment and checkpoints,
+// which removes the segments a slot held back by limitSlotWAL needs, until
+// done reports the invalidation seen; it fails the test after tries rounds.
+func (e *disruptEnv) invalidate(tries int, done func() bool) {
+	e.t.Helper()
+	for i := 0; !done(); i++ {
+		if i == tries {
+			e.t.Fatalf("the slot was not invalidated: %+v", e.slot())
+		}
+		e.write(i)
+		e.exec(`SELECT pg_switch_wal()`)
+		e.exec(`CHECKPOINT`)
+	}
+}
+
 // TestDisruptSlotInvalidated: while the runner is stopped the server
 // removes WAL the slot needs (max_slot_wal_keep_size), invalidating it; the
 // next start must notice, pause, and go on with a new slot.
@@ -330,16 +282,8 @@ func TestDisruptSlotInvalidated(t *testing.T) {
 	e.converge("after build")
 	e.stop()
 	e.limitSlotWAL(srv)
-	for i := 0; e.slot().WALStatus != "lost"; i++ {
-		if i == 20 {
-			t.Fatalf("the slot was not invalidated: %+v", e.slot())
-		}
-		// Writes while stopped, then a new segment and a checkpoint, which
-		// removes the slot's segments.
-		e.write(i)
-		e.exec(`SELECT pg_switch_wal()`)
-		e.exec(`CHECKPOINT`)
-	}
+	// Written while stopped: the next start finds the slot lost.
+	e.invalidate(20, func() bool { return e.slot().WALStatus == "lost" })
 	from := e.walLSN()
 	e.start()
 	e.awaitDisrupted("invalidated")
@@ -359,14 +303,7 @@ func TestDisruptSlotInvalidatedWhileRunning(t *testing.T) {
 	e.limitSlotWAL(srv)
 	// The runner may replace the lost slot at once: a paused transform
 	// shows the invalidation as well.
-	for i := 0; e.slot().WALStatus != "lost" && !e.anyPaused(); i++ {
-		if i == 50 {
-			t.Fatalf("the slot was not invalidated: %+v", e.slot())
-		}
-		e.write(i)
-		e.exec(`SELECT pg_switch_wal()`)
-		e.exec(`CHECKPOINT`)
-	}
+	e.invalidate(50, func() bool { return e.slot().WALStatus == "lost" || e.anyPaused() })
 	from := e.walLSN()
 	e.awaitDisrupted("invalidated")
 	e.write(60)

@@ -27,6 +27,9 @@ type env struct {
 	cfg    trellis.Config
 	cancel context.CancelFunc
 	done   chan error
+	// stream, when set, replaces the slot stream of start's runner (for
+	// failures a real server cannot produce on demand); nil runs Run.
+	stream trellis.StreamFunc
 }
 
 func newEnv(t *testing.T, cfg trellis.Config) *env {
@@ -62,7 +65,13 @@ func (e *env) open() {
 func (e *env) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel, e.done = cancel, make(chan error, 1)
-	go func() { e.done <- e.tr.Run(ctx) }()
+	go func() {
+		if e.stream == nil {
+			e.done <- e.tr.Run(ctx)
+			return
+		}
+		e.done <- e.tr.RunWithStream(ctx, e.stream)
+	}()
 }
 
 func (e *env) stop() {

@@ -69,20 +69,22 @@ type Server struct {
 	reaperDone chan struct{} // closed when the reaper has exited
 }
 
-// defaultSettings are the settings every throwaway cluster gets. They are
-// written to postgresql.conf so that they survive restarts.
+// PortableSettings are the settings the tests rely on whatever runs the
+// server: logical decoding, enough slots, senders and connections, no fsync,
+// quiet logs. They leave out where the server listens (listen_addresses,
+// port, unix_socket_directories), which only a local cluster decides, so
+// that another host of the server (pgtest's Docker fallback, listening on
+// 5432 in its own network namespace) applies exactly the same behaviour
+// from this one list. Each call returns a new slice, in a fixed order.
 //
 // synchronous_commit=local matters: tests set synchronous_standby_names to a
 // standby that does not exist, to hold one session's commit in flight, and
 // every other session must not wait for it.
-func defaultSettings(sockDir string, port int) [][2]string {
+func PortableSettings() [][2]string {
 	return [][2]string{
 		{"wal_level", "logical"},
 		{"max_replication_slots", "20"},
 		{"max_wal_senders", "20"},
-		{"listen_addresses", quote("127.0.0.1")},
-		{"port", strconv.Itoa(port)},
-		{"unix_socket_directories", quote(sockDir)},
 		{"fsync", "off"},
 		{"synchronous_commit", "local"},
 		{"max_connections", "200"},
@@ -90,6 +92,17 @@ func defaultSettings(sockDir string, port int) [][2]string {
 		{"log_min_messages", "warning"},
 		{"logging_collector", "off"},
 	}
+}
+
+// defaultSettings are the settings every throwaway cluster gets: the
+// portable ones and where this cluster listens. They are written to
+// postgresql.conf so that they survive restarts.
+func defaultSettings(sockDir string, port int) [][2]string {
+	return append(PortableSettings(),
+		[2]string{"listen_addresses", quote("127.0.0.1")},
+		[2]string{"port", strconv.Itoa(port)},
+		[2]string{"unix_socket_directories", quote(sockDir)},
+	)
 }
 
 // Start initialises a new cluster in a fresh temporary directory and starts

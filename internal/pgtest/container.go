@@ -12,6 +12,8 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/trellis-repl/trellis-repl/internal/pgserver"
 )
 
 // EnvImage names the environment variable that overrides the PostgreSQL
@@ -23,25 +25,10 @@ const EnvImage = "TRELLIS_TEST_IMAGE"
 const DefaultImage = "postgres:15"
 
 // containerSettings are the server settings of the container, passed as
-// `-c name=value` arguments. They mirror pgserver's defaultSettings (the
-// tests rely on them: logical decoding, enough slots and connections,
-// synchronous_commit=local so that a session held by a missing synchronous
-// standby does not hold the others) minus the ones that only place a local
-// cluster (listen_addresses, port, unix_socket_directories): the image
-// listens on 5432 in its own network namespace.
-func containerSettings() [][2]string {
-	return [][2]string{
-		{"wal_level", "logical"},
-		{"max_replication_slots", "20"},
-		{"max_wal_senders", "20"},
-		{"fsync", "off"},
-		{"synchronous_commit", "local"},
-		{"max_connections", "200"},
-		{"shared_buffers", "128MB"},
-		{"log_min_messages", "warning"},
-		{"logging_collector", "off"},
-	}
-}
+// `-c name=value` arguments: pgserver's portable ones, so that the fallback
+// behaves as a local cluster does; the image listens on 5432 in its own
+// network namespace, so nothing places it.
+func containerSettings() [][2]string { return pgserver.PortableSettings() }
 
 // containerCmd is the container's command line: the image's entrypoint runs
 // it after initialising the cluster.
