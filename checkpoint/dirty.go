@@ -285,14 +285,20 @@ func (s *Store) Done(transform int64, b Batch) error {
 	// The keys marked since this batch's Take, when that watch is still
 	// the transform's; otherwise every entry is read.
 	var marked map[string]uint64
+	// A batch with every dirty key leaves only the keys marked since its
+	// Take, each of them in the watch: their smallest is the new
+	// low-water mark, once the deletions are committed.
+	var low []byte
 	if w := s.watch[transform]; w != nil && w.id == b.watch {
 		marked = w.marked
 		delete(s.watch, transform)
-		// A batch with every dirty key leaves only the keys marked since
-		// its Take, each of them in the watch (a failed commit below is
-		// fatal to the store).
 		if b.All {
-			s.low[transform] = lowest(prefixEnd(keyPrefix(transform)), w.min)
+			low = lowest(prefixEnd(keyPrefix(transform)), w.min)
+		}
+	}
+	setLow := func() {
+		if low != nil {
+			s.low[transform] = low
 		}
 	}
 	del := func(k []byte, version uint64) (bool, error) {
@@ -331,11 +337,13 @@ func (s *Store) Done(transform int64, b Batch) error {
 		}
 	}
 	if pb.Empty() {
+		setLow()
 		return nil
 	}
 	if err := pb.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("checkpoint: done %d: %w", transform, err)
 	}
+	setLow()
 	s.addPending(transform, -removed)
 	return nil
 }
