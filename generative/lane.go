@@ -167,7 +167,7 @@ func (e *Env) Soak(ctx context.Context, opt SoakOptions, out io.Writer) SoakResu
 			fmt.Fprintf(out, "soak: %s: generator errors: %s\n", c, strings.Join(rr.Stats.GeneratorErrors, "; "))
 		}
 		for _, n := range rr.Stats.Notes {
-			if strings.Contains(n, "runner exited") {
+			if strings.Contains(n, "runner exited") || strings.Contains(n, "server fault") {
 				fmt.Fprintf(out, "soak: %s: %s\n", c, n)
 			}
 		}

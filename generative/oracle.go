@@ -15,6 +15,10 @@ import (
 	"github.com/trellis-repl/trellis-repl/selfcheck"
 )
 
+// undecodableSlot is how the disruption of a slot the server cannot decode
+// reads (replication.SlotUndecodable's sentence).
+const undecodableSlot = "cannot decode the WAL of replication slot"
+
 // check is the oracle: wait for convergence to "now", then every target
 // that is not paused by a user must equal its query, both as the engine's
 // plan renders it and as the program wrote it.
@@ -30,7 +34,16 @@ func (r *run) check(ctx context.Context, path string) *Failure {
 	disrupt := r.disrupt
 	r.disrupt = false
 	r.mu.Unlock()
-	if err != nil && disrupt && trellis.CodeOf(err) == trellis.CodeConflict && strings.Contains(err.Error(), "disruption") {
+	disruption := err != nil && trellis.CodeOf(err) == trellis.CodeConflict && strings.Contains(err.Error(), "disruption")
+	if disruption && !disrupt && strings.Contains(err.Error(), undecodableSlot) {
+		// PostgreSQL failed to decode its own WAL (15.x, rarely, with
+		// TRUNCATE and savepoints in concurrent transactions; it does not
+		// replay deterministically). The engine's answer is the one to
+		// check: a disruption, a new slot, and exact targets after RESUME.
+		r.note("server fault at step %s (slot re-created, transforms rebuilt): %v", path, err)
+		disrupt = true
+	}
+	if disruption && disrupt {
 		// Losing the store under --confirm=local is a disruption by design:
 		// the transforms pause and RESUME rebuilds them.
 		r.logf("step %s: expected disruption: %v", path, err)
