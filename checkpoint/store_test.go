@@ -569,6 +569,20 @@ func TestSpill(t *testing.T) {
 	})
 }
 
+// keyNames are the first values of a batch's one-column keys, in order.
+func keyNames(t *testing.T, b Batch) []string {
+	t.Helper()
+	var out []string
+	for _, e := range b.Keys {
+		k, err := DecodeKey(e.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, k[0])
+	}
+	return out
+}
+
 // TestTakeGoesRound: paged Takes continue after the previous page and wrap
 // at the end, so a key dirtied again behind the cursor is still taken, and
 // All is only reported by a page that saw the whole set.
@@ -580,17 +594,6 @@ func TestTakeGoesRound(t *testing.T) {
 	}
 	if err := s.Record(100, 1, keys, nil); err != nil {
 		t.Fatal(err)
-	}
-	names := func(b Batch) []string {
-		var out []string
-		for _, e := range b.Keys {
-			k, err := DecodeKey(e.Key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, k[0])
-		}
-		return out
 	}
 	steps := []struct {
 		redirty string // recorded before the Take
@@ -611,7 +614,7 @@ func TestTakeGoesRound(t *testing.T) {
 			}
 		}
 		b := mustTake(t, s, 1, 4)
-		if got := names(b); !slices.Equal(got, st.want) || b.All != (st.all || len(st.want) == 0) {
+		if got := keyNames(t, b); !slices.Equal(got, st.want) || b.All != (st.all || len(st.want) == 0) {
 			t.Fatalf("take %d: %v All=%v, want %v All=%v", i, got, b.All, st.want, st.all)
 		}
 		if err := s.Done(1, b); err != nil {
@@ -689,15 +692,7 @@ func TestTakeFromLowWaterMark(t *testing.T) {
 	for i, st := range steps {
 		record(st.before)
 		b := mustTake(t, s, 1, 4)
-		var got []string
-		for _, e := range b.Keys {
-			k, err := DecodeKey(e.Key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, k[0])
-		}
-		if !slices.Equal(got, st.want) || b.All != st.all {
+		if got := keyNames(t, b); !slices.Equal(got, st.want) || b.All != st.all {
 			t.Fatalf("take %d: %v All=%v, want %v All=%v", i, got, b.All, st.want, st.all)
 		}
 		record(st.during)
