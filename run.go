@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/trellis-repl/trellis-repl/checkpoint"
 	"github.com/trellis-repl/trellis-repl/decode"
@@ -159,7 +158,7 @@ func (r *runner) prepareSlot(ctx context.Context, reason string) error {
 	var disruption string
 	if slot.Exists && slot.WALStatus == "lost" {
 		disruption = fmt.Sprintf("replication slot %q was invalidated (the server removed WAL it needed; see max_slot_wal_keep_size)", r.slot)
-		if err := r.dropSlot(ctx); err != nil {
+		if err := replication.DropSlot(ctx, t.pool, r.slot); err != nil {
 			return terr.Wrap(terr.Unavailable, err, "drop invalidated slot: %v", err)
 		}
 		slot.Exists = false
@@ -389,36 +388,11 @@ func (r *runner) stream(ctx context.Context) error {
 	}
 }
 
-// slotReleaseWait bounds how long dropSlot waits for the walsender of the
-// stream that just ended to let go of the slot.
-const slotReleaseWait = 10 * time.Second
-
-// dropSlot drops the slot once no process holds it. The walsender of a
-// stream that just ended (or of a runner killed just before this one
-// started) holds the slot for a moment, and a drop then fails (55006): the
-// slot would be resumed instead of re-created, an undecodable slot failing
-// again, a slot older than a recreated publication missing it again.
-func (r *runner) dropSlot(ctx context.Context) error {
-	deadline := time.Now().Add(slotReleaseWait)
-	for {
-		err := replication.DropSlot(ctx, r.t.pool, r.slot)
-		var pe *pgconn.PgError
-		if err == nil || !errors.As(err, &pe) || pe.Code != "55006" || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
 // dropLostSlot drops the slot after a disruption while streaming. Should
 // the slot stay held, the next stream reports the same disruption and the
 // drop is tried again, so a failure is only logged.
 func (r *runner) dropLostSlot(ctx context.Context) {
-	if err := r.dropSlot(ctx); err != nil {
+	if err := replication.DropSlot(ctx, r.t.pool, r.slot); err != nil {
 		r.t.log.Warn("drop the lost replication slot", "slot", r.slot, "err", err)
 	}
 }

@@ -347,14 +347,31 @@ func SlotInfo(ctx context.Context, q Querier, slot string) (Slot, error) {
 	return s, nil
 }
 
-// DropSlot drops the slot if it exists. It fails (SQLSTATE 55006) while a
-// walsender is using the slot; stop the stream first.
+// slotReleaseWait bounds how long DropSlot waits for a walsender to let go
+// of the slot.
+const slotReleaseWait = 10 * time.Second
+
+// DropSlot drops the slot if it exists, once no process holds it. The
+// walsender of a stream that just ended (or of a consumer killed just
+// before) holds the slot for a moment, and a drop then fails (55006): a
+// caller re-creating a lost slot would find the old one still there. It
+// gives up with that error after slotReleaseWait.
 func DropSlot(ctx context.Context, q Querier, slot string) error {
-	_, err := q.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot)
-	if err != nil {
-		return fmt.Errorf("replication: drop slot %q: %w", slot, err)
+	deadline := time.Now().Add(slotReleaseWait)
+	for {
+		_, err := q.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot)
+		if err == nil {
+			return nil
+		}
+		if pgCode(err) != "55006" || time.Now().After(deadline) {
+			return fmt.Errorf("replication: drop slot %q: %w", slot, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("replication: drop slot %q: %w", slot, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	return nil
 }
 
 func deref(s *string) string {
