@@ -3,6 +3,7 @@ package trellis
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -17,7 +18,7 @@ type Result struct {
 	Statement string // "CREATE TRANSFORM", "PAUSE TRANSFORM", …
 	Name      string
 	// Action is created, exists (IF NOT EXISTS), paused, resumed, dropped,
-	// absent (IF EXISTS), or unchanged.
+	// absent (IF EXISTS), or unchanged (PAUSE of a paused transform).
 	Action string
 }
 
@@ -120,8 +121,7 @@ func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement)
 			return res, missing()
 		}
 		if existing.State != catalog.StatePaused {
-			res.Action = "unchanged"
-			return res, nil
+			return res, notPausedError(st.Name, existing.State)
 		}
 		p, err := engine.Decode(existing.Plan)
 		if err != nil {
@@ -169,17 +169,26 @@ func (t *Trellis) create(ctx context.Context, tx pgx.Tx, schema string, st *engi
 	}
 	for _, o := range all {
 		op, err := engine.Decode(o.Plan)
-		if err == nil && op.Target.Schema == p.Source.Schema && op.Target.Name == p.Source.Name {
-			return terr.New(terr.Validation, "transform %q: FROM %s is the target of transform %q; chained transforms arrive in a later version — read the source tables instead",
-				st.Name, p.Source.Name, o.Name)
+		if err != nil {
+			continue
 		}
+		for _, src := range p.Sources {
+			if op.Target.Schema == src.Schema && op.Target.Name == src.Name {
+				return terr.New(terr.Validation, "transform %q: FROM %s is the target of transform %q; chained transforms arrive in a later version — read the source tables instead",
+					st.Name, src.Name, o.Name)
+			}
+		}
+	}
+	var names []string
+	for _, src := range p.Tables() {
+		names = append(names, src.Ident())
 	}
 	raw, err := p.Encode()
 	if err != nil {
 		return terr.Wrap(terr.Internal, err, "%v", err)
 	}
 	id, err := t.cat.Insert(ctx, tx, &catalog.Transform{Schema: schema, Name: st.Name, Definition: st.Query.SQL,
-		Shape: p.Shape, Plan: raw, SourceTable: pgx.Identifier{p.Source.Schema, p.Source.Name}.Sanitize(), SourceOID: p.Source.OID})
+		Shape: p.Shape, Plan: raw, SourceTable: strings.Join(names, ", "), SourceOID: p.Sources[0].OID})
 	if err != nil {
 		return asTerr(err)
 	}
@@ -193,6 +202,17 @@ func (t *Trellis) create(ctx context.Context, tx pgx.Tx, schema string, st *engi
 		return terr.Wrap(terr.Unavailable, err, "%v", err)
 	}
 	return nil
+}
+
+// notPausedError is RESUME's refusal of a transform that is not paused.
+// RESUME means "rebuild what a pause left stale"; accepting it silently on a
+// running transform would let a script that expected a rebuild (say, after a
+// disruption it assumed had paused the transform) succeed without one, so it
+// is a conflict with the transform's state, and — as any failing statement —
+// it rolls back the whole script.
+func notPausedError(name, state string) error {
+	return terr.New(terr.Conflict, "transform %q is not paused (state %s); RESUME only applies to a paused transform — PAUSE TRANSFORM it first, or leave it running",
+		name, state)
 }
 
 // asTerr keeps *terr.Error as is and classifies anything else.

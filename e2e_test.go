@@ -262,6 +262,96 @@ func TestStatementErrorsChangeNothing(t *testing.T) {
 	}
 }
 
+// TestResumeNotPaused: RESUME of a transform that is not paused is a
+// conflict naming its state, and — like any failing statement — leaves the
+// whole script unapplied, including statements before it that succeeded.
+func TestResumeNotPaused(t *testing.T) {
+	e := newEnv(t, trellis.Config{})
+	ctx := context.Background()
+	e.exec(schemaSQL)
+	e.exec(`INSERT INTO orders SELECT g, g % 5, 'new', g, 1, NULL FROM generate_series(1, 50) g`)
+	e.apply(`CREATE TRANSFORM a AS SELECT id, amount FROM orders;
+		CREATE TRANSFORM b AS SELECT customer, count(*) AS n FROM orders GROUP BY customer`)
+	sentence := func(name, state string) string {
+		return fmt.Sprintf("conflict: transform %q is not paused (state %s); RESUME only applies to a paused transform — PAUSE TRANSFORM it first, or leave it running", name, state)
+	}
+	// snapshot is what a script could have changed: every catalog row (not
+	// progress, which the runner moves on its own), the tables of schema
+	// public, and the publication's tables.
+	snapshot := func(t *testing.T) string {
+		t.Helper()
+		var s string
+		if err := e.conn.QueryRow(ctx, `SELECT concat_ws(E'\n',
+			(SELECT string_agg(concat_ws(' ', id, name, state, paused_by, rebuild, build_phase, build_cursor::text,
+				capture_failure::text, backfill_failure::text, md5(plan::text), state_changed_at), E'\n' ORDER BY id)
+			 FROM trellis.transforms),
+			(SELECT string_agg(relname, ' ' ORDER BY relname) FROM pg_class
+			 WHERE relnamespace = 'public'::regnamespace AND relkind = 'r'),
+			(SELECT string_agg(tablename, ' ' ORDER BY tablename) FROM pg_publication_tables WHERE pubname = 'trellis_pub'))`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	type resumeCase struct {
+		name   string
+		setup  string // applied (and required to succeed) before the snapshot
+		script string
+		want   string // the whole error text
+	}
+	run := func(t *testing.T, c resumeCase) {
+		t.Helper()
+		if c.setup != "" {
+			if _, err := e.tr.Apply(ctx, c.setup); err != nil {
+				t.Fatalf("setup %s: %v", c.setup, err)
+			}
+		}
+		before := snapshot(t)
+		res, err := e.tr.Apply(ctx, c.script)
+		if err == nil {
+			t.Fatalf("%s: applied (%+v), want %s", c.script, res, c.want)
+		}
+		if trellis.CodeOf(err) != trellis.CodeConflict {
+			t.Errorf("%s: code %s, want %s", c.script, trellis.CodeOf(err), trellis.CodeConflict)
+		}
+		if err.Error() != c.want {
+			t.Errorf("%s:\n got %v\nwant %s", c.script, err, c.want)
+		}
+		if after := snapshot(t); after != before {
+			t.Errorf("%s changed something:\nbefore:\n%s\nafter:\n%s", c.script, before, after)
+		}
+	}
+
+	// Before any runner: both wait for their build.
+	t.Run("waiting to backfill", func(t *testing.T) {
+		run(t, resumeCase{script: `RESUME TRANSFORM b`, want: sentence("b", "waiting_to_backfill")})
+	})
+
+	e.start()
+	e.converge("built")
+	// In order: the last case leaves a paused.
+	for _, c := range []resumeCase{
+		{name: "live", script: `RESUME TRANSFORM b`, want: sentence("b", "live")},
+		{name: "after a pause in the same script", script: `PAUSE TRANSFORM a; RESUME TRANSFORM b`, want: sentence("b", "live")},
+		{name: "after a create", script: `CREATE TRANSFORM c AS SELECT id, qty FROM orders; RESUME TRANSFORM b`, want: sentence("b", "live")},
+		{name: "after a drop", script: `DROP TRANSFORM a; RESUME TRANSFORM b`, want: sentence("b", "live")},
+		{name: "after a resume that succeeds", setup: `PAUSE TRANSFORM a`,
+			script: `RESUME TRANSFORM a; RESUME TRANSFORM b`, want: sentence("b", "live")},
+	} {
+		t.Run(c.name, func(t *testing.T) { run(t, c) })
+	}
+	st, err := e.tr.Status(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st[0].State != "paused" {
+		t.Fatalf("a after the failed RESUME script: state %s, want paused (its RESUME rolled back)", st[0].State)
+	}
+	// The refusal is about state only: the same RESUME of a paused
+	// transform still works, and everything converges.
+	e.apply(`RESUME TRANSFORM a`)
+	e.converge("after RESUME of the paused transform")
+}
+
 func pgxConnect(dsn string) (*pgx.Conn, error) { return pgx.Connect(context.Background(), dsn) }
 
 // TestReplicaIdentityDrift: when a table's changes stop carrying the

@@ -47,19 +47,25 @@ func newIntake(r *runner) *intake {
 	return in
 }
 
+// addRoute routes the changes of every table the plan reads to the
+// transform (a table read twice, by a self-join, once: the worker fans its
+// keys out to both sources).
 func (in *intake) addRoute(id int64, p *engine.Plan) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	for _, rt := range in.routes[p.Source.OID] {
-		if rt.transform == id {
-			return
+tables:
+	for _, src := range p.Tables() {
+		for _, rt := range in.routes[src.OID] {
+			if rt.transform == id {
+				continue tables
+			}
 		}
+		names := make([]string, len(src.Key))
+		for i, k := range src.Key {
+			names[i] = k.Name
+		}
+		in.routes[src.OID] = append(in.routes[src.OID], route{transform: id, keyNames: names})
 	}
-	names := make([]string, len(p.Source.Key))
-	for i, k := range p.Source.Key {
-		names[i] = k.Name
-	}
-	in.routes[p.Source.OID] = append(in.routes[p.Source.OID], route{transform: id, keyNames: names})
 }
 
 func (in *intake) removeRoute(id int64) {

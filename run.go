@@ -465,7 +465,13 @@ func (r *runner) reconcile(ctx context.Context) error {
 	want := map[int64]*catalog.Transform{}
 	needed := map[string]bool{}
 	for _, tr := range ts {
-		needed[tr.SourceTable] = true
+		if p, err := engine.Decode(tr.Plan); err == nil {
+			for _, src := range p.Tables() {
+				needed[src.Ident()] = true
+			}
+		} else {
+			needed[tr.SourceTable] = true
+		}
 		if tr.State != catalog.StatePaused {
 			want[tr.ID] = tr
 		}
@@ -530,7 +536,7 @@ func (r *runner) reconcile(ctx context.Context) error {
 	return nil
 }
 
-// installCapture publishes the transform's source and waits for the fence:
+// installCapture publishes the transform's sources and waits for the fence:
 // every transaction that was open when the source's changes started to be
 // routed has ended, so a build reading the source afterwards misses nothing
 // that the slot will not also deliver (DESIGN.md §2.3).
@@ -542,7 +548,11 @@ func (r *runner) installCapture(ctx context.Context, p *engine.Plan) error {
 		return err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-	if err := replication.AddTables(ctx, tx, r.pub, []pgx.Identifier{{p.Source.Schema, p.Source.Name}}); err != nil {
+	var tables []pgx.Identifier
+	for _, src := range p.Tables() {
+		tables = append(tables, pgx.Identifier{src.Schema, src.Name})
+	}
+	if err := replication.AddTables(ctx, tx, r.pub, tables); err != nil {
 		r.captureMu.Unlock()
 		return err
 	}

@@ -224,13 +224,16 @@ func (w *worker) drain(ctx context.Context, a *engine.Applier) error {
 				return err
 			}
 		}
-		keys := make([][]string, 0, len(b.Keys))
+		keys := make([][][]string, len(w.plan.Sources))
 		for _, e := range b.Keys {
 			k, err := checkpoint.DecodeKey(e.Key)
 			if err != nil {
 				return fmt.Errorf("decode stored key: %w", err)
 			}
-			keys = append(keys, k)
+			// A self-join reads the table as two sources: both re-derive.
+			for _, i := range w.plan.SourcesOf(e.Table) {
+				keys[i] = append(keys[i], k)
+			}
 		}
 		var lsn uint64
 		if b.All {
@@ -243,7 +246,7 @@ func (w *worker) drain(ctx context.Context, a *engine.Applier) error {
 			return err
 		}
 		w.r.metrics.ApplySeconds.WithLabelValues(w.name).Observe(time.Since(start).Seconds())
-		w.r.metrics.AppliedKeys.WithLabelValues(w.name).Add(float64(len(keys)))
+		w.r.metrics.AppliedKeys.WithLabelValues(w.name).Add(float64(len(b.Keys)))
 		w.r.metrics.RowsWritten.WithLabelValues(w.name).Add(float64(n))
 		if err := w.r.store.Done(w.id, b); err != nil {
 			return err
@@ -287,17 +290,26 @@ func (w *worker) saveIdle(ctx context.Context) error {
 const buildChunk = 5000
 
 // buildStep re-derives the next chunk of the build and reports whether the
-// build is complete. Phase 0 walks the source in key order; a rebuild then
-// walks what the target/ledger holds (phase 1), so orphans are deleted.
+// build is complete. The first phases walk the cover sources in key order;
+// a rebuild then walks the keys the target/ledger holds, so orphans are
+// deleted (ADR 0010).
 func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.Transform) (bool, error) {
 	phase, cursor := tr.BuildPhase, tr.BuildCursor
-	keys, err := a.Enumerate(ctx, phase == 1, cursor, buildChunk)
+	build, rebuild := a.Phases()
+	last := build
+	if tr.Rebuild {
+		last = rebuild
+	}
+	if phase >= last {
+		return true, nil
+	}
+	src, keys, err := a.Enumerate(ctx, phase, cursor, buildChunk)
 	if err != nil {
 		return false, err
 	}
 	if len(keys) == 0 {
-		if phase == 0 && tr.Rebuild {
-			return false, w.r.t.cat.SetBuildCursor(ctx, w.r.t.pool, w.id, 1, nil)
+		if phase+1 < last {
+			return false, w.r.t.cat.SetBuildCursor(ctx, w.r.t.pool, w.id, phase+1, nil)
 		}
 		if tr.Rebuild {
 			// The ledger is now exact; make the target its aggregation, so a
@@ -308,9 +320,9 @@ func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.T
 		}
 		return true, nil
 	}
-	last := keys[len(keys)-1]
-	_, err = a.Apply(ctx, engine.Batch{Keys: keys, Extra: func(ctx context.Context, tx pgx.Tx) error {
-		return w.r.t.cat.SetBuildCursor(ctx, tx, w.id, phase, last)
+	end := keys[len(keys)-1]
+	_, err = a.Apply(ctx, engine.Batch{Keys: a.KeysOf(src, keys), Extra: func(ctx context.Context, tx pgx.Tx) error {
+		return w.r.t.cat.SetBuildCursor(ctx, tx, w.id, phase, end)
 	}})
 	if err == nil {
 		w.r.metrics.AppliedKeys.WithLabelValues(w.name).Add(float64(len(keys)))
@@ -320,18 +332,22 @@ func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.T
 
 // rederiveStored re-derives every identity the transform holds.
 func (w *worker) rederiveStored(ctx context.Context, a *engine.Applier, xids []uint32) error {
-	var cursor []string
-	for {
-		keys, err := a.Enumerate(ctx, true, cursor, buildChunk)
-		if err != nil {
-			return err
+	build, rebuild := a.Phases()
+	for phase := build; phase < rebuild; phase++ {
+		var cursor []string
+		for {
+			src, keys, err := a.Enumerate(ctx, phase, cursor, buildChunk)
+			if err != nil {
+				return err
+			}
+			if len(keys) == 0 {
+				break
+			}
+			if _, err := a.Apply(ctx, engine.Batch{Keys: a.KeysOf(src, keys), Xids: xids}); err != nil {
+				return err
+			}
+			cursor = keys[len(keys)-1]
 		}
-		if len(keys) == 0 {
-			return nil
-		}
-		if _, err := a.Apply(ctx, engine.Batch{Keys: keys, Xids: xids}); err != nil {
-			return err
-		}
-		cursor = keys[len(keys)-1]
 	}
+	return nil
 }

@@ -146,8 +146,9 @@ func (a *Applier) Conn() *pgx.Conn { return a.conn }
 
 // Batch is one unit of work for Apply.
 type Batch struct {
-	// Keys are source keys as text values in Plan.Source.Key order.
-	Keys [][]string
+	// Keys are the dirty keys of each source, in Plan.Sources order:
+	// Keys[i][r] is one key of source i as text values in its key order.
+	Keys [][][]string
 	// Xids are 32-bit xids of slot transactions whose effects the keys must
 	// reflect: the snapshot must see them before re-deriving.
 	Xids []uint32
@@ -175,57 +176,17 @@ func (a *Applier) Apply(ctx context.Context, b Batch) (int64, error) {
 			return 0, err
 		}
 	}
+	n := 0
+	for _, ks := range b.Keys {
+		n += len(ks)
+	}
 	var written int64
-	if len(b.Keys) > 0 {
-		batch := &pgx.Batch{}
-		var ints []int64
-		if a.Stmts.IntKey {
-			if ints, err = sortedInts(b.Keys); err != nil {
-				return 0, err
-			}
-		}
-		if a.Stmts.LoadKeys != "" {
-			if err := a.queueKeys(batch, b.Keys, ints); err != nil {
-				return 0, err
-			}
-		}
-		steps := a.steps()
-		for _, st := range steps {
-			if st.KeyArgs {
-				batch.Queue(st.SQL, ints, ints[0], ints[len(ints)-1])
-			} else {
-				batch.Queue(st.SQL)
-			}
-		}
-		br := tx.SendBatch(ctx, batch)
-		for range batch.Len() - len(steps) {
-			if _, err := br.Exec(); err != nil {
-				br.Close()
-				return 0, fmt.Errorf("load keys: %w", err)
-			}
-		}
-		for i, st := range steps {
-			if st.Role == RoleRows {
-				var n int64
-				if err := br.QueryRow().Scan(&n); err != nil {
-					br.Close()
-					return 0, fmt.Errorf("re-derive %s: %w", a.Plan.Target.Name, err)
-				}
-				written += n
-				continue
-			}
-			tag, err := br.Exec()
-			if err != nil {
-				br.Close()
-				return 0, fmt.Errorf("re-derive %s (step %d): %w", a.Plan.Target.Name, i+1, err)
-			}
-			written += tag.RowsAffected()
-		}
-		if err := br.Close(); err != nil {
-			return 0, fmt.Errorf("re-derive %s: %w", a.Plan.Target.Name, err)
+	if n > 0 {
+		if written, err = a.rederive(ctx, tx, b.Keys); err != nil {
+			return 0, err
 		}
 	}
-	if err := a.cat.RecordProgress(ctx, tx, a.ID, b.AppliedLSN, int64(len(b.Keys))); err != nil {
+	if err := a.cat.RecordProgress(ctx, tx, a.ID, b.AppliedLSN, int64(n)); err != nil {
 		return 0, err
 	}
 	if b.Extra != nil {
@@ -239,29 +200,109 @@ func (a *Applier) Apply(ctx context.Context, b Batch) (int64, error) {
 	return written, nil
 }
 
+// rederive runs the apply statements for the batch's keys and returns the
+// number of target and ledger rows written.
+func (a *Applier) rederive(ctx context.Context, tx pgx.Tx, keys [][][]string) (int64, error) {
+	batch := &pgx.Batch{}
+	var ints []int64
+	var err error
+	if a.Plan.Multi() {
+		for i, ks := range keys {
+			if len(ks) > 0 {
+				batch.Queue(a.Stmts.LoadSource[i], textColumns(ks, len(a.Plan.Sources[i].Key))...)
+			}
+		}
+		for _, st := range a.Stmts.Analyze {
+			batch.Queue(st)
+		}
+	} else {
+		var one [][]string
+		if len(keys) > 0 {
+			one = keys[0]
+		}
+		if a.Stmts.IntKey {
+			if ints, err = sortedInts(one); err != nil {
+				return 0, err
+			}
+		}
+		if a.Stmts.LoadKeys != "" {
+			if err := a.queueKeys(batch, one, ints); err != nil {
+				return 0, err
+			}
+		}
+	}
+	steps := a.steps()
+	for _, st := range steps {
+		if st.KeyArgs {
+			batch.Queue(st.SQL, ints, ints[0], ints[len(ints)-1])
+		} else {
+			batch.Queue(st.SQL)
+		}
+	}
+	var written int64
+	br := tx.SendBatch(ctx, batch)
+	for range batch.Len() - len(steps) {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return 0, fmt.Errorf("load keys: %w", err)
+		}
+	}
+	for i, st := range steps {
+		if st.Role == RoleRows {
+			var n int64
+			if err := br.QueryRow().Scan(&n); err != nil {
+				br.Close()
+				return 0, fmt.Errorf("re-derive %s: %w", a.Plan.Target.Name, err)
+			}
+			written += n
+			continue
+		}
+		tag, err := br.Exec()
+		if err != nil {
+			br.Close()
+			return 0, fmt.Errorf("re-derive %s (step %d): %w", a.Plan.Target.Name, i+1, err)
+		}
+		if st.Role != RoleScope {
+			written += tag.RowsAffected()
+		}
+	}
+	if err := br.Close(); err != nil {
+		return 0, fmt.Errorf("re-derive %s: %w", a.Plan.Target.Name, err)
+	}
+	return written, nil
+}
+
+// textColumns turns keys of n columns into one text[] argument per column.
+func textColumns(keys [][]string, n int) []any {
+	cols := make([][]string, n)
+	for i := range cols {
+		cols[i] = make([]string, len(keys))
+	}
+	for r, k := range keys {
+		for i := 0; i < n && i < len(k); i++ {
+			cols[i][r] = k[i]
+		}
+	}
+	args := make([]any, n)
+	for i := range cols {
+		args[i] = cols[i]
+	}
+	return args
+}
+
 // queueKeys queues the statements that fill the key table (and the bounds
 // table) with a batch's keys: ints under IntKey, else the text values.
 func (a *Applier) queueKeys(batch *pgx.Batch, keys [][]string, ints []int64) error {
 	if a.Stmts.IntKey {
 		batch.Queue(a.Stmts.LoadKeys, ints)
 	} else {
-		cols := make([][]string, len(a.Plan.Source.Key))
-		for i := range cols {
-			cols[i] = make([]string, len(keys))
-		}
-		for r, k := range keys {
-			if len(k) != len(cols) {
-				return fmt.Errorf("key %v has %d values, want %d", k, len(k), len(cols))
-			}
-			for i, v := range k {
-				cols[i][r] = v
+		nk := len(a.Plan.Sources[0].Key)
+		for _, k := range keys {
+			if len(k) != nk {
+				return fmt.Errorf("key %v has %d values, want %d", k, len(k), nk)
 			}
 		}
-		args := make([]any, len(cols))
-		for i := range cols {
-			args[i] = cols[i]
-		}
-		batch.Queue(a.Stmts.LoadKeys, args...)
+		batch.Queue(a.Stmts.LoadKeys, textColumns(keys, nk)...)
 	}
 	// Real row counts for the key table: unanalyzed, the planner assumes
 	// thousands of keys and scans whole tables to re-derive a few (80x
@@ -418,18 +459,20 @@ func (a *Applier) Reconcile(ctx context.Context) error {
 	return tx.Commit(ctx)
 }
 
-// Enumerate lists up to limit keys after cursor (nil = from the start), from
-// the source (stored=false) or from what the target/ledger holds.
-func (a *Applier) Enumerate(ctx context.Context, stored bool, cursor []string, limit int) ([][]string, error) {
-	sql, args := a.Stmts.EnumSourceFirst, []any{limit}
-	if stored {
-		sql = a.Stmts.EnumStoredFirst
+// Phases is the number of build phases: the cover sources' keys, then,
+// for a rebuild, the keys the stored rows hold (ADR 0010).
+func (a *Applier) Phases() (build, rebuild int) { return len(a.Plan.Cover), len(a.Stmts.Enum) }
+
+// Enumerate lists up to limit keys after cursor (nil = from the start) of
+// build phase phase, and the source they are keys of.
+func (a *Applier) Enumerate(ctx context.Context, phase int, cursor []string, limit int) (int, [][]string, error) {
+	if phase < 0 || phase >= len(a.Stmts.Enum) {
+		return 0, nil, fmt.Errorf("enumerate keys of %s: no build phase %d", a.Plan.Target.Name, phase)
 	}
+	e := a.Stmts.Enum[phase]
+	sql, args := e.First, []any{limit}
 	if cursor != nil {
-		sql = a.Stmts.EnumSource
-		if stored {
-			sql = a.Stmts.EnumStored
-		}
+		sql = e.After
 		args = args[:0]
 		for _, c := range cursor {
 			args = append(args, c)
@@ -438,24 +481,31 @@ func (a *Applier) Enumerate(ctx context.Context, stored bool, cursor []string, l
 	}
 	rows, err := a.conn.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("enumerate keys of %s: %w", a.Plan.Target.Name, err)
+		return 0, nil, fmt.Errorf("enumerate keys of %s: %w", a.Plan.Target.Name, err)
 	}
 	defer rows.Close()
 	var out [][]string
 	for rows.Next() {
 		vals, err := rows.Values()
 		if err != nil {
-			return nil, err
+			return 0, nil, err
 		}
 		k := make([]string, len(vals))
 		for i, v := range vals {
 			s, ok := v.(string)
 			if !ok {
-				return nil, errors.New("enumerate: key value is not text")
+				return 0, nil, errors.New("enumerate: key value is not text")
 			}
 			k[i] = s
 		}
 		out = append(out, k)
 	}
-	return out, rows.Err()
+	return e.Source, out, rows.Err()
+}
+
+// KeysOf places keys of source i in a Batch's per-source key list.
+func (a *Applier) KeysOf(i int, keys [][]string) [][][]string {
+	out := make([][][]string, len(a.Plan.Sources))
+	out[i] = keys
+	return out
 }

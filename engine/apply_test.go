@@ -34,7 +34,7 @@ func define(t *testing.T, ctx context.Context, conn *pgx.Conn, cat catalog.Catal
 	}
 	raw, _ := p.Encode()
 	id, err := cat.Insert(ctx, tx, &catalog.Transform{Schema: "public", Name: st.Name, Definition: st.Query.SQL,
-		Shape: p.Shape, Plan: raw, SourceTable: p.Source.From, SourceOID: p.Source.OID})
+		Shape: p.Shape, Plan: raw, SourceTable: p.Sources[0].From, SourceOID: p.Sources[0].OID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,19 +51,21 @@ func define(t *testing.T, ctx context.Context, conn *pgx.Conn, cat catalog.Catal
 	return id, p
 }
 
-func allKeys(t *testing.T, ctx context.Context, a *Applier) [][]string {
-	var out [][]string
-	for _, stored := range []bool{false, true} {
+// allKeys lists, per source, every key the build and rebuild phases walk.
+func allKeys(t *testing.T, ctx context.Context, a *Applier) [][][]string {
+	out := make([][][]string, len(a.Plan.Sources))
+	_, phases := a.Phases()
+	for phase := 0; phase < phases; phase++ {
 		var cur []string
 		for {
-			ks, err := a.Enumerate(ctx, stored, cur, 7)
+			src, ks, err := a.Enumerate(ctx, phase, cur, 7)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(ks) == 0 {
 				break
 			}
-			out = append(out, ks...)
+			out[src] = append(out[src], ks...)
 			cur = ks[len(ks)-1]
 		}
 	}
@@ -145,7 +147,7 @@ func testApplyConverges(t *testing.T, version int) {
 			}
 		}
 		defer a.Close(ctx)
-		if intSource := p.Source.Name != "src"; a.Stmts.IntKey != intSource {
+		if intSource := p.Sources[0].Name != "src"; a.Stmts.IntKey != intSource {
 			t.Fatalf("%s: IntKey = %v, want %v", p.Target.Name, a.Stmts.IntKey, intSource)
 		}
 		for _, st := range a.Stmts.Apply {
@@ -224,8 +226,8 @@ func testApplyConverges(t *testing.T, version int) {
 		}
 		batches := map[string][][]string{"src": list(touched, 1), "isrc": list(itouched, 2), "ssrc": list(stouched, 2)}
 		for _, a := range appliers {
-			keys := batches[a.Plan.Source.Name]
-			if _, err := a.Apply(ctx, Batch{Keys: keys}); err != nil {
+			keys := batches[a.Plan.Sources[0].Name]
+			if _, err := a.Apply(ctx, Batch{Keys: [][][]string{keys}}); err != nil {
 				t.Fatalf("round %d apply %s: %v", round, a.Plan.Target.Name, err)
 			}
 			mustEqual(t, ctx, conn, a.Plan, fmt.Sprintf("round %d", round))
@@ -240,14 +242,14 @@ func testApplyConverges(t *testing.T, version int) {
 		t.Fatal("no isrc row with k = 0 to delete: the test no longer empties a group")
 	}
 	for _, a := range appliers {
-		if a.Plan.Source.Name != "isrc" {
+		if a.Plan.Sources[0].Name != "isrc" {
 			continue
 		}
 		var keys [][]string
 		for _, id := range gone {
 			keys = append(keys, []string{id})
 		}
-		if _, err := a.Apply(ctx, Batch{Keys: keys}); err != nil {
+		if _, err := a.Apply(ctx, Batch{Keys: [][][]string{keys}}); err != nil {
 			t.Fatal(err)
 		}
 		mustEqual(t, ctx, conn, a.Plan, "after emptying group k = 0")
@@ -313,13 +315,13 @@ func TestEnumerateKeyOrder(t *testing.T) {
 		}
 		defer a.Close(ctx)
 		keys := allKeys(t, ctx, a)
-		if len(keys) != 1000 {
-			t.Fatalf("%s: source walk found %d keys, want 1000", p.Target.Name, len(keys))
+		if len(keys[0]) != 1000 {
+			t.Fatalf("%s: source walk found %d keys, want 1000", p.Target.Name, len(keys[0]))
 		}
 		if _, err := a.Apply(ctx, Batch{Keys: keys}); err != nil {
 			t.Fatal(err)
 		}
-		if got := len(allKeys(t, ctx, a)); got != 2000 {
+		if got := len(allKeys(t, ctx, a)[0]); got != 2000 {
 			t.Fatalf("%s: source + stored walk found %d keys, want 2000", p.Target.Name, got)
 		}
 		mustEqual(t, ctx, conn, p, "after walking every key")

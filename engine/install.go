@@ -30,10 +30,11 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 		for _, c := range p.Cols {
 			cols = append(cols, ident(c.Name)+" "+c.Type)
 		}
-		cols = append(cols, "PRIMARY KEY ("+identList(p.Identity)+")")
+		cols = append(cols, p.identityConstraint(identList(p.Identity)))
 		// Re-derived rows are rewritten in place: free space on each page
 		// lets the update stay on it (HOT), without a new index entry.
 		ddl = append(ddl, "CREATE TABLE "+p.Target.Ident()+" ("+strings.Join(cols, ", ")+") WITH (fillfactor = 90)")
+		ddl = append(ddl, p.lineageIndexes(p.Target.Ident())...)
 	} else {
 		p.Ledger.Name = fmt.Sprintf("ledger_%d", id)
 		for _, name := range p.Visible {
@@ -69,10 +70,22 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 			ddl = append(ddl, "INSERT INTO "+p.Target.Ident()+" ("+strings.Join(zero, ", ")+") SELECT "+
 				strings.TrimSuffix(strings.Repeat("0, ", len(zero)), ", "))
 		}
-		// The ledger: one row per source identity that passes WHERE.
+		// The ledger: one row per source identity (per joined row: its
+		// lineage) that passes WHERE.
 		var lcols []string
-		for i, k := range p.Source.Key {
-			lcols = append(lcols, fmt.Sprintf("__k%d %s NOT NULL", i, k.Type))
+		keys, nullable := p.ledgerKey()
+		var types []string
+		for _, src := range p.Sources {
+			for _, k := range src.Key {
+				types = append(types, k.Type)
+			}
+		}
+		for i, k := range keys {
+			notNull := " NOT NULL"
+			if nullable[i] {
+				notNull = ""
+			}
+			lcols = append(lcols, k+" "+types[i]+notNull)
 		}
 		for i, g := range p.Groups {
 			lcols = append(lcols, fmt.Sprintf("__g%d %s", i, g.Type))
@@ -80,8 +93,9 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 		for _, a := range p.Args {
 			lcols = append(lcols, ident(a.Name)+" "+a.Type)
 		}
-		lcols = append(lcols, "PRIMARY KEY ("+keyList("__k", len(p.Source.Key))+")")
+		lcols = append(lcols, p.identityConstraint(strings.Join(keys, ", ")))
 		ddl = append(ddl, "CREATE TABLE "+p.Ledger.Ident()+" ("+strings.Join(lcols, ", ")+") WITH (fillfactor = 80)")
+		ddl = append(ddl, p.lineageIndexes(p.Ledger.Ident())...)
 		if p.readsLedgerByGroup() && len(p.Groups) > 0 {
 			// Only recomputed aggregates read the ledger by group; the index
 			// would make every group move a non-HOT update otherwise. When
@@ -100,6 +114,31 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 		}
 	}
 	return nil
+}
+
+// identityConstraint keys the stored rows: a primary key, or where an
+// outer join may leave lineage NULL, a unique constraint that treats NULLs
+// as equal (one NULL-extended row per preserved row).
+func (p *Plan) identityConstraint(cols string) string {
+	for _, src := range p.Sources {
+		if src.Nullable {
+			return "UNIQUE NULLS NOT DISTINCT (" + cols + ")"
+		}
+	}
+	return "PRIMARY KEY (" + cols + ")"
+}
+
+// lineageIndexes let each source's changed keys find their stored rows
+// (ADR 0010); the first source's lineage leads the identity's index.
+func (p *Plan) lineageIndexes(table string) []string {
+	if !p.Multi() {
+		return nil
+	}
+	var out []string
+	for _, src := range p.Sources[1:] {
+		out = append(out, "CREATE INDEX ON "+table+" ("+identList(src.Lineage)+")")
+	}
+	return out
 }
 
 // Uninstall drops the target and ledger of a transform.

@@ -402,7 +402,22 @@ type selectChecker struct {
 	label  string
 	script string
 	base   int
-	from   TableRef
+	tables []TableRef
+	outer  []OuterJoin
+	cover  []int
+}
+
+// single: the query reads one table, so an unqualified column and one
+// qualified by the table's name are the same column.
+func (c *selectChecker) single() bool { return len(c.tables) == 1 }
+
+// refNames are the names FROM tables are referred to by.
+func (c *selectChecker) refNames() []string {
+	out := make([]string, len(c.tables))
+	for i, t := range c.tables {
+		out[i] = t.RefName()
+	}
+	return out
 }
 
 // errf builds a validation error; loc < 0 means no position is known.
@@ -442,7 +457,7 @@ func parseSelect(label, script string, base, end int) (*Query, error) {
 	if err := c.checkFrom(sel); err != nil {
 		return nil, err
 	}
-	q := &Query{From: c.from}
+	q := &Query{Tables: c.tables, Outer: c.outer, Cover: c.cover, from: sel.FromClause}
 	if sel.WhereClause != nil {
 		if err := c.checkExpr(sel.WhereClause, "WHERE", "aggregate functions are not allowed in WHERE (%s); WHERE filters source rows before grouping, remove the aggregate"); err != nil {
 			return nil, err
@@ -500,52 +515,187 @@ func (c *selectChecker) checkClauses(sel *pg_query.SelectStmt) error {
 	return nil
 }
 
-// checkFrom accepts exactly one plain table and records it in c.from.
+// checkFrom accepts a FROM clause of plain tables joined by comma, CROSS,
+// INNER, LEFT, RIGHT or FULL joins (ON, USING or NATURAL), and records the
+// tables, the outer joins and the cover in c (ADR 0010).
 func (c *selectChecker) checkFrom(sel *pg_query.SelectStmt) error {
-	switch len(sel.FromClause) {
-	case 0:
-		return c.errf(-1, "FROM: a transform reads exactly one source table; add FROM <table>")
-	case 1:
-	default:
-		return c.errf(nodeLocation(sel.FromClause[1]), "FROM: more than one FROM item (a comma join); joins arrive in a later version, select from one table")
+	if len(sel.FromClause) == 0 {
+		return c.errf(-1, "FROM: a transform reads source tables; add FROM <table>")
 	}
-	item := sel.FromClause[0]
+	var where []ColumnName
+	if sel.WhereClause != nil {
+		where = columnNames(sel.WhereClause)
+	}
+	var cover []int
+	for i, item := range sel.FromClause {
+		cv, err := c.fromItem(item, where)
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			cover = cv
+		}
+	}
+	c.cover = cover
+	return nil
+}
+
+// fromItem validates one FROM item and returns its cover: the tables under
+// it that are present in every row it produces. above are the column
+// references of the conditions applied to its rows later.
+func (c *selectChecker) fromItem(item *pg_query.Node, above []ColumnName) ([]int, error) {
 	switch n := item.Node.(type) {
 	case *pg_query.Node_RangeVar:
 		rv := n.RangeVar
 		switch {
-		case !rv.Inh:
-			return c.errf(rv.Location, "FROM: ONLY is not supported in a transform; remove it")
 		case rv.Catalogname != "":
-			return c.errf(rv.Location, "FROM: a three-part table name (database.schema.table) is not supported; write schema.table")
+			return nil, c.errf(rv.Location, "FROM: a three-part table name (database.schema.table) is not supported; write schema.table")
 		case rv.Alias != nil && len(rv.Alias.Colnames) > 0:
-			return c.errf(rv.Location, "FROM: column aliases on the table (%s(…)) are not supported; rename columns with AS in the select list", rv.Alias.Aliasname)
+			return nil, c.errf(rv.Location, "FROM: column aliases on the table (%s(…)) are not supported; rename columns with AS in the select list", rv.Alias.Aliasname)
 		}
-		c.from = TableRef{Schema: rv.Schemaname, Name: rv.Relname}
+		t := TableRef{Schema: rv.Schemaname, Name: rv.Relname, Only: !rv.Inh}
 		if rv.Alias != nil {
-			c.from.Alias = rv.Alias.Aliasname
+			t.Alias = rv.Alias.Aliasname
 		}
-		out, err := deparseSelect(&pg_query.SelectStmt{FromClause: []*pg_query.Node{item}})
-		if err != nil {
-			return terr.Wrap(terr.Internal, err, "%s: FROM: deparse: %v", c.label, err)
+		for _, o := range c.tables {
+			if o.RefName() == t.RefName() {
+				return nil, c.errf(rv.Location, "FROM: the name %s is used by two FROM items; give one of them an alias (FROM %s AS x)", quoteIdents([]string{t.RefName()}), quoteIdents([]string{t.Name}))
+			}
 		}
-		sql, ok := strings.CutPrefix(out, "SELECT FROM ")
-		if !ok {
-			return terr.New(terr.Internal, "%s: FROM: unexpected deparser output %q", c.label, out)
-		}
-		c.from.SQL = sql
-		return nil
+		c.tables = append(c.tables, t)
+		return []int{len(c.tables) - 1}, nil
 	case *pg_query.Node_JoinExpr:
-		return c.errf(-1, "FROM: joins arrive in a later version; select from one table")
+		j := n.JoinExpr
+		if j.Alias != nil {
+			return nil, c.errf(-1, "FROM: an alias on a join (… JOIN …) AS %s hides the names of its tables; remove the alias and refer to the tables by their own names", j.Alias.Aliasname)
+		}
+		// This join's own condition filters the rows of a side it does not
+		// preserve.
+		var cond []ColumnName
+		if j.Quals != nil {
+			cond = columnNames(j.Quals)
+		}
+		for _, u := range j.UsingClause {
+			if s := u.GetString_(); s != nil {
+				cond = append(cond, ColumnName{Column: s.Sval})
+			}
+		}
+		if j.IsNatural {
+			cond = append(cond, ColumnName{Column: "*"})
+		}
+		leftAbove, rightAbove := above, above
+		if j.Jointype == pg_query.JoinType_JOIN_INNER || j.Jointype == pg_query.JoinType_JOIN_RIGHT {
+			leftAbove = append(append([]ColumnName{}, above...), cond...)
+		}
+		if j.Jointype == pg_query.JoinType_JOIN_INNER || j.Jointype == pg_query.JoinType_JOIN_LEFT {
+			rightAbove = append(append([]ColumnName{}, above...), cond...)
+		}
+		first := len(c.tables)
+		left, err := c.fromItem(j.Larg, leftAbove)
+		if err != nil {
+			return nil, err
+		}
+		mid := len(c.tables)
+		right, err := c.fromItem(j.Rarg, rightAbove)
+		if err != nil {
+			return nil, err
+		}
+		if j.Quals != nil {
+			if err := c.checkExpr(j.Quals, "JOIN … ON", "aggregate functions are not allowed in JOIN conditions (%s); remove the aggregate"); err != nil {
+				return nil, err
+			}
+		}
+		span := func(a, b int) []int {
+			out := make([]int, 0, b-a)
+			for i := a; i < b; i++ {
+				out = append(out, i)
+			}
+			return out
+		}
+		switch j.Jointype {
+		case pg_query.JoinType_JOIN_INNER:
+			return left, nil
+		case pg_query.JoinType_JOIN_LEFT:
+			c.outer = append(c.outer, OuterJoin{Kind: "left", Left: span(first, mid), Right: span(mid, len(c.tables)), Above: above})
+			return left, nil
+		case pg_query.JoinType_JOIN_RIGHT:
+			c.outer = append(c.outer, OuterJoin{Kind: "right", Left: span(first, mid), Right: span(mid, len(c.tables)), Above: above})
+			return right, nil
+		case pg_query.JoinType_JOIN_FULL:
+			c.outer = append(c.outer, OuterJoin{Kind: "full", Left: span(first, mid), Right: span(mid, len(c.tables)), Above: above})
+			return append(append([]int{}, left...), right...), nil
+		default:
+			return nil, c.errf(-1, "FROM: this kind of join is not supported; write INNER, LEFT, RIGHT, FULL or CROSS JOIN")
+		}
 	case *pg_query.Node_RangeSubselect:
-		return c.errf(-1, "FROM: subqueries in FROM are not supported; select from a table (or define the subquery as its own transform)")
+		if n.RangeSubselect.Lateral {
+			return nil, c.errf(-1, "FROM: LATERAL subqueries are not supported in a transform; join the subquery's tables in the outer FROM and put its conditions in WHERE")
+		}
+		return nil, c.errf(-1, "FROM: subqueries in FROM are not supported yet; join the subquery's tables in the outer FROM and move its conditions into WHERE")
 	case *pg_query.Node_RangeFunction:
-		return c.errf(-1, "FROM: functions in FROM are not supported; select from a table")
+		return nil, c.errf(-1, "FROM: functions in FROM are not supported; select from tables")
 	case *pg_query.Node_RangeTableSample:
-		return c.errf(n.RangeTableSample.Location, "FROM: TABLESAMPLE is not supported in a transform; remove it (a transform covers every row)")
+		return nil, c.errf(n.RangeTableSample.Location, "FROM: TABLESAMPLE is not supported in a transform; remove it (a transform covers every row)")
 	default:
-		return c.errf(-1, "FROM: only a plain table is supported; select from a table")
+		return nil, c.errf(-1, "FROM: only tables and joins of tables are supported; select from tables")
 	}
+}
+
+// columnNames lists the column references in an expression.
+func columnNames(n *pg_query.Node) []ColumnName {
+	var out []ColumnName
+	walk(n.ProtoReflect(), func(m proto.Message) bool {
+		cr, ok := m.(*pg_query.ColumnRef)
+		if !ok {
+			return true
+		}
+		var parts []string
+		for _, f := range cr.Fields {
+			if s := f.GetString_(); s != nil {
+				parts = append(parts, s.Sval)
+			} else {
+				parts = append(parts, "*")
+			}
+		}
+		switch len(parts) {
+		case 1:
+			out = append(out, ColumnName{Column: parts[0]})
+		case 2:
+			out = append(out, ColumnName{Ref: parts[0], Column: parts[1]})
+		}
+		return false
+	})
+	return out
+}
+
+// FromSQL renders the FROM clause (without the keyword) with each table's
+// schema replaced by schemas[i] (by Tables index), so generated SQL names
+// exactly the tables resolved at define time.
+func (q *Query) FromSQL(schemas []string) (string, error) {
+	items := make([]*pg_query.Node, len(q.from))
+	i := 0
+	for k, it := range q.from {
+		items[k] = proto.Clone(it).(*pg_query.Node)
+		walk(items[k].ProtoReflect(), func(m proto.Message) bool {
+			if rv, ok := m.(*pg_query.RangeVar); ok {
+				if i < len(schemas) {
+					rv.Schemaname = schemas[i]
+				}
+				i++
+				return false
+			}
+			return true
+		})
+	}
+	out, err := deparseSelect(&pg_query.SelectStmt{FromClause: items})
+	if err != nil {
+		return "", fmt.Errorf("deparse FROM: %w", err)
+	}
+	sql, ok := strings.CutPrefix(out, "SELECT FROM ")
+	if !ok {
+		return "", fmt.Errorf("deparse FROM: unexpected deparser output %q", out)
+	}
+	return sql, nil
 }
 
 // selectList validates the select items and works out their names.
@@ -578,7 +728,7 @@ func (c *selectChecker) selectList(sel *pg_query.SelectStmt) ([]*selectItem, err
 			if err := c.checkExpr(rt.Val, clause, "%s() is an aggregate inside an expression; expressions over aggregates are not supported yet, select each aggregate as its own item and combine them when you read the target"); err != nil {
 				return nil, err
 			}
-			it.t.Column = c.plainColumn(rt.Val)
+			it.t.Column, it.t.ColumnRef = c.plainColumn(rt.Val)
 		}
 		it.t.Name = rt.Name
 		if it.t.Name == "" {
@@ -805,49 +955,57 @@ func (c *selectChecker) checkColumnRef(cr *pg_query.ColumnRef, clause string) er
 		parts = append(parts, s.Sval)
 	}
 	ref := quoteIdents(parts)
+	names := c.refNames()
 	switch {
 	case len(parts) > 2:
-		return c.errf(cr.Location, "%s: column reference %s has %d parts; refer to columns as %s.column or just column", clause, ref, len(parts), quoteIdents([]string{c.from.RefName()}))
-	case len(parts) == 2 && parts[0] != c.from.RefName():
+		return c.errf(cr.Location, "%s: column reference %s has %d parts; refer to columns as %s.column or just column", clause, ref, len(parts), quoteIdents(names[:1]))
+	case len(parts) == 2 && !contains(names, parts[0]) && c.single():
 		return c.errf(cr.Location, "%s: column reference %s names %s, which is not the FROM table; the FROM table is referred to as %s, write %s or just %s", clause, ref, quoteIdents(parts[:1]),
-			quoteIdents([]string{c.from.RefName()}), quoteIdents([]string{c.from.RefName(), parts[1]}), quoteIdents(parts[1:]))
+			quoteIdents(names), quoteIdents([]string{names[0], parts[1]}), quoteIdents(parts[1:]))
+	case len(parts) == 2 && !contains(names, parts[0]):
+		quoted := make([]string, len(names))
+		for i, n := range names {
+			quoted[i] = quoteIdents([]string{n})
+		}
+		return c.errf(cr.Location, "%s: column reference %s names %s, which is not a FROM table; the FROM tables are referred to as %s", clause, ref, quoteIdents(parts[:1]), strings.Join(quoted, ", "))
 	}
 	return nil
 }
 
-// plainColumn returns the column name when n is a plain reference to a
-// column of the FROM table, else "".
-func (c *selectChecker) plainColumn(n *pg_query.Node) string {
+// plainColumn returns the column name and its qualifier ("" when
+// unqualified) when n is a plain column reference, else "", "".
+func (c *selectChecker) plainColumn(n *pg_query.Node) (column, ref string) {
 	cr := n.GetColumnRef()
 	if cr == nil {
-		return ""
+		return "", ""
 	}
 	var parts []string
 	for _, f := range cr.Fields {
 		s := f.GetString_()
 		if s == nil {
-			return ""
+			return "", ""
 		}
 		parts = append(parts, s.Sval)
 	}
 	switch {
 	case len(parts) == 1:
-		return parts[0]
-	case len(parts) == 2 && parts[0] == c.from.RefName():
-		return parts[1]
+		return parts[0], ""
+	case len(parts) == 2 && contains(c.refNames(), parts[0]):
+		return parts[1], parts[0]
 	}
-	return ""
+	return "", ""
 }
 
 // compareKey is the text two expressions are compared by: the deparsed
 // expression after dropping the FROM table's qualifier from column
 // references, so that `o.region` and `region` compare equal as they do in
-// PostgreSQL.
+// PostgreSQL. With several tables the qualifiers stay: which table an
+// unqualified name belongs to is the catalog's to say.
 func (c *selectChecker) compareKey(n *pg_query.Node, clause string) (string, error) {
 	clone := proto.Clone(n).(*pg_query.Node)
 	walk(clone.ProtoReflect(), func(m proto.Message) bool {
-		if cr, ok := m.(*pg_query.ColumnRef); ok && len(cr.Fields) == 2 {
-			if s := cr.Fields[0].GetString_(); s != nil && s.Sval == c.from.RefName() && cr.Fields[1].GetString_() != nil {
+		if cr, ok := m.(*pg_query.ColumnRef); ok && len(cr.Fields) == 2 && c.single() {
+			if s := cr.Fields[0].GetString_(); s != nil && s.Sval == c.tables[0].RefName() && cr.Fields[1].GetString_() != nil {
 				cr.Fields = cr.Fields[1:]
 			}
 		}

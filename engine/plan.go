@@ -45,15 +45,25 @@ type Plan struct {
 	// SearchPath is the search_path the definition was validated under;
 	// appliers use it so unqualified functions resolve the same way.
 	SearchPath string `json:"search_path"`
-	Source     Source `json:"source"`
-	Target     Rel    `json:"target"`
+	// Sources are the FROM tables, one per FROM item (ADR 0010).
+	Sources []Source `json:"sources"`
+	// From is the FROM clause over the resolved tables when there are
+	// several; a single source's FROM item is Sources[0].From.
+	From string `json:"from,omitempty"`
+	// Outer are the outer joins of From, by Sources index.
+	Outer []OuterJoin `json:"outer,omitempty"`
+	// Cover are the sources present in every output row: a build
+	// enumerates their keys.
+	Cover  []int `json:"cover"`
+	Target Rel   `json:"target"`
 	Ledger     *Rel   `json:"ledger,omitempty"`
 	Where      string `json:"where,omitempty"`
 	// Visible are the target's user-visible column names in select-list order.
 	Visible []string `json:"visible"`
 
 	// Row shape: every target column (visible then hidden identity columns)
-	// and, aligned with Source.Key, the target columns forming the identity.
+	// and the target columns forming the identity: aligned with the one
+	// source's key, or every source's lineage (ADR 0010).
 	Cols     []Col    `json:"cols,omitempty"`
 	Identity []string `json:"identity,omitempty"`
 
@@ -63,7 +73,7 @@ type Plan struct {
 	Aggs   []AggCol `json:"aggs,omitempty"`
 }
 
-// Source describes the FROM table.
+// Source describes one FROM table.
 type Source struct {
 	Schema string `json:"schema"`
 	Name   string `json:"name"`
@@ -73,6 +83,52 @@ type Source struct {
 	From string `json:"from"`
 	Ref  string `json:"ref"`
 	Key  []Col  `json:"key"`
+	// Lineage are the stored columns (target or ledger) that hold this
+	// source's key in plans of several sources, aligned with Key.
+	Lineage []string `json:"lineage,omitempty"`
+	// Nullable: an outer join may NULL-extend this source, so its lineage
+	// may be NULL.
+	Nullable bool `json:"nullable,omitempty"`
+}
+
+// Ident is the source table's quoted, schema-qualified name.
+func (s Source) Ident() string { return pgx.Identifier{s.Schema, s.Name}.Sanitize() }
+
+// Multi reports whether the plan reads several sources, and so re-derives
+// through lineage scopes (ADR 0010).
+func (p *Plan) Multi() bool { return len(p.Sources) > 1 }
+
+// FromSQL is the FROM clause of the plan's query.
+func (p *Plan) FromSQL() string {
+	if p.Multi() {
+		return p.From
+	}
+	return p.Sources[0].From
+}
+
+// SourcesOf are the indexes of the sources that read the table oid (two
+// or more for a self-join).
+func (p *Plan) SourcesOf(oid uint32) []int {
+	var out []int
+	for i, s := range p.Sources {
+		if s.OID == oid {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// Tables are the distinct source tables, in Sources order.
+func (p *Plan) Tables() []Source {
+	var out []Source
+	seen := map[uint32]bool{}
+	for _, s := range p.Sources {
+		if !seen[s.OID] {
+			seen[s.OID] = true
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Rel is a schema-qualified table.
@@ -114,13 +170,26 @@ func (a AggCol) NNCol() string { return "__nn_" + a.Name }
 // RowsCol is the hidden per-group row count of an aggregate target.
 const RowsCol = "__rows"
 
-// Decode parses a stored plan.
+// Decode parses a stored plan. Plans stored before ADR 0010 name their one
+// table as "source"; they read as a plan of that one source.
 func Decode(raw []byte) (*Plan, error) {
-	var p Plan
+	var p struct {
+		Plan
+		Legacy *Source `json:"source"`
+	}
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return nil, fmt.Errorf("decode plan: %w", err)
 	}
-	return &p, nil
+	if len(p.Sources) == 0 && p.Legacy != nil {
+		p.Sources = []Source{*p.Legacy}
+	}
+	if len(p.Sources) == 0 {
+		return nil, errors.New("decode plan: it names no source table")
+	}
+	if len(p.Cover) == 0 {
+		p.Cover = []int{0}
+	}
+	return &p.Plan, nil
 }
 
 // Encode serialises the plan.
@@ -176,53 +245,41 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 	fail := func(format string, args ...any) error {
 		return terr.New(terr.Validation, "transform %q: "+format, append([]any{name}, args...)...)
 	}
-	// Resolve the source table.
-	var srcSchema, srcName string
-	var oid uint32
-	var relkind string
-	lookup := q.From.Name
-	if q.From.Schema != "" {
-		lookup = pgx.Identifier{q.From.Schema, q.From.Name}.Sanitize()
-	} else {
-		lookup = pgx.Identifier{q.From.Name}.Sanitize()
-	}
-	err := db.QueryRow(ctx, `SELECT c.oid, n.nspname, c.relname, c.relkind::text FROM pg_class c
-		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)`, lookup).
-		Scan(&oid, &srcSchema, &srcName, &relkind)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, terr.New(terr.NotFound, "transform %q: FROM table %s does not exist; create it first or fix the name", name, lookup)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("resolve source %s: %w", lookup, err)
-	}
-	if relkind != "r" && relkind != "p" {
-		return nil, fail("FROM %s is not a table (relkind %q); a transform reads ordinary or partitioned tables", lookup, relkind)
-	}
-	if srcSchema == instanceSchema {
-		return nil, fail("FROM %s is in the trellis-repl instance schema; transforms read user tables", lookup)
-	}
-	// Primary key (or replica identity index) of the source.
-	key, err := sourceKey(ctx, db, oid)
-	if err != nil {
-		return nil, err
-	}
-	if len(key) == 0 {
-		return nil, fail("FROM table %s has no primary key; add one (ALTER TABLE %s ADD PRIMARY KEY (...)) so changed rows can be identified",
-			pgx.Identifier{srcSchema, srcName}.Sanitize(), pgx.Identifier{srcSchema, srcName}.Sanitize())
-	}
 	var searchPath string
 	if err := db.QueryRow(ctx, `SELECT current_setting('search_path')`).Scan(&searchPath); err != nil {
 		return nil, err
 	}
-	ref := q.From.RefName()
-	p := &Plan{
-		SearchPath: searchPath,
-		Source: Source{
-			Schema: srcSchema, Name: srcName, OID: oid, Ref: ref, Key: key,
-			From: pgx.Identifier{srcSchema, srcName}.Sanitize() + " AS " + pgx.Identifier{ref}.Sanitize(),
-		},
-		Target: Rel{Schema: schema, Name: name},
-		Where:  q.Where,
+	p := &Plan{SearchPath: searchPath, Target: Rel{Schema: schema, Name: name}, Where: q.Where, Outer: q.Outer, Cover: q.Cover}
+	var schemas []string
+	for _, t := range q.Tables {
+		src, err := resolveSource(ctx, db, name, instanceSchema, t)
+		if err != nil {
+			return nil, err
+		}
+		p.Sources = append(p.Sources, src)
+		schemas = append(schemas, src.Schema)
+	}
+	for _, oj := range q.Outer {
+		for _, pair := range oj.Sides() {
+			for _, i := range pair[1] {
+				p.Sources[i].Nullable = true
+			}
+		}
+		if err := checkAboveOuter(ctx, db, name, p.Sources, oj); err != nil {
+			return nil, err
+		}
+	}
+	if p.Multi() {
+		from, err := q.FromSQL(schemas)
+		if err != nil {
+			return nil, terr.Wrap(terr.Internal, err, "transform %q: %v", name, err)
+		}
+		p.From = from
+		for i := range p.Sources {
+			for j := range p.Sources[i].Key {
+				p.Sources[i].Lineage = append(p.Sources[i].Lineage, fmt.Sprintf("__s%d_%d", i, j))
+			}
+		}
 	}
 	for _, t := range q.Targets {
 		p.Visible = append(p.Visible, t.Name)
@@ -240,7 +297,17 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 		for i, t := range q.Targets {
 			p.Cols = append(p.Cols, Col{Name: t.Name, Type: outTypes[i].name, Expr: t.Expr})
 		}
-		for _, k := range key {
+		if p.Multi() {
+			for _, src := range p.Sources {
+				for j, k := range src.Key {
+					p.Cols = append(p.Cols, Col{Name: src.Lineage[j], Type: k.Type, Expr: pgx.Identifier{src.Ref, k.Name}.Sanitize()})
+					p.Identity = append(p.Identity, src.Lineage[j])
+				}
+			}
+			return p, nil
+		}
+		ref := p.Sources[0].Ref
+		for _, k := range p.Sources[0].Key {
 			idc := ""
 			for _, t := range q.Targets {
 				if t.Column == k.Name {
@@ -258,7 +325,7 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 		return p, nil
 	}
 	p.Shape = ShapeAggregate
-	if err := checkGroupAliases(ctx, db, name, oid, q); err != nil {
+	if err := checkGroupAliases(ctx, db, name, p.Sources, q); err != nil {
 		return nil, err
 	}
 	p.Ledger = &Rel{Schema: instanceSchema, Name: "ledger_" + sanitizeName(schema+"_"+name)}
@@ -267,14 +334,10 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 	if len(q.GroupBy) > 0 {
 		exprs := make([]string, len(q.GroupBy))
 		copy(exprs, q.GroupBy)
-		gtypes, err = describe(ctx, db, "SELECT "+strings.Join(exprs, ", ")+" FROM "+p.Source.From)
+		gtypes, err = describe(ctx, db, "SELECT "+strings.Join(exprs, ", ")+" FROM "+p.FromSQL())
 		if err != nil {
 			return nil, queryError(name, err)
 		}
-	}
-	notNull, err := notNullColumns(ctx, db, oid)
-	if err != nil {
-		return nil, err
 	}
 	seenGroup := map[int]string{}
 	for _, t := range q.Targets {
@@ -295,9 +358,14 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 			}
 		}
 		for _, t := range q.Targets {
-			if t.Group == gi && t.Column != "" && notNull[t.Column] {
-				col.NotNull = true
+			if t.Group != gi || t.Column == "" {
+				continue
 			}
+			nn, err := notNullColumn(ctx, db, p.Sources, t.ColumnRef, t.Column)
+			if err != nil {
+				return nil, err
+			}
+			col.NotNull = col.NotNull || nn
 		}
 		p.Groups = append(p.Groups, col)
 	}
@@ -311,7 +379,7 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 		if !t.Agg.Star {
 			ai, ok := argIndex[t.Agg.Arg]
 			if !ok {
-				at, err := describe(ctx, db, "SELECT "+t.Agg.Arg+" FROM "+p.Source.From)
+				at, err := describe(ctx, db, "SELECT "+t.Agg.Arg+" FROM "+p.FromSQL())
 				if err != nil {
 					return nil, queryError(name, err)
 				}
@@ -343,6 +411,83 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 	return p, nil
 }
 
+// checkAboveOuter refuses a condition that filters an outer join's rows
+// after it by a column of its NULL-extended side (WHERE b.x IS NULL above
+// a LEFT JOIN b). The stored rows then no longer record every match the
+// join made, and a change to b could not find the NULL-extended rows it
+// makes appear (ADR 0010). A condition on the preserved side keeps or
+// drops a row with or without its match alike, so it is accepted.
+func checkAboveOuter(ctx context.Context, db DB, name string, sources []Source, oj OuterJoin) error {
+	for _, pair := range oj.Sides() {
+		for _, cn := range oj.Above {
+			for _, i := range pair[1] {
+				src := sources[i]
+				hit := cn.Column == "*" || cn.Ref == src.Ref
+				if cn.Ref == "" && !hit {
+					if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1 AND attname = $2
+						AND attnum > 0 AND NOT attisdropped)`, src.OID, cn.Column).Scan(&hit); err != nil {
+						return fmt.Errorf("read columns of %s: %w", src.Ident(), err)
+					}
+				}
+				if hit {
+					col := quoteIdents([]string{cn.Column})
+					if cn.Ref != "" {
+						col = quoteIdents([]string{cn.Ref, cn.Column})
+					}
+					if cn.Column == "*" {
+						col = "the columns of a NATURAL join"
+					}
+					return terr.New(terr.Validation, "transform %q: a condition after the %s JOIN reads %s of %s, which that join may NULL-extend; filtering an outer join's NULL-extended side after the join is not supported yet — move the condition into that join's ON clause, or use an inner join",
+						name, strings.ToUpper(oj.Kind), col, quoteIdents([]string{src.Ref}))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// resolveSource finds a FROM table in the catalog with its key.
+func resolveSource(ctx context.Context, db DB, name, instanceSchema string, t TableRef) (Source, error) {
+	lookup := pgx.Identifier{t.Name}.Sanitize()
+	if t.Schema != "" {
+		lookup = pgx.Identifier{t.Schema, t.Name}.Sanitize()
+	}
+	var src Source
+	var relkind string
+	err := db.QueryRow(ctx, `SELECT c.oid, n.nspname, c.relname, c.relkind::text FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)`, lookup).
+		Scan(&src.OID, &src.Schema, &src.Name, &relkind)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return src, terr.New(terr.NotFound, "transform %q: FROM table %s does not exist; create it first or fix the name", name, lookup)
+	}
+	if err != nil {
+		return src, fmt.Errorf("resolve source %s: %w", lookup, err)
+	}
+	if relkind != "r" && relkind != "p" {
+		return src, terr.New(terr.Validation, "transform %q: FROM %s is not a table (relkind %q); a transform reads ordinary or partitioned tables", name, lookup, relkind)
+	}
+	if src.Schema == instanceSchema {
+		return src, terr.New(terr.Validation, "transform %q: FROM %s is in the trellis-repl instance schema; transforms read user tables", name, lookup)
+	}
+	// Primary key (or replica identity index) of the source.
+	if src.Key, err = sourceKey(ctx, db, src.OID); err != nil {
+		return src, err
+	}
+	if len(src.Key) == 0 {
+		return src, terr.New(terr.Validation, "transform %q: FROM table %s has no primary key; add one (ALTER TABLE %s ADD PRIMARY KEY (...)) so changed rows can be identified",
+			name, src.Ident(), src.Ident())
+	}
+	if err := checkWholeSource(ctx, db, name, src.OID, src.Ident(), t.Only); err != nil {
+		return src, err
+	}
+	src.Ref = t.RefName()
+	src.From = src.Ident() + " AS " + pgx.Identifier{src.Ref}.Sanitize()
+	if t.Only {
+		src.From = "ONLY " + src.From
+	}
+	return src, nil
+}
+
 // selectSQL is the user's query with the FROM item schema-qualified.
 func (p *Plan) selectSQL(q *Query) string {
 	var b strings.Builder
@@ -356,7 +501,7 @@ func (p *Plan) selectSQL(q *Query) string {
 		b.WriteString(pgx.Identifier{t.Name}.Sanitize())
 	}
 	b.WriteString(" FROM ")
-	b.WriteString(p.Source.From)
+	b.WriteString(p.FromSQL())
 	if q.Where != "" {
 		b.WriteString(" WHERE ")
 		b.WriteString(q.Where)
@@ -390,7 +535,7 @@ func (p *Plan) QuerySQL() string {
 			b.WriteString(pgx.Identifier{name}.Sanitize())
 		}
 	}
-	b.WriteString(" FROM " + p.Source.From)
+	b.WriteString(" FROM " + p.FromSQL())
 	if p.Where != "" {
 		b.WriteString(" WHERE " + p.Where)
 	}
@@ -452,22 +597,33 @@ func sourceKey(ctx context.Context, db DB, oid uint32) ([]Col, error) {
 	return out, rows.Err()
 }
 
-func notNullColumns(ctx context.Context, db DB, oid uint32) (map[string]bool, error) {
-	rows, err := db.Query(ctx, `SELECT attname FROM pg_attribute WHERE attrelid = $1 AND attnum > 0
-		AND NOT attisdropped AND attnotnull`, oid)
-	if err != nil {
-		return nil, fmt.Errorf("read columns of table %d: %w", oid, err)
-	}
-	defer rows.Close()
-	out := map[string]bool{}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, err
+// notNullColumn reports whether a column reference (ref "" when
+// unqualified) always has a value: a NOT NULL column of a source that no
+// outer join NULL-extends. An unqualified name is resolved as PostgreSQL
+// does, to the one source that has such a column.
+func notNullColumn(ctx context.Context, db DB, sources []Source, ref, column string) (bool, error) {
+	found := false
+	for _, src := range sources {
+		if ref != "" && src.Ref != ref {
+			continue
 		}
-		out[n] = true
+		var has, notNull bool
+		if err := db.QueryRow(ctx, `SELECT true, attnotnull FROM pg_attribute WHERE attrelid = $1 AND attname = $2
+			AND attnum > 0 AND NOT attisdropped`, src.OID, column).Scan(&has, &notNull); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				continue
+			}
+			return false, fmt.Errorf("read columns of table %s: %w", src.Ident(), err)
+		}
+		if found {
+			return false, nil // ambiguous: PostgreSQL refuses the query anyway
+		}
+		found = true
+		if !notNull || src.Nullable {
+			return false, nil
+		}
 	}
-	return out, rows.Err()
+	return found, nil
 }
 
 // checkImmutable refuses definitions that call volatile or stable functions
@@ -556,29 +712,9 @@ func sanitizeName(s string) string {
 // Revalidate checks, before a rebuild, that a stored plan still matches the
 // database: the source exists with the same identity and key.
 func Revalidate(ctx context.Context, db DB, name string, p *Plan) error {
-	var oid uint32
-	err := db.QueryRow(ctx, `SELECT coalesce(to_regclass($1)::oid, 0)`, pgx.Identifier{p.Source.Schema, p.Source.Name}.Sanitize()).Scan(&oid)
-	if err != nil {
-		return fmt.Errorf("look for source: %w", err)
-	}
-	if oid == 0 {
-		return terr.New(terr.NotFound, "transform %q: its FROM table %s.%s no longer exists; recreate it, or DROP TRANSFORM %s",
-			name, p.Source.Schema, p.Source.Name, name)
-	}
-	if oid != p.Source.OID {
-		return terr.New(terr.Validation, "transform %q: its FROM table %s.%s was dropped and recreated; DROP TRANSFORM %s and create it again",
-			name, p.Source.Schema, p.Source.Name, name)
-	}
-	key, err := sourceKey(ctx, db, oid)
-	if err != nil {
-		return err
-	}
-	if len(key) != len(p.Source.Key) {
-		return terr.New(terr.Validation, "transform %q: the primary key of %s.%s changed; DROP TRANSFORM %s and create it again", name, p.Source.Schema, p.Source.Name, name)
-	}
-	for i := range key {
-		if key[i].Name != p.Source.Key[i].Name || key[i].Type != p.Source.Key[i].Type {
-			return terr.New(terr.Validation, "transform %q: the primary key of %s.%s changed; DROP TRANSFORM %s and create it again", name, p.Source.Schema, p.Source.Name, name)
+	for _, src := range p.Tables() {
+		if err := revalidateSource(ctx, db, name, src); err != nil {
+			return err
 		}
 	}
 	var ok bool
@@ -591,22 +727,54 @@ func Revalidate(ctx context.Context, db DB, name string, p *Plan) error {
 	return nil
 }
 
+// revalidateSource checks that one source table still exists with the
+// same identity and key.
+func revalidateSource(ctx context.Context, db DB, name string, src Source) error {
+	var oid uint32
+	err := db.QueryRow(ctx, `SELECT coalesce(to_regclass($1)::oid, 0)`, src.Ident()).Scan(&oid)
+	if err != nil {
+		return fmt.Errorf("look for source: %w", err)
+	}
+	if oid == 0 {
+		return terr.New(terr.NotFound, "transform %q: its FROM table %s.%s no longer exists; recreate it, or DROP TRANSFORM %s",
+			name, src.Schema, src.Name, name)
+	}
+	if oid != src.OID {
+		return terr.New(terr.Validation, "transform %q: its FROM table %s.%s was dropped and recreated; DROP TRANSFORM %s and create it again",
+			name, src.Schema, src.Name, name)
+	}
+	key, err := sourceKey(ctx, db, oid)
+	if err != nil {
+		return err
+	}
+	same := len(key) == len(src.Key)
+	for i := 0; same && i < len(key); i++ {
+		same = key[i].Name == src.Key[i].Name && key[i].Type == src.Key[i].Type
+	}
+	if !same {
+		return terr.New(terr.Validation, "transform %q: the primary key of %s.%s changed; DROP TRANSFORM %s and create it again", name, src.Schema, src.Name, name)
+	}
+	return nil
+}
+
 // checkGroupAliases refuses a GROUP BY name that the parser resolved to an
-// output alias when the source also has a column of that name: PostgreSQL
+// output alias when a source also has a column of that name: PostgreSQL
 // would group by the column, so the definition would not mean what it says.
-func checkGroupAliases(ctx context.Context, db DB, name string, oid uint32, q *Query) error {
+func checkGroupAliases(ctx context.Context, db DB, name string, sources []Source, q *Query) error {
 	for _, alias := range q.GroupByAlias {
 		if alias == "" {
 			continue
 		}
-		var exists bool
-		if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1 AND attname = $2
-			AND attnum > 0 AND NOT attisdropped)`, oid, alias).Scan(&exists); err != nil {
-			return fmt.Errorf("read columns: %w", err)
-		}
-		if exists {
-			return terr.New(terr.Validation, "transform %q: GROUP BY %s is ambiguous: it names both a column of the FROM table and an output column; PostgreSQL groups by the table column — write the expression itself in GROUP BY, or rename the output column",
-				name, alias)
+		for _, src := range sources {
+			var exists bool
+			if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1 AND attname = $2
+				AND attnum > 0 AND NOT attisdropped)`, src.OID, alias).Scan(&exists); err != nil {
+				return fmt.Errorf("read columns: %w", err)
+			}
+			if exists {
+				return terr.New(terr.Validation, "transform %q: GROUP BY %s is ambiguous: it names both a column of FROM table %s and an output column; PostgreSQL groups by the table column — write the expression itself in GROUP BY, or rename the output column",
+					name, alias, src.Ident())
+			}
 		}
 	}
 	return nil

@@ -18,23 +18,33 @@ type Statements struct {
 	// parameter per key column, or under IntKey the bigint[] ("" when no
 	// step reads the key table).
 	LoadKeys string
+	// LoadSource fill a plan of several sources' key tables, one per source
+	// (its key columns as text[] parameters); Analyze then counts them.
+	LoadSource []string
+	Analyze    []string
 	// LoadBounds records the batch's first and last key value for
 	// keyBounds, after LoadKeys; under IntKey they are its two parameters
 	// ("" when the key type does not qualify or no step reads them).
 	LoadBounds string
 	// Apply re-derives the loaded keys and writes ledger and target, in order.
 	Apply []Step
-	// EnumSource lists source keys after a cursor, in key order, as text
-	// ($1.. = cursor values, or no cursor for the first page; LIMIT is $n).
-	EnumSource      string
-	EnumSourceFirst string
-	// EnumStored lists identities kept in the ledger (aggregates) or target
-	// (rows), for rebuilds and truncation.
-	EnumStored      string
-	EnumStoredFirst string
+	// Enum are the build's walks, one per phase (ADR 0010): the keys of
+	// each cover source, then the keys each holds in the target or ledger
+	// (rebuilds and truncation: orphans).
+	Enum []Enum
 	// Reconcile recomputes an aggregate target wholly from its ledger
 	// (the last step of a rebuild: repairs a target written by others).
 	Reconcile []string
+}
+
+// Enum lists one source's keys in key order, as text: First is the first
+// page ($1 = LIMIT), After the pages after a cursor ($1.. = cursor values,
+// then LIMIT).
+type Enum struct {
+	Source int
+	Stored bool
+	First  string
+	After  string
 }
 
 // Step is one statement of an apply transaction and what it does.
@@ -70,6 +80,11 @@ const (
 	RoleRecompute
 	// RoleEmptyGroups deletes groups whose row count reached zero.
 	RoleEmptyGroups
+	// RoleScope fills the session's key and row tables of a lineage scope
+	// (ADR 0010); it writes nothing the user sees.
+	RoleScope
+	// RoleWrite writes a row target; the command tag counts the rows.
+	RoleWrite
 )
 
 const keysTable = "pg_temp.__trellis_k"
@@ -98,7 +113,7 @@ func cmpExpr(e string, textCmp bool) string {
 // bounds taken from the key table compare exactly as it sorts.
 func boundable(p *Plan) bool {
 	for _, pre := range []string{"smallint", "integer", "bigint", "numeric", "date", "timestamp", "uuid"} {
-		if strings.HasPrefix(p.Source.Key[0].Type, pre) {
+		if strings.HasPrefix(p.Sources[0].Key[0].Type, pre) {
 			return true
 		}
 	}
@@ -113,10 +128,10 @@ func boundable(p *Plan) bool {
 // ANALYZE (an array parameter's length is known to the planner). Together
 // about a fifth of a 10k-key row batch (ADR 0008).
 func intKey(p *Plan) bool {
-	if len(p.Source.Key) != 1 {
+	if len(p.Sources[0].Key) != 1 {
 		return false
 	}
-	switch p.Source.Key[0].Type {
+	switch p.Sources[0].Key[0].Type {
 	case "smallint", "integer", "bigint":
 		return true
 	}
@@ -126,7 +141,7 @@ func intKey(p *Plan) bool {
 // keyArray is the FROM item __k(__k0) of a KeyArgs statement: the keys of
 // its first parameter, in the key column's type.
 func keyArray(p *Plan) string {
-	return "(SELECT __u::" + p.Source.Key[0].Type + " AS __k0 FROM unnest($1::bigint[]) AS __u) __k"
+	return "(SELECT __u::" + p.Sources[0].Key[0].Type + " AS __k0 FROM unnest($1::bigint[]) AS __u) __k"
 }
 
 // argBounds is keyBounds for a KeyArgs statement: the bounds are its
@@ -143,7 +158,7 @@ func argBounds(col string) string {
 // them, in each statement. The values are found once per batch
 // (LoadBounds), not by each statement.
 func keyBounds(p *Plan, col string) string {
-	if !boundable(p) {
+	if p.Multi() || !boundable(p) {
 		return ""
 	}
 	return " AND " + col + " >= (SELECT __lo FROM " + boundsTable + ") AND " + col + " <= (SELECT __hi FROM " + boundsTable + ")"
@@ -152,30 +167,38 @@ func keyBounds(p *Plan, col string) string {
 // BuildStatements generates the applier SQL for a plan, for a server of
 // the given version (server_version_num; MERGE needs 150000).
 func BuildStatements(p *Plan, serverVersion int) *Statements {
+	if p.Multi() {
+		return buildScope(p, serverVersion >= 150000)
+	}
 	s := &Statements{IntKey: intKey(p)}
-	s.EnumSourceFirst, s.EnumSource = enumSource(p)
+	src := p.Sources[0]
+	first, after := enumSource(src)
+	s.Enum = append(s.Enum, Enum{Source: 0, First: first, After: after})
 	if p.Shape == ShapeRow {
-		s.EnumStoredFirst, s.EnumStored = enumIdentities(p)
+		first, after = enumIdentities(p)
+		s.Enum = append(s.Enum, Enum{Source: 0, Stored: true, First: first, After: after})
 		if serverVersion >= 150000 && s.IntKey {
 			s.Apply = []Step{{Role: RoleMerge, SQL: mergeRow(p, true), KeyArgs: true}}
 			return s
 		}
 	}
 	loadKeyTable(s, p)
-	ref := ident(p.Source.Ref)
+	ref := ident(src.Ref)
 	var joinK []string
-	for i, k := range p.Source.Key {
+	for i, k := range src.Key {
 		joinK = append(joinK, fmt.Sprintf("%s.%s = __k.__k%d", ref, ident(k.Name), i))
 	}
-	fromK := p.Source.From + " JOIN " + keysTable + " __k ON " + strings.Join(joinK, " AND ") +
-		keyBounds(p, fmt.Sprintf("%s.%s", ref, ident(p.Source.Key[0].Name)))
+	fromK := src.From + " JOIN " + keysTable + " __k ON " + strings.Join(joinK, " AND ") +
+		keyBounds(p, fmt.Sprintf("%s.%s", ref, ident(src.Key[0].Name)))
 	where := ""
 	if p.Where != "" {
 		where = " WHERE (" + p.Where + ")"
 	}
 	switch {
 	case p.Shape != ShapeRow:
-		buildAggregate(s, p, fromK, where, serverVersion >= 150000)
+		first, after = enumLedger(p)
+		s.Enum = append(s.Enum, Enum{Source: 0, Stored: true, First: first, After: after})
+		buildAggregate(s, p, singleChanges(p, fromK, where), serverVersion >= 150000)
 	case serverVersion >= 150000:
 		s.Apply = []Step{{Role: RoleMerge, SQL: mergeRow(p, false)}}
 	default:
@@ -188,7 +211,7 @@ func BuildStatements(p *Plan, serverVersion int) *Statements {
 // apply statements join, and the statements that fill them per batch.
 func loadKeyTable(s *Statements, p *Plan) {
 	var kcols, kcasts, kparams, ucols []string
-	for i, k := range p.Source.Key {
+	for i, k := range p.Sources[0].Key {
 		kcols = append(kcols, fmt.Sprintf("__k%d %s", i, k.Type))
 		kcasts = append(kcasts, fmt.Sprintf("u.c%d::%s", i, k.Type))
 		kparams = append(kparams, fmt.Sprintf("$%d::text[]", i+1))
@@ -204,7 +227,7 @@ func loadKeyTable(s *Statements, p *Plan) {
 	if !boundable(p) {
 		return
 	}
-	typ := p.Source.Key[0].Type
+	typ := p.Sources[0].Key[0].Type
 	s.Setup = append(s.Setup, fmt.Sprintf("CREATE TEMP TABLE IF NOT EXISTS __trellis_b (__lo %s, __hi %s) ON COMMIT DELETE ROWS", typ, typ))
 	if s.IntKey {
 		s.LoadBounds = "INSERT INTO " + boundsTable + " VALUES ($1::bigint, $2::bigint)"
@@ -216,21 +239,24 @@ func loadKeyTable(s *Statements, p *Plan) {
 
 // enumSource lists source keys in key order, for builds: the first page,
 // and the pages after a cursor.
-func enumSource(p *Plan) (first, after string) {
+func enumSource(src Source) (first, after string) {
 	var keyText, keyOrder, cur []string
 	// The text outputs get their own names: ORDER BY resolves output names
 	// first, and ordering by the text form would not match the cursor.
-	for i, k := range p.Source.Key {
+	for i, k := range src.Key {
 		keyText = append(keyText, fmt.Sprintf("%s::text AS __e%d", ident(k.Name), i))
 		keyOrder = append(keyOrder, ident(k.Name))
 		cur = append(cur, fmt.Sprintf("$%d::%s", i+1, k.Type))
 	}
-	srcTable := ident(p.Source.Schema) + "." + ident(p.Source.Name)
+	srcTable := src.Ident()
+	if strings.HasPrefix(src.From, "ONLY ") {
+		srcTable = "ONLY " + srcTable
+	}
 	first = fmt.Sprintf("SELECT %s FROM %s ORDER BY %s LIMIT $1",
 		strings.Join(keyText, ", "), srcTable, strings.Join(keyOrder, ", "))
 	after = fmt.Sprintf("SELECT %s FROM %s WHERE (%s) > (%s) ORDER BY %s LIMIT $%d",
 		strings.Join(keyText, ", "), srcTable, strings.Join(keyOrder, ", "), strings.Join(cur, ", "),
-		strings.Join(keyOrder, ", "), len(p.Source.Key)+1)
+		strings.Join(keyOrder, ", "), len(src.Key)+1)
 	return first, after
 }
 
@@ -281,7 +307,7 @@ func enumIdentities(p *Plan) (first, after string) {
 	for i, id := range p.Identity {
 		idText = append(idText, fmt.Sprintf("%s::text AS __e%d", ident(id), i))
 		idOrder = append(idOrder, ident(id))
-		cur = append(cur, fmt.Sprintf("$%d::%s", i+1, p.Source.Key[i].Type))
+		cur = append(cur, fmt.Sprintf("$%d::%s", i+1, p.Sources[0].Key[i].Type))
 	}
 	first = fmt.Sprintf("SELECT %s FROM %s ORDER BY %s LIMIT $1", strings.Join(idText, ", "), t, strings.Join(idOrder, ", "))
 	after = fmt.Sprintf("SELECT %s FROM %s WHERE (%s) > (%s) ORDER BY %s LIMIT $%d", strings.Join(idText, ", "), t,
@@ -289,31 +315,29 @@ func enumIdentities(p *Plan) (first, after string) {
 	return first, after
 }
 
-// buildAggregate generates an aggregate's apply statements; merge: the
-// server has MERGE (15+).
-func buildAggregate(s *Statements, p *Plan, fromK, where string, merge bool) {
-	nk, ng := len(p.Source.Key), len(p.Groups)
+// enumLedger lists the identities an aggregate's ledger holds, in key
+// order: the first page, and the pages after a cursor.
+func enumLedger(p *Plan) (first, after string) {
+	nk := len(p.Sources[0].Key)
 	L := p.Ledger.Ident()
-	T := p.Target.Ident()
-	s.Reconcile = reconcileAggregate(p)
-	// Stored identities (the ledger's keys) in key order, for rebuilds.
-	var lk []string
-	for i := 0; i < nk; i++ {
+	var lk, cur, lkText []string
+	for i, k := range p.Sources[0].Key {
 		lk = append(lk, fmt.Sprintf("__k%d", i))
-	}
-	var cur []string
-	for i, k := range p.Source.Key {
 		cur = append(cur, fmt.Sprintf("$%d::%s", i+1, k.Type))
+		lkText = append(lkText, fmt.Sprintf("__k%d::text AS __e%d", i, i))
 	}
-	var lkText []string
-	for i, k := range lk {
-		lkText = append(lkText, fmt.Sprintf("%s::text AS __e%d", k, i))
-	}
-	s.EnumStoredFirst = fmt.Sprintf("SELECT %s FROM %s ORDER BY %s LIMIT $1", strings.Join(lkText, ", "), L, strings.Join(lk, ", "))
-	s.EnumStored = fmt.Sprintf("SELECT %s FROM %s WHERE (%s) > (%s) ORDER BY %s LIMIT $%d", strings.Join(lkText, ", "), L,
+	first = fmt.Sprintf("SELECT %s FROM %s ORDER BY %s LIMIT $1", strings.Join(lkText, ", "), L, strings.Join(lk, ", "))
+	after = fmt.Sprintf("SELECT %s FROM %s WHERE (%s) > (%s) ORDER BY %s LIMIT $%d", strings.Join(lkText, ", "), L,
 		strings.Join(lk, ", "), strings.Join(cur, ", "), strings.Join(lk, ", "), nk+1)
+	return first, after
+}
 
-	// New contributions of the loaded keys, and their old ones from the ledger.
+// singleChanges is the query of a one-source aggregate's changed
+// contributions: the loaded keys' new ledger rows (fromK, where) full-joined
+// to their old ones.
+func singleChanges(p *Plan, fromK, where string) string {
+	nk := len(p.Sources[0].Key)
+	L := p.Ledger.Ident()
 	var nsel []string
 	for i := 0; i < nk; i++ {
 		nsel = append(nsel, fmt.Sprintf("__k.__k%d", i))
@@ -324,33 +348,47 @@ func buildAggregate(s *Statements, p *Plan, fromK, where string, merge bool) {
 	for _, a := range p.Args {
 		nsel = append(nsel, a.Expr+" AS "+ident(a.Name))
 	}
-	var ljoin, fjoin, ck, had, has, oldv, newv, csel []string
+	var ljoin, fjoin, ck, csel []string
 	for i := 0; i < nk; i++ {
 		ljoin = append(ljoin, fmt.Sprintf("__l.__k%d = __k.__k%d", i, i))
 		fjoin = append(fjoin, fmt.Sprintf("__n.__k%d = __o.__k%d", i, i))
 		ck = append(ck, fmt.Sprintf("coalesce(__n.__k%d, __o.__k%d) AS __k%d", i, i, i))
 	}
-	had = append(had, "(__o.__k0 IS NOT NULL) AS __had")
-	has = append(has, "(__n.__k0 IS NOT NULL) AS __has")
 	csel = append(csel, ck...)
-	csel = append(csel, had...)
-	csel = append(csel, has...)
+	csel = append(csel, "(__o.__k0 IS NOT NULL) AS __had", "(__n.__k0 IS NOT NULL) AS __has")
+	sel, differs := changedContributions(p)
+	return "SELECT " + strings.Join(append(csel, sel...), ", ") +
+		" FROM (SELECT " + strings.Join(nsel, ", ") + " FROM " + fromK + where + ") __n" +
+		" FULL JOIN (SELECT __l.* FROM " + L + " __l JOIN " + keysTable + " __k ON " + strings.Join(ljoin, " AND ") + keyBounds(p, "__l.__k0") + ") __o" +
+		" ON " + strings.Join(fjoin, " AND ") +
+		" WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR " + differs
+}
+
+// changedContributions are the old and new group keys and arguments of a
+// changes query over __o (old ledger row) and __n (new one), and the
+// condition that they differ.
+func changedContributions(p *Plan) (sel []string, differs string) {
+	var oldv, newv []string
 	for i, g := range p.Groups {
-		csel = append(csel, fmt.Sprintf("__o.__g%d AS __og%d", i, i), fmt.Sprintf("__n.__g%d AS __ng%d", i, i))
+		sel = append(sel, fmt.Sprintf("__o.__g%d AS __og%d", i, i), fmt.Sprintf("__n.__g%d AS __ng%d", i, i))
 		oldv = append(oldv, cmpExpr(fmt.Sprintf("__o.__g%d", i), g.TextCmp))
 		newv = append(newv, cmpExpr(fmt.Sprintf("__n.__g%d", i), g.TextCmp))
 	}
 	for i, a := range p.Args {
-		csel = append(csel, fmt.Sprintf("__o.%s AS __oa%d", ident(a.Name), i), fmt.Sprintf("__n.%s AS __na%d", ident(a.Name), i))
+		sel = append(sel, fmt.Sprintf("__o.%s AS __oa%d", ident(a.Name), i), fmt.Sprintf("__n.%s AS __na%d", ident(a.Name), i))
 		oldv = append(oldv, cmpExpr("__o."+ident(a.Name), a.TextCmp))
 		newv = append(newv, cmpExpr("__n."+ident(a.Name), a.TextCmp))
 	}
-	changes := "SELECT " + strings.Join(csel, ", ") +
-		" FROM (SELECT " + strings.Join(nsel, ", ") + " FROM " + fromK + where + ") __n" +
-		" FULL JOIN (SELECT __l.* FROM " + L + " __l JOIN " + keysTable + " __k ON " + strings.Join(ljoin, " AND ") + keyBounds(p, "__l.__k0") + ") __o" +
-		" ON " + strings.Join(fjoin, " AND ") +
-		" WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR (" + strings.Join(append(oldv, "NULL"), ", ") +
-		") IS DISTINCT FROM (" + strings.Join(append(newv, "NULL"), ", ") + ")"
+	return sel, "(" + strings.Join(append(oldv, "NULL"), ", ") + ") IS DISTINCT FROM (" + strings.Join(append(newv, "NULL"), ", ") + ")"
+}
+
+// buildAggregate generates an aggregate's apply statements from the query
+// of its changed contributions; merge: the server has MERGE (15+).
+func buildAggregate(s *Statements, p *Plan, changes string, merge bool) {
+	ng := len(p.Groups)
+	L := p.Ledger.Ident()
+	T := p.Target.Ident()
+	s.Reconcile = reconcileAggregate(p)
 	s.Setup = append(s.Setup, "CREATE TEMP TABLE IF NOT EXISTS __trellis_c ON COMMIT DELETE ROWS AS "+changes+" WITH NO DATA")
 	s.Apply = append(s.Apply, Step{Role: RoleChanges, SQL: "INSERT INTO " + changesTable + " " + changes})
 
@@ -539,10 +577,10 @@ func buildAggregate(s *Statements, p *Plan, fromK, where string, merge bool) {
 // query would (an expression may fail on NULLs). With keyArgs the keys and
 // bounds are the statement's parameters (IntKey), not the key table.
 func mergeRow(p *Plan, keyArgs bool) string {
-	ref := ident(p.Source.Ref)
-	key0 := ref + "." + ident(p.Source.Key[0].Name)
+	ref := ident(p.Sources[0].Ref)
+	key0 := ref + "." + ident(p.Sources[0].Key[0].Name)
 	var joinK, on, sel, names, vals, set, oldv, newv []string
-	for i, k := range p.Source.Key {
+	for i, k := range p.Sources[0].Key {
 		joinK = append(joinK, fmt.Sprintf("%s.%s = __k.__k%d", ref, ident(k.Name), i))
 		sel = append(sel, fmt.Sprintf("__k.__k%d", i))
 		on = append(on, fmt.Sprintf("__t.%s = __n.__k%d", ident(p.Identity[i]), i))
@@ -568,7 +606,7 @@ func mergeRow(p *Plan, keyArgs bool) string {
 	}
 	cond += bounds(key0)
 	q := "MERGE INTO " + p.Target.Ident() + " __t USING (SELECT " + strings.Join(sel, ", ") + " FROM " + keys + " LEFT JOIN " +
-		p.Source.From + " ON " + cond + ") __n ON " + strings.Join(on, " AND ") + bounds("__t."+ident(p.Identity[0])) +
+		p.Sources[0].From + " ON " + cond + ") __n ON " + strings.Join(on, " AND ") + bounds("__t."+ident(p.Identity[0])) +
 		" WHEN MATCHED AND NOT __n.__trellis_p THEN DELETE"
 	if len(set) > 0 {
 		q += " WHEN MATCHED AND (" + strings.Join(append(oldv, "NULL"), ", ") + ") IS DISTINCT FROM (" +
@@ -675,14 +713,20 @@ func extremeOfGroup(p *Plan, a AggCol) string {
 // upsert, which re-finds every existing row through its speculative
 // insertion); before 15, a DELETE and an upsert of disjoint rows.
 func ledgerSteps(p *Plan, merge bool) []Step {
-	nk, ng := len(p.Source.Key), len(p.Groups)
+	ng := len(p.Groups)
 	L := p.Ledger.Ident()
+	keys, nullable := p.ledgerKey()
+	nk := len(keys)
+	bounds := ""
+	if !p.Multi() {
+		bounds = keyBounds(p, "__l.__k0")
+	}
 	// Column i of the ledger takes the value vals[i] of the changes table.
 	var lkeyEq, lcols, vals []string
-	for i := 0; i < nk; i++ {
-		lkeyEq = append(lkeyEq, fmt.Sprintf("__l.__k%d = __c.__k%d", i, i))
-		lcols = append(lcols, fmt.Sprintf("__k%d", i))
-		vals = append(vals, fmt.Sprintf("__k%d", i))
+	for i, k := range keys {
+		lkeyEq = append(lkeyEq, nullSafeEq("__l."+k, "__c."+k, !nullable[i]))
+		lcols = append(lcols, k)
+		vals = append(vals, k)
 	}
 	for i := 0; i < ng; i++ {
 		lcols = append(lcols, fmt.Sprintf("__g%d", i))
@@ -701,17 +745,17 @@ func ledgerSteps(p *Plan, merge bool) []Step {
 		}
 	}
 	del := Step{Role: RoleLedger, SQL: "DELETE FROM " + L + " __l USING " + changesTable + " __c WHERE " + strings.Join(lkeyEq, " AND ") +
-		keyBounds(p, "__l.__k0") + " AND NOT __c.__has"}
-	lconf := " ON CONFLICT (" + keyList("__k", nk) + ") DO NOTHING"
+		bounds + " AND NOT __c.__has"}
+	lconf := " ON CONFLICT (" + strings.Join(keys, ", ") + ") DO NOTHING"
 	if len(lset) > 0 {
-		lconf = " ON CONFLICT (" + keyList("__k", nk) + ") DO UPDATE SET " + strings.Join(lset, ", ")
+		lconf = " ON CONFLICT (" + strings.Join(keys, ", ") + ") DO UPDATE SET " + strings.Join(lset, ", ")
 	}
 	upsert := Step{Role: RoleLedger, SQL: "INSERT INTO " + L + " (" + strings.Join(lcols, ", ") + ") SELECT " + strings.Join(vals, ", ") +
 		" FROM " + changesTable + " WHERE __has" + lconf}
 	if !merge {
 		return []Step{del, upsert}
 	}
-	q := "MERGE INTO " + L + " __l USING " + changesTable + " __c ON " + strings.Join(lkeyEq, " AND ") + keyBounds(p, "__l.__k0") +
+	q := "MERGE INTO " + L + " __l USING " + changesTable + " __c ON " + strings.Join(lkeyEq, " AND ") + bounds +
 		" WHEN MATCHED AND NOT __c.__has THEN DELETE"
 	if len(mset) > 0 {
 		q += " WHEN MATCHED THEN UPDATE SET " + strings.Join(mset, ", ")

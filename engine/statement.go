@@ -1,5 +1,7 @@
 package engine
 
+import pg_query "github.com/pganalyze/pg_query_go/v5"
+
 // StatementKind says which definition-language statement was parsed.
 type StatementKind int
 
@@ -31,8 +33,16 @@ type Statement struct {
 type Query struct {
 	// SQL is the whole SELECT, deparsed (canonical form, stored in the catalog).
 	SQL string
-	// From is the single source table.
-	From TableRef
+	// Tables are the FROM clause's tables in the order they appear (a table
+	// joined to itself appears once per FROM item).
+	Tables []TableRef
+	// Outer lists the outer joins of the FROM tree, by Tables index.
+	Outer []OuterJoin
+	// Cover are the Tables that are present (not NULL-extended) in every
+	// output row: the sources a build enumerates (ADR 0010).
+	Cover []int
+	// from is the FROM clause as parsed; FromSQL renders it.
+	from []*pg_query.Node
 	// Targets are the select-list items in order.
 	Targets []Target
 	// Where is the deparsed WHERE predicate, "" when absent.
@@ -50,15 +60,43 @@ type Query struct {
 	Aggregate bool
 }
 
-// TableRef names the FROM table as written.
+// OuterJoin is one LEFT, RIGHT or FULL join of the FROM tree: the tables
+// under each of its sides, by Query.Tables index.
+type OuterJoin struct {
+	Kind        string `json:"kind"` // "left", "right" or "full"
+	Left, Right []int
+	// Above are the column references of the conditions that filter the
+	// join's rows after it (WHERE, and the ON and USING of the joins above
+	// it); Column "*" stands for the columns a NATURAL join compares.
+	Above []ColumnName `json:"-"`
+}
+
+// ColumnName is a column reference: its qualifier ("" when unqualified)
+// and its name.
+type ColumnName struct {
+	Ref, Column string
+}
+
+// Sides pairs the join's preserved side with its nullable side: a change to
+// a table of the nullable side ([1]) can add or remove NULL-extended rows of
+// the preserved side ([0]). A FULL join gives both pairs.
+func (j OuterJoin) Sides() (pairs [][2][]int) {
+	switch j.Kind {
+	case "left":
+		return [][2][]int{{j.Left, j.Right}}
+	case "right":
+		return [][2][]int{{j.Right, j.Left}}
+	}
+	return [][2][]int{{j.Left, j.Right}, {j.Right, j.Left}}
+}
+
+// TableRef names a FROM table as written.
 type TableRef struct {
 	Schema string // "" when unqualified
 	Name   string
 	Alias  string // "" when none
-	// SQL is the deparsed FROM item, e.g. `public.orders o`; generated SQL
-	// uses it verbatim so that column references resolve exactly as in the
-	// user's query.
-	SQL string
+	// Only: written FROM ONLY (the table's own rows, not its children's).
+	Only bool
 }
 
 // RefName is the name column references use for the table: its alias if any,
@@ -78,8 +116,10 @@ type Target struct {
 	// Expr is the deparsed expression (for an aggregate, the whole call).
 	Expr string
 	// Column is the source column name when Expr is a plain column reference
-	// to the FROM table, "" otherwise.
-	Column string
+	// ("col" or "ref.col"), "" otherwise; ColumnRef is its qualifier, "" when
+	// unqualified.
+	Column    string
+	ColumnRef string
 	// Agg is set when the item is a single aggregate call.
 	Agg *Agg
 	// Group is the index into Query.GroupBy of the GROUP BY expression this

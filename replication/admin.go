@@ -133,7 +133,11 @@ func alterMembership(ctx context.Context, q Querier, pub string, tables []pgx.Id
 			case !found:
 				missing = append(missing, name)
 			case member != add:
-				change = append(change, name)
+				// ONLY: an inheritance parent's children are not sources
+				// (a transform reads FROM ONLY parent); published, their
+				// writes would fail without a replica identity. A
+				// partitioned table still publishes its partitions.
+				change = append(change, "ONLY "+name)
 			}
 		}
 		rows.Close()

@@ -1,0 +1,211 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/trellis-repl/trellis-repl/internal/catalog"
+	"github.com/trellis-repl/trellis-repl/internal/pgtest"
+)
+
+// joinDefs are the join shapes TestJoinsConverge keeps exact: every join
+// kind, comma joins, USING, self-joins, nested outer joins, a filter on
+// the preserved side, and aggregates over joins.
+var joinDefs = []string{
+	`CREATE TRANSFORM j_inner AS SELECT f.id AS fid, f.v, d.name FROM fact f JOIN dim d ON d.id = f.d1`,
+	`CREATE TRANSFORM j_comma AS SELECT f.v, d.name, e.w FROM fact f, dim d, dim2 e WHERE d.id = f.d1 AND e.a = f.d2 AND e.b = f.s AND f.v > 3`,
+	`CREATE TRANSFORM j_left AS SELECT f.id, d.name, d.r + f.v AS rv FROM fact f LEFT JOIN dim d ON d.id = f.d1`,
+	`CREATE TRANSFORM j_right AS SELECT d.id, d.name, f.v FROM fact f RIGHT JOIN dim d ON d.id = f.d1 AND f.v > 0`,
+	`CREATE TRANSFORM j_full AS SELECT f.id AS fid, d.id AS did, coalesce(f.v, -1) AS v FROM fact f FULL JOIN dim d ON d.id = f.d1`,
+	`CREATE TRANSFORM j_cross AS SELECT d.name, e.w FROM dim d CROSS JOIN dim2 e WHERE e.w > 50`,
+	`CREATE TRANSFORM j_self AS SELECT a.id, b.id AS bid, b.v FROM fact a JOIN fact b ON b.id = a.v`,
+	`CREATE TRANSFORM j_using AS SELECT fact.v, dim.name FROM fact JOIN dim USING (id)`,
+	`CREATE TRANSFORM j_nested AS SELECT f.id, d.name, e.w FROM fact f LEFT JOIN dim d ON d.id = f.d1 LEFT JOIN dim2 e ON e.a = d.r AND e.b = f.s`,
+	`CREATE TRANSFORM j_left_where AS SELECT f.id, d.name FROM fact f LEFT JOIN dim d ON d.id = f.d1 WHERE f.v > 2`,
+	`CREATE TRANSFORM j_agg AS SELECT d.name, count(*) AS n, sum(f.v) AS s, min(f.v) AS lo, max(e.w) AS hi
+	   FROM fact f JOIN dim d ON d.id = f.d1 LEFT JOIN dim2 e ON e.a = f.d2 AND e.b = f.s GROUP BY d.name`,
+	`CREATE TRANSFORM j_agg_one AS SELECT count(*) AS n, sum(d.r) AS rs FROM fact f LEFT JOIN dim d ON d.id = f.d1`,
+	`CREATE TRANSFORM j_agg_full AS SELECT d.r, count(f.id) AS n, avg(f.v) AS av FROM fact f FULL JOIN dim d ON d.id = f.d1 GROUP BY d.r`,
+}
+
+// TestJoinsConverge writes randomly to every table of each join, the
+// dimensions included (deletes, join-column and key updates), re-derives
+// exactly the touched keys, and compares each target with its query.
+func TestJoinsConverge(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dsn := pgtest.NewDatabase(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	cat := catalog.New("trellis")
+	if err := cat.Migrate(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `
+		CREATE TABLE fact (id int PRIMARY KEY, d1 int, d2 int, s text, v int);
+		CREATE TABLE dim (id int PRIMARY KEY, name text, r int);
+		CREATE TABLE dim2 (a int, b text, w int, PRIMARY KEY (a, b));
+		CREATE INDEX ON fact (d1); CREATE INDEX ON fact (d2, s); CREATE INDEX ON fact (v);
+		INSERT INTO dim SELECT g, 'n' || (g % 4), g % 5 FROM generate_series(1, 12) g;
+		INSERT INTO dim2 SELECT g, b, g * 7 % 100 FROM generate_series(0, 5) g, unnest(ARRAY['x', 'y']) b;
+		INSERT INTO fact SELECT g, nullif(g % 14, 13), g % 7, (ARRAY['x', 'y', NULL])[1 + g % 3], g % 9 FROM generate_series(1, 60) g`); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := pgx.ParseConfig(dsn)
+	var appliers []*Applier
+	for _, def := range joinDefs {
+		id, p := define(t, ctx, conn, cat, def)
+		a, err := NewApplier(ctx, cfg, cat, id, p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close(ctx)
+		// The build: every phase walked as the worker does.
+		if _, err := a.Apply(ctx, Batch{Keys: allKeys(t, ctx, a)}); err != nil {
+			t.Fatalf("build %s: %v", p.Target.Name, err)
+		}
+		mustEqual(t, ctx, conn, p, "after the build")
+		appliers = append(appliers, a)
+	}
+	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	seed := rng.Int63()
+	rng = rand.New(rand.NewSource(seed))
+	t.Logf("seed %d", seed)
+	null := func(v string) string {
+		if rng.Intn(6) == 0 {
+			return "NULL"
+		}
+		return v
+	}
+	for round := 0; round < 25; round++ {
+		touched := map[string]map[string][]string{"fact": {}, "dim": {}, "dim2": {}}
+		touch := func(table string, key ...string) { touched[table][strings.Join(key, "|")] = key }
+		var stmts []string
+		for i := 0; i < 1+rng.Intn(6); i++ {
+			id := rng.Intn(70) + 1
+			touch("fact", fmt.Sprint(id))
+			switch rng.Intn(5) {
+			case 0, 1:
+				stmts = append(stmts, fmt.Sprintf(`INSERT INTO fact VALUES (%d, %s, %s, %s, %s) ON CONFLICT (id) DO UPDATE SET d1 = EXCLUDED.d1, d2 = EXCLUDED.d2, s = EXCLUDED.s, v = EXCLUDED.v`,
+					id, null(fmt.Sprint(rng.Intn(15))), null(fmt.Sprint(rng.Intn(7))), null([]string{"'x'", "'y'"}[rng.Intn(2)]), null(fmt.Sprint(rng.Intn(70)))))
+			case 2:
+				stmts = append(stmts, fmt.Sprintf(`DELETE FROM fact WHERE id = %d`, id))
+			case 3:
+				stmts = append(stmts, fmt.Sprintf(`UPDATE fact SET d1 = %s WHERE id = %d`, null(fmt.Sprint(rng.Intn(15))), id))
+			case 4:
+				nid := rng.Intn(70) + 1
+				touch("fact", fmt.Sprint(nid))
+				stmts = append(stmts, fmt.Sprintf(`UPDATE fact SET id = %d WHERE id = %d AND NOT EXISTS (SELECT 1 FROM fact WHERE id = %d)`, nid, id, nid))
+			}
+		}
+		for i := 0; i < rng.Intn(3); i++ {
+			id := rng.Intn(15)
+			touch("dim", fmt.Sprint(id))
+			switch rng.Intn(4) {
+			case 0:
+				stmts = append(stmts, fmt.Sprintf(`INSERT INTO dim VALUES (%d, %s, %s) ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, r = EXCLUDED.r`,
+					id, null(fmt.Sprintf("'n%d'", rng.Intn(5))), null(fmt.Sprint(rng.Intn(6)))))
+			case 1:
+				stmts = append(stmts, fmt.Sprintf(`DELETE FROM dim WHERE id = %d`, id))
+			case 2:
+				stmts = append(stmts, fmt.Sprintf(`UPDATE dim SET r = %s WHERE id = %d`, null(fmt.Sprint(rng.Intn(6))), id))
+			case 3:
+				nid := rng.Intn(15)
+				touch("dim", fmt.Sprint(nid))
+				stmts = append(stmts, fmt.Sprintf(`UPDATE dim SET id = %d WHERE id = %d AND NOT EXISTS (SELECT 1 FROM dim WHERE id = %d)`, nid, id, nid))
+			}
+		}
+		for i := 0; i < rng.Intn(3); i++ {
+			a, b := rng.Intn(7), []string{"x", "y"}[rng.Intn(2)]
+			touch("dim2", fmt.Sprint(a), b)
+			switch rng.Intn(3) {
+			case 0:
+				stmts = append(stmts, fmt.Sprintf(`INSERT INTO dim2 VALUES (%d, '%s', %s) ON CONFLICT (a, b) DO UPDATE SET w = EXCLUDED.w`, a, b, null(fmt.Sprint(rng.Intn(100)))))
+			case 1:
+				stmts = append(stmts, fmt.Sprintf(`DELETE FROM dim2 WHERE a = %d AND b = '%s'`, a, b))
+			case 2:
+				na := rng.Intn(7)
+				touch("dim2", fmt.Sprint(na), b)
+				stmts = append(stmts, fmt.Sprintf(`UPDATE dim2 SET a = %d WHERE a = %d AND b = '%s' AND NOT EXISTS (SELECT 1 FROM dim2 WHERE a = %d AND b = '%s')`, na, a, b, na, b))
+			}
+		}
+		if len(stmts) > 0 {
+			if _, err := conn.Exec(ctx, strings.Join(stmts, ";")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, a := range appliers {
+			keys := make([][][]string, len(a.Plan.Sources))
+			for i, src := range a.Plan.Sources {
+				for _, k := range touched[src.Name] {
+					keys[i] = append(keys[i], k)
+				}
+			}
+			if _, err := a.Apply(ctx, Batch{Keys: keys}); err != nil {
+				t.Fatalf("round %d apply %s: %v", round, a.Plan.Target.Name, err)
+			}
+			mustEqual(t, ctx, conn, a.Plan, fmt.Sprintf("round %d (seed %d)", round, seed))
+		}
+	}
+	// A rebuild walk (sources, then stored lineage) changes nothing.
+	for _, a := range appliers {
+		if _, err := a.Apply(ctx, Batch{Keys: allKeys(t, ctx, a)}); err != nil {
+			t.Fatal(err)
+		}
+		mustEqual(t, ctx, conn, a.Plan, "after a rebuild walk")
+	}
+}
+
+// TestJoinRefusals: conditions after an outer join on its NULL-extended
+// side are refused at define, naming the join and the column.
+func TestJoinRefusals(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dsn := pgtest.NewDatabase(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	cat := catalog.New("trellis")
+	if err := cat.Migrate(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `CREATE TABLE fact (id int PRIMARY KEY, d1 int, v int);
+		CREATE TABLE dim (id int PRIMARY KEY, name text, r int); CREATE TABLE other (k int PRIMARY KEY, q int)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ sql, want string }{
+		{`CREATE TRANSFORM x AS SELECT f.id FROM fact f LEFT JOIN dim d ON d.id = f.d1 WHERE d.id IS NULL`,
+			`a condition after the LEFT JOIN reads d.id of d, which that join may NULL-extend`},
+		{`CREATE TRANSFORM x AS SELECT f.id FROM fact f LEFT JOIN dim d ON d.id = f.d1 WHERE name = 'a'`,
+			`reads name of d`},
+		{`CREATE TRANSFORM x AS SELECT f.id FROM fact f LEFT JOIN dim d ON d.id = f.d1 JOIN other o ON o.q = d.r`,
+			`a condition after the LEFT JOIN reads d.r of d`},
+		{`CREATE TRANSFORM x AS SELECT f.id FROM dim d RIGHT JOIN fact f ON d.id = f.d1 WHERE d.r > 1`,
+			`a condition after the RIGHT JOIN reads d.r of d`},
+	} {
+		sts, err := ParseStatements(tc.sql)
+		if err != nil {
+			t.Fatalf("parse %q: %v", tc.sql, err)
+		}
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = PlanCreate(ctx, tx, cat.Schema, "public", &sts[0])
+		tx.Rollback(ctx) //nolint:errcheck
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s:\n got %v\nwant …%s…", tc.sql, err, tc.want)
+		}
+	}
+}

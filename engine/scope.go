@@ -1,0 +1,290 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The lineage-scope path: the statements of a plan with several sources
+// (ADR 0010). A batch loads each source's dirty keys into its own key
+// table; outer joins widen the preserved side's tables; then the rows in
+// scope (any source's lineage in its key table) are re-derived from the
+// user's query, one branch per source, and replace the stored rows in the
+// same scope.
+
+// scopeKeysTable is the session's key table of source i.
+func scopeKeysTable(i int) string { return fmt.Sprintf("pg_temp.__trellis_k%d", i) }
+
+// scopeRowsTable holds a row transform's re-derived rows in scope.
+const scopeRowsTable = "pg_temp.__trellis_n"
+
+// sourceKeyRefs are source i's key columns as the user's FROM names them.
+func sourceKeyRefs(p *Plan, i int) []string {
+	src := p.Sources[i]
+	out := make([]string, len(src.Key))
+	for j, k := range src.Key {
+		out[j] = ident(src.Ref) + "." + ident(k.Name)
+	}
+	return out
+}
+
+// storedKeyRefs are source i's lineage columns in the stored table __t.
+func storedKeyRefs(p *Plan, i int) []string {
+	out := make([]string, len(p.Sources[i].Lineage))
+	for j, l := range p.Sources[i].Lineage {
+		out[j] = "__t." + ident(l)
+	}
+	return out
+}
+
+// inScope is the condition that refs (source i's key) is in its key table.
+func inScope(i int, refs []string) string {
+	var cols []string
+	for j := range refs {
+		cols = append(cols, fmt.Sprintf("__k%d", j))
+	}
+	if len(refs) == 1 {
+		return refs[0] + " IN (SELECT __k0 FROM " + scopeKeysTable(i) + ")"
+	}
+	return "(" + strings.Join(refs, ", ") + ") IN (SELECT " + strings.Join(cols, ", ") + " FROM " + scopeKeysTable(i) + ")"
+}
+
+// notEarlier keeps branch i from repeating a row that an earlier branch
+// (a source j < i whose key is in scope) already produced. NOT EXISTS,
+// unlike NOT IN, is true for a NULL-extended source.
+func notEarlier(p *Plan, i int, refs func(int) []string) string {
+	var out []string
+	for j := 0; j < i; j++ {
+		var eq []string
+		for c, r := range refs(j) {
+			eq = append(eq, fmt.Sprintf("__x.__k%d = %s", c, r))
+		}
+		out = append(out, " AND NOT EXISTS (SELECT 1 FROM "+scopeKeysTable(j)+" __x WHERE "+strings.Join(eq, " AND ")+")")
+	}
+	return strings.Join(out, "")
+}
+
+// userWhere is the user's WHERE as the first conjunct of a branch.
+func userWhere(p *Plan) string {
+	if p.Where == "" {
+		return "true"
+	}
+	return "(" + p.Where + ")"
+}
+
+// scopeBranches is the user's query over the rows in scope: one branch per
+// source, each restricted to its key table, so PostgreSQL starts each from
+// the few changed rows and reaches the other tables through their indexes.
+func scopeBranches(p *Plan, sel []string) string {
+	var b []string
+	src := func(j int) []string { return sourceKeyRefs(p, j) }
+	for i := range p.Sources {
+		b = append(b, "SELECT "+strings.Join(sel, ", ")+" FROM "+p.From+" WHERE "+userWhere(p)+" AND "+
+			inScope(i, sourceKeyRefs(p, i))+notEarlier(p, i, src))
+	}
+	return strings.Join(b, " UNION ALL ")
+}
+
+// storedBranches are the stored rows (target or ledger __t) in scope that
+// pass filter ("" for all), one branch per source through its lineage index.
+func storedBranches(p *Plan, stored, sel, filter string) string {
+	var b []string
+	st := func(j int) []string { return storedKeyRefs(p, j) }
+	if filter != "" {
+		filter = " AND " + filter
+	}
+	for i := range p.Sources {
+		b = append(b, "SELECT "+sel+" FROM "+stored+" __t WHERE "+inScope(i, storedKeyRefs(p, i))+notEarlier(p, i, st)+filter)
+	}
+	return strings.Join(b, " UNION ALL ")
+}
+
+// lineageEq joins two row sets by their whole lineage in a form PostgreSQL
+// can hash: a lineage column that an outer join may leave NULL is compared
+// as a one-element array, whose equality treats NULL as equal to NULL.
+func lineageEq(p *Plan, a, b string) string {
+	var eq []string
+	for _, src := range p.Sources {
+		for _, l := range src.Lineage {
+			if src.Nullable {
+				eq = append(eq, fmt.Sprintf("ARRAY[%s.%s] = ARRAY[%s.%s]", a, ident(l), b, ident(l)))
+			} else {
+				eq = append(eq, fmt.Sprintf("%s.%s = %s.%s", a, ident(l), b, ident(l)))
+			}
+		}
+	}
+	return strings.Join(eq, " AND ")
+}
+
+// storedTable is where a plan keeps its lineage-keyed rows.
+func (p *Plan) storedTable() string {
+	if p.Shape == ShapeRow {
+		return p.Target.Ident()
+	}
+	return p.Ledger.Ident()
+}
+
+// ledgerKey are the identity columns of an aggregate's ledger, and whether
+// each may be NULL.
+func (p *Plan) ledgerKey() (cols []string, nullable []bool) {
+	if !p.Multi() {
+		for i := range p.Sources[0].Key {
+			cols = append(cols, fmt.Sprintf("__k%d", i))
+			nullable = append(nullable, false)
+		}
+		return cols, nullable
+	}
+	for _, src := range p.Sources {
+		for _, l := range src.Lineage {
+			cols = append(cols, ident(l))
+			nullable = append(nullable, src.Nullable)
+		}
+	}
+	return cols, nullable
+}
+
+// expandSQL widens the scope of preserved-side source pp by the rows that
+// a changed key of nullable-side source n matched before (stored rows) or
+// matches now (the query): their NULL-extended rows may appear or vanish
+// (ADR 0010).
+func expandSQL(p *Plan, pp, n int) string {
+	var cols, eq, notNull []string
+	for j := range p.Sources[pp].Key {
+		cols = append(cols, fmt.Sprintf("__c%d", j))
+		eq = append(eq, fmt.Sprintf("__x.__k%d = __y.__c%d", j, j))
+		notNull = append(notNull, fmt.Sprintf("__y.__c%d IS NOT NULL", j))
+	}
+	return "INSERT INTO " + scopeKeysTable(pp) + " SELECT DISTINCT " + strings.Join(prefixed("__y.", cols), ", ") +
+		" FROM (SELECT " + strings.Join(sourceKeyRefs(p, pp), ", ") + " FROM " + p.From + " WHERE " + userWhere(p) + " AND " + inScope(n, sourceKeyRefs(p, n)) +
+		" UNION ALL SELECT " + strings.Join(storedKeyRefs(p, pp), ", ") + " FROM " + p.storedTable() + " __t WHERE " + inScope(n, storedKeyRefs(p, n)) +
+		") __y(" + strings.Join(cols, ", ") + ") WHERE " + strings.Join(notNull, " AND ") +
+		" AND NOT EXISTS (SELECT 1 FROM " + scopeKeysTable(pp) + " __x WHERE " + strings.Join(eq, " AND ") + ")"
+}
+
+func prefixed(pre string, names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = pre + n
+	}
+	return out
+}
+
+// buildScope generates the statements of a plan with several sources.
+func buildScope(p *Plan, merge bool) *Statements {
+	s := &Statements{}
+	for i, src := range p.Sources {
+		var kcols, kcasts, kparams, ucols []string
+		for j, k := range src.Key {
+			kcols = append(kcols, fmt.Sprintf("__k%d %s", j, k.Type))
+			kcasts = append(kcasts, fmt.Sprintf("u.c%d::%s", j, k.Type))
+			kparams = append(kparams, fmt.Sprintf("$%d::text[]", j+1))
+			ucols = append(ucols, fmt.Sprintf("c%d", j))
+		}
+		s.Setup = append(s.Setup, fmt.Sprintf("CREATE TEMP TABLE IF NOT EXISTS __trellis_k%d (%s) ON COMMIT DELETE ROWS", i, strings.Join(kcols, ", ")))
+		s.LoadSource = append(s.LoadSource, "INSERT INTO "+scopeKeysTable(i)+" SELECT DISTINCT "+strings.Join(kcasts, ", ")+
+			" FROM unnest("+strings.Join(kparams, ", ")+") AS u("+strings.Join(ucols, ", ")+")")
+		s.Analyze = append(s.Analyze, "ANALYZE "+scopeKeysTable(i))
+	}
+	widened := map[int]bool{}
+	for _, oj := range p.Outer {
+		for _, pair := range oj.Sides() {
+			for _, n := range pair[1] {
+				for _, pp := range pair[0] {
+					s.Apply = append(s.Apply, Step{Role: RoleScope, SQL: expandSQL(p, pp, n)})
+					widened[pp] = true
+				}
+			}
+		}
+	}
+	for i := range p.Sources {
+		if widened[i] {
+			s.Apply = append(s.Apply, Step{Role: RoleScope, SQL: "ANALYZE " + scopeKeysTable(i)})
+		}
+	}
+	for _, c := range p.Cover {
+		first, after := enumSource(p.Sources[c])
+		s.Enum = append(s.Enum, Enum{Source: c, First: first, After: after})
+	}
+	for _, c := range p.Cover {
+		first, after := enumLineage(p, c)
+		s.Enum = append(s.Enum, Enum{Source: c, Stored: true, First: first, After: after})
+	}
+	if p.Shape == ShapeRow {
+		scopeRows(s, p)
+		return s
+	}
+	var nsel []string
+	for i, src := range p.Sources {
+		for j, r := range sourceKeyRefs(p, i) {
+			nsel = append(nsel, r+" AS "+ident(src.Lineage[j]))
+		}
+	}
+	nsel = append(nsel, "true AS __p")
+	for i, g := range p.Groups {
+		nsel = append(nsel, fmt.Sprintf("%s AS __g%d", g.Expr, i))
+	}
+	for _, a := range p.Args {
+		nsel = append(nsel, a.Expr+" AS "+ident(a.Name))
+	}
+	keys, _ := p.ledgerKey()
+	var csel []string
+	for _, k := range keys {
+		csel = append(csel, "CASE WHEN __n.__p THEN __n."+k+" ELSE __o."+k+" END AS "+k)
+	}
+	csel = append(csel, "(__o.__p IS NOT NULL) AS __had", "(__n.__p IS NOT NULL) AS __has")
+	sel, differs := changedContributions(p)
+	changes := "SELECT " + strings.Join(append(csel, sel...), ", ") +
+		" FROM (" + scopeBranches(p, nsel) + ") __n FULL JOIN (" + storedBranches(p, p.Ledger.Ident(), "__t.*, true AS __p", "") + ") __o ON " +
+		lineageEq(p, "__n", "__o") + " WHERE __n.__p IS NULL OR __o.__p IS NULL OR " + differs
+	buildAggregate(s, p, changes, merge)
+	return s
+}
+
+// enumLineage lists the keys of cover source c that the stored rows hold,
+// in key order, for rebuilds and truncation.
+func enumLineage(p *Plan, c int) (first, after string) {
+	src := p.Sources[c]
+	var text, order, cur []string
+	for j, l := range src.Lineage {
+		text = append(text, fmt.Sprintf("%s::text AS __e%d", ident(l), j))
+		order = append(order, ident(l))
+		cur = append(cur, fmt.Sprintf("$%d::%s", j+1, src.Key[j].Type))
+	}
+	from := p.storedTable() + " WHERE " + order[0] + " IS NOT NULL"
+	first = fmt.Sprintf("SELECT %s FROM %s GROUP BY %s ORDER BY %s LIMIT $1", strings.Join(text, ", "), from,
+		strings.Join(order, ", "), strings.Join(order, ", "))
+	after = fmt.Sprintf("SELECT %s FROM %s AND (%s) > (%s) GROUP BY %s ORDER BY %s LIMIT $%d", strings.Join(text, ", "), from,
+		strings.Join(order, ", "), strings.Join(cur, ", "), strings.Join(order, ", "), strings.Join(order, ", "), len(order)+1)
+	return first, after
+}
+
+// scopeRows re-derives a row target's rows in scope: the new rows are
+// collected once, the stored rows in scope that are no longer among them
+// are deleted by address, and the new rows are upserted by lineage.
+func scopeRows(s *Statements, p *Plan) {
+	T := p.Target.Ident()
+	var defs, names, sel, set, oldv, newv []string
+	for _, c := range p.Cols {
+		defs = append(defs, ident(c.Name)+" "+c.Type)
+		names = append(names, ident(c.Name))
+		sel = append(sel, c.Expr+" AS "+ident(c.Name))
+		if !contains(p.Identity, c.Name) {
+			set = append(set, ident(c.Name)+" = EXCLUDED."+ident(c.Name))
+			oldv = append(oldv, cmpExpr("__t."+ident(c.Name), c.TextCmp))
+			newv = append(newv, cmpExpr("EXCLUDED."+ident(c.Name), c.TextCmp))
+		}
+	}
+	s.Setup = append(s.Setup, "CREATE TEMP TABLE IF NOT EXISTS __trellis_n ("+strings.Join(defs, ", ")+") ON COMMIT DELETE ROWS")
+	s.Apply = append(s.Apply,
+		Step{Role: RoleScope, SQL: "INSERT INTO " + scopeRowsTable + " (" + strings.Join(names, ", ") + ") " + scopeBranches(p, sel)},
+		Step{Role: RoleScope, SQL: "ANALYZE " + scopeRowsTable},
+		Step{Role: RoleWrite, SQL: "DELETE FROM " + T + " WHERE ctid = ANY (ARRAY(" +
+			storedBranches(p, T, "__t.ctid", "NOT EXISTS (SELECT 1 FROM "+scopeRowsTable+" __n WHERE "+lineageEq(p, "__n", "__t")+")") + "))"})
+	conflict := " ON CONFLICT (" + identList(p.Identity) + ") DO NOTHING"
+	if len(set) > 0 {
+		conflict = " ON CONFLICT (" + identList(p.Identity) + ") DO UPDATE SET " + strings.Join(set, ", ") +
+			" WHERE (" + strings.Join(append(oldv, "NULL"), ", ") + ") IS DISTINCT FROM (" + strings.Join(append(newv, "NULL"), ", ") + ")"
+	}
+	s.Apply = append(s.Apply, Step{Role: RoleWrite, SQL: "INSERT INTO " + T + " AS __t (" + strings.Join(names, ", ") + ") SELECT " +
+		strings.Join(names, ", ") + " FROM " + scopeRowsTable + conflict})
+}
