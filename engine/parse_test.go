@@ -55,7 +55,7 @@ func goodCases() []goodCase {
 			name:   "row transform",
 			script: "CREATE TRANSFORM active_users AS SELECT id, name FROM users",
 			want: []Statement{create("active_users", &Query{
-				SQL:     "SELECT id, name FROM users",
+				SQL:    "SELECT id, name FROM users",
 				Tables: []TableRef{{Name: "users"}}, Cover: []int{0},
 				Targets: []Target{col("id", "id", "id", -1), col("name", "name", "name", -1)},
 			})},
@@ -64,7 +64,7 @@ func goodCases() []goodCase {
 			name:   "schema, alias, where, case folding",
 			script: "create transform Sales.Daily as select o.id, o.amount * 2 as Double_Amount from PUBLIC.Orders as O where o.amount > 0",
 			want: []Statement{{Kind: CreateTransform, Schema: "sales", Name: "daily", Query: &Query{
-				SQL:     "SELECT o.id, o.amount * 2 AS double_amount FROM public.orders o WHERE o.amount > 0",
+				SQL:    "SELECT o.id, o.amount * 2 AS double_amount FROM public.orders o WHERE o.amount > 0",
 				Tables: []TableRef{{Schema: "public", Name: "orders", Alias: "o"}}, Cover: []int{0},
 				Targets: []Target{col("id", "o.id", "id", -1), ex("double_amount", "o.amount * 2", -1)},
 				Where:   "o.amount > 0",
@@ -82,7 +82,7 @@ func goodCases() []goodCase {
 			name:   "keywords in any case, IF NOT EXISTS, comments inside the header",
 			script: "cReAtE /* c */ TrAnSfOrM iF nOt ExIsTs -- line\n x aS sElEcT a FrOm t",
 			want: []Statement{{Kind: CreateTransform, Name: "x", IfNotExists: true, Query: &Query{
-				SQL:     "SELECT a FROM t",
+				SQL:    "SELECT a FROM t",
 				Tables: []TableRef{{Name: "t"}}, Cover: []int{0},
 				Targets: []Target{col("a", "a", "a", -1)},
 			}}},
@@ -98,7 +98,7 @@ func goodCases() []goodCase {
 			name:   "parenthesised select",
 			script: "CREATE TRANSFORM x AS (SELECT a FROM t WHERE b)",
 			want: []Statement{create("x", &Query{
-				SQL:  "SELECT a FROM t WHERE b",
+				SQL:    "SELECT a FROM t WHERE b",
 				Tables: []TableRef{{Name: "t"}}, Cover: []int{0}, Targets: []Target{col("a", "a", "a", -1)}, Where: "b",
 			})},
 		},
@@ -149,7 +149,7 @@ func goodCases() []goodCase {
   WHERE o.status <> 'cancelled'
   GROUP BY o.customer_id;`,
 			want: []Statement{create("customer_revenue", &Query{
-				SQL:  "SELECT o.customer_id, count(*) AS orders, sum(o.amount) AS revenue, max(o.created_at) AS last_order FROM orders o WHERE o.status <> 'cancelled' GROUP BY o.customer_id",
+				SQL:    "SELECT o.customer_id, count(*) AS orders, sum(o.amount) AS revenue, max(o.created_at) AS last_order FROM orders o WHERE o.status <> 'cancelled' GROUP BY o.customer_id",
 				Tables: []TableRef{{Name: "orders", Alias: "o"}}, Cover: []int{0},
 				Targets: []Target{
 					col("customer_id", "o.customer_id", "customer_id", 0),
@@ -167,7 +167,7 @@ func goodCases() []goodCase {
 			name:   "GROUP BY ordinals",
 			script: "CREATE TRANSFORM x AS SELECT region, date_trunc('day', created_at) AS day, count(*) AS n FROM orders GROUP BY 2, 1",
 			want: []Statement{create("x", &Query{
-				SQL:  "SELECT region, date_trunc('day', created_at) AS day, count(*) AS n FROM orders GROUP BY 2, 1",
+				SQL:    "SELECT region, date_trunc('day', created_at) AS day, count(*) AS n FROM orders GROUP BY 2, 1",
 				Tables: []TableRef{{Name: "orders"}}, Cover: []int{0},
 				Targets: []Target{
 					col("region", "region", "region", 1),
@@ -183,7 +183,7 @@ func goodCases() []goodCase {
 			name:   "GROUP BY ordinal of a constant item",
 			script: "CREATE TRANSFORM x AS SELECT v, 'k' AS g, count(*) AS n FROM s GROUP BY v, 2",
 			want: []Statement{create("x", &Query{
-				SQL:  "SELECT v, 'k' AS g, count(*) AS n FROM s GROUP BY v, 2",
+				SQL:    "SELECT v, 'k' AS g, count(*) AS n FROM s GROUP BY v, 2",
 				Tables: []TableRef{{Name: "s"}}, Cover: []int{0},
 				Targets: []Target{
 					col("v", "v", "v", 0),
@@ -294,7 +294,7 @@ DROP TRANSFORM IF EXISTS a;
 drop transform s.b -- trailing comment without a semicolon`,
 			want: []Statement{
 				create("a", &Query{
-					SQL:     "SELECT id, 'x;y' AS s FROM t",
+					SQL:    "SELECT id, 'x;y' AS s FROM t",
 					Tables: []TableRef{{Name: "t"}}, Cover: []int{0},
 					Targets: []Target{col("id", "id", "id", -1), ex("s", "'x;y'", -1)},
 				}),

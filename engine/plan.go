@@ -54,10 +54,10 @@ type Plan struct {
 	Outer []OuterJoin `json:"outer,omitempty"`
 	// Cover are the sources present in every output row: a build
 	// enumerates their keys.
-	Cover  []int `json:"cover"`
-	Target Rel   `json:"target"`
-	Ledger     *Rel   `json:"ledger,omitempty"`
-	Where      string `json:"where,omitempty"`
+	Cover  []int  `json:"cover"`
+	Target Rel    `json:"target"`
+	Ledger *Rel   `json:"ledger,omitempty"`
+	Where  string `json:"where,omitempty"`
 	// Visible are the target's user-visible column names in select-list order.
 	Visible []string `json:"visible"`
 
