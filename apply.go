@@ -20,6 +20,9 @@ type Result struct {
 	// Action is created, exists (IF NOT EXISTS), paused, resumed, dropped,
 	// absent (IF EXISTS), or unchanged (PAUSE of a paused transform).
 	Action string
+	// Notes are what the statement did not keep as written, one sentence
+	// each (e.g. an ORDER BY the target table cannot hold).
+	Notes []string
 }
 
 var kindNames = map[engine.StatementKind]string{
@@ -104,6 +107,9 @@ func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement)
 			return res, err
 		}
 		res.Action = "created"
+		if st.Query.OrderBy {
+			res.Notes = append(res.Notes, "ORDER BY dropped: the target is a table and keeps no row order; order the rows when you read it")
+		}
 	case engine.PauseTransform:
 		if existing == nil {
 			return res, missing()

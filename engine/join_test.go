@@ -31,6 +31,10 @@ var joinDefs = []string{
 	`CREATE TRANSFORM j_agg AS SELECT d.name, count(*) AS n, sum(f.v) AS s, min(f.v) AS lo, max(e.w) AS hi
 	   FROM fact f JOIN dim d ON d.id = f.d1 LEFT JOIN dim2 e ON e.a = f.d2 AND e.b = f.s GROUP BY d.name`,
 	`CREATE TRANSFORM j_agg_one AS SELECT count(*) AS n, sum(d.r) AS rs FROM fact f LEFT JOIN dim d ON d.id = f.d1`,
+	`CREATE TRANSFORM j_derived AS SELECT s.name, s.vv, e.w FROM (SELECT d.name, f.v * 2 AS vv, f.d2, f.s FROM fact f, dim d
+	   WHERE d.id = f.d1 AND f.v > 1) AS s JOIN dim2 e ON e.a = s.d2 AND e.b = s.s ORDER BY 1`,
+	`CREATE TRANSFORM j_derived_agg AS SELECT nm, yr, sum(vol) AS revenue FROM (SELECT d.name AS nm, d.r AS yr, f.v * 3 AS vol
+	   FROM fact f, dim d WHERE d.id = f.d1) AS x GROUP BY nm, yr ORDER BY nm`,
 	`CREATE TRANSFORM j_agg_full AS SELECT d.r, count(f.id) AS n, avg(f.v) AS av FROM fact f FULL JOIN dim d ON d.id = f.d1 GROUP BY d.r`,
 }
 

@@ -454,10 +454,13 @@ func parseSelect(label, script string, base, end int) (*Query, error) {
 	if err := c.checkClauses(sel); err != nil {
 		return nil, err
 	}
+	if err := c.flattenDerived(sel); err != nil {
+		return nil, err
+	}
 	if err := c.checkFrom(sel); err != nil {
 		return nil, err
 	}
-	q := &Query{Tables: c.tables, Outer: c.outer, Cover: c.cover, from: sel.FromClause}
+	q := &Query{Tables: c.tables, Outer: c.outer, Cover: c.cover, from: sel.FromClause, OrderBy: len(sel.SortClause) > 0}
 	if sel.WhereClause != nil {
 		if err := c.checkExpr(sel.WhereClause, "WHERE", "aggregate functions are not allowed in WHERE (%s); WHERE filters source rows before grouping, remove the aggregate"); err != nil {
 			return nil, err
@@ -499,8 +502,6 @@ func (c *selectChecker) checkClauses(sel *pg_query.SelectStmt) error {
 			return c.errf(-1, "DISTINCT is not supported yet; GROUP BY the selected expressions instead")
 		}
 		return c.errf(-1, "DISTINCT ON is not supported in a transform; remove it (which row it keeps depends on row order)")
-	case len(sel.SortClause) > 0:
-		return c.errf(-1, "ORDER BY is not supported in a transform; remove it (the target is a table, order rows when you read it)")
 	case sel.LimitCount != nil || sel.LimitOffset != nil:
 		return c.errf(-1, "LIMIT, OFFSET and FETCH are not supported in a transform; remove them (the target holds every row of the query, limit rows when you read it)")
 	case len(sel.LockingClause) > 0:

@@ -190,7 +190,7 @@ func buildScope(p *Plan, merge bool) *Statements {
 		for _, pair := range oj.Sides() {
 			for _, n := range pair[1] {
 				for _, pp := range pair[0] {
-					s.Apply = append(s.Apply, Step{Role: RoleScope, SQL: expandSQL(p, pp, n)})
+					s.Apply = append(s.Apply, Step{Role: RoleExpand, SQL: expandSQL(p, pp, n)})
 					widened[pp] = true
 				}
 			}

@@ -83,6 +83,8 @@ const (
 	// RoleScope fills the session's key and row tables of a lineage scope
 	// (ADR 0010); it writes nothing the user sees.
 	RoleScope
+	// RoleExpand widens a lineage scope across an outer join (ADR 0010).
+	RoleExpand
 	// RoleWrite writes a row target; the command tag counts the rows.
 	RoleWrite
 )

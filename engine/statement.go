@@ -58,6 +58,9 @@ type Query struct {
 	GroupByAlias []string
 	// Aggregate is true when the query has GROUP BY or any aggregate call.
 	Aggregate bool
+	// OrderBy: the query ends in ORDER BY, which a table cannot keep; it is
+	// dropped, and Apply says so.
+	OrderBy bool
 }
 
 // OuterJoin is one LEFT, RIGHT or FULL join of the FROM tree: the tables

@@ -156,6 +156,9 @@ func cmdApply(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	for _, r := range res {
 		fmt.Fprintf(stdout, "%s %s: %s\n", r.Statement, r.Name, r.Action)
+		for _, n := range r.Notes {
+			fmt.Fprintf(stdout, "  note: %s\n", n)
+		}
 	}
 	return nil
 }

@@ -21,6 +21,13 @@ const (
 	// SkipVisibilityWait: re-derive without checking that the snapshot sees
 	// the slot transaction.
 	SkipVisibilityWait = "skip_visibility_wait"
+	// IgnoreLeftJoinNulls: a change to an outer join's NULL-extended side
+	// does not widen the scope to the preserved side, so a stale
+	// NULL-extended row stays (or a new one never appears).
+	IgnoreLeftJoinNulls = "ignore_left_join_nulls"
+	// SkipDimensionChange: a change to any source but the first of a join
+	// re-derives nothing.
+	SkipDimensionChange = "skip_dimension_change"
 )
 
 // EnvVar names the environment variable that selects a planted bug.

@@ -1,0 +1,300 @@
+package engine
+
+import (
+	"fmt"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// flattenDerived pulls subqueries in FROM (derived tables) into the outer
+// query: the subquery's tables take its place in the FROM tree, its WHERE
+// joins the outer WHERE, and every reference to one of its output columns
+// becomes the expression that computes it. A derived table without
+// aggregation, DISTINCT, LIMIT, window functions or set operations is a
+// pure projection and filter, so the flattened query has the same rows;
+// it then reads base tables only, which is what the engine maintains.
+// PostgreSQL's planner does the same pull-up.
+func (c *selectChecker) flattenDerived(sel *pg_query.SelectStmt) error {
+	var subs []*derived
+	var extraWhere []*pg_query.Node
+	var err error
+	for i, item := range sel.FromClause {
+		if sel.FromClause[i], err = c.flattenItem(item, true, &subs, &extraWhere); err != nil {
+			return err
+		}
+	}
+	if len(subs) == 0 {
+		return nil
+	}
+	// Output columns are replaced everywhere the outer query can name them.
+	rewrite := func(n *pg_query.Node) *pg_query.Node { return replaceDerivedRefs(n, subs) }
+	for _, t := range sel.TargetList {
+		rt := t.GetResTarget()
+		if rt == nil || rt.Val == nil {
+			continue
+		}
+		name := ""
+		if cr := rt.Val.GetColumnRef(); rt.Name == "" && cr != nil && derivedRef(cr, subs) != nil {
+			name = figureColname(rt.Val)
+		}
+		rt.Val = rewrite(rt.Val)
+		if name != "" && figureColname(rt.Val) != name {
+			// The output keeps the name PostgreSQL gives it before the
+			// rewrite (the derived column's name, not its expression's).
+			rt.Name = name
+		}
+	}
+	if sel.WhereClause != nil {
+		sel.WhereClause = rewrite(sel.WhereClause)
+	}
+	for i, g := range sel.GroupClause {
+		sel.GroupClause[i] = rewrite(g)
+	}
+	if sel.HavingClause != nil {
+		sel.HavingClause = rewrite(sel.HavingClause)
+	}
+	for _, s := range sel.SortClause {
+		if sb := s.GetSortBy(); sb != nil {
+			sb.Node = rewrite(sb.Node)
+		}
+	}
+	for _, item := range sel.FromClause {
+		walk(item.ProtoReflect(), func(m proto.Message) bool {
+			if j, ok := m.(*pg_query.JoinExpr); ok && j.Quals != nil {
+				j.Quals = rewrite(j.Quals)
+			}
+			return true
+		})
+	}
+	for _, w := range extraWhere {
+		if sel.WhereClause == nil {
+			sel.WhereClause = w
+		} else {
+			sel.WhereClause = &pg_query.Node{Node: &pg_query.Node_BoolExpr{BoolExpr: &pg_query.BoolExpr{
+				Boolop: pg_query.BoolExprType_AND_EXPR, Args: []*pg_query.Node{sel.WhereClause, w}, Location: -1}}}
+		}
+	}
+	return nil
+}
+
+// derived is one flattened subquery: its alias and its output columns.
+type derived struct {
+	alias string
+	cols  map[string]*pg_query.Node
+}
+
+// flattenItem flattens the derived tables of one FROM item. top: the item
+// is not under the NULL-extended side of an outer join, so its subqueries'
+// conditions may move to the outer WHERE.
+func (c *selectChecker) flattenItem(item *pg_query.Node, top bool, subs *[]*derived, where *[]*pg_query.Node) (*pg_query.Node, error) {
+	switch n := item.Node.(type) {
+	case *pg_query.Node_JoinExpr:
+		j := n.JoinExpr
+		ltop := top && (j.Jointype == pg_query.JoinType_JOIN_INNER || j.Jointype == pg_query.JoinType_JOIN_LEFT)
+		rtop := top && (j.Jointype == pg_query.JoinType_JOIN_INNER || j.Jointype == pg_query.JoinType_JOIN_RIGHT)
+		var err error
+		if j.Larg, err = c.flattenItem(j.Larg, ltop, subs, where); err != nil {
+			return nil, err
+		}
+		if j.Rarg, err = c.flattenItem(j.Rarg, rtop, subs, where); err != nil {
+			return nil, err
+		}
+		return item, nil
+	case *pg_query.Node_RangeSubselect:
+		rs := n.RangeSubselect
+		inner := rs.Subquery.GetSelectStmt()
+		alias := ""
+		if rs.Alias != nil {
+			alias = rs.Alias.Aliasname
+		}
+		what := fmt.Sprintf("FROM: the subquery %s", quoteIdents([]string{alias}))
+		switch {
+		case rs.Lateral:
+			return nil, c.errf(-1, "%s is LATERAL; LATERAL subqueries are not supported in a transform — join its tables in the outer FROM and put its conditions in WHERE", what)
+		case inner == nil:
+			return nil, c.errf(-1, "%s is not a SELECT; only a SELECT can be flattened into the outer query", what)
+		case inner.Op != pg_query.SetOperation_SETOP_NONE && inner.Op != pg_query.SetOperation_SET_OPERATION_UNDEFINED:
+			return nil, c.errf(-1, "%s combines queries (UNION, INTERSECT or EXCEPT), which arrives in a later version; select from its branches' tables directly", what)
+		case len(inner.GroupClause) > 0 || inner.HavingClause != nil || hasAggregate(inner):
+			return nil, c.errf(-1, "%s aggregates; a subquery in FROM with GROUP BY or aggregates arrives in a later version — define the aggregate with the outer query's tables directly", what)
+		case len(inner.DistinctClause) > 0:
+			return nil, c.errf(-1, "%s uses DISTINCT; a subquery in FROM with DISTINCT arrives in a later version — remove DISTINCT or move it to the outer query", what)
+		case inner.LimitCount != nil || inner.LimitOffset != nil:
+			return nil, c.errf(-1, "%s uses LIMIT or OFFSET; a subquery in FROM with LIMIT arrives in a later version — remove the LIMIT", what)
+		case inner.WithClause != nil:
+			return nil, c.errf(-1, "%s has a WITH clause; common table expressions are not supported in a transform — write the query without WITH", what)
+		case len(inner.WindowClause) > 0 || hasWindow(inner):
+			return nil, c.errf(-1, "%s uses window functions, which are not supported in a transform; remove them", what)
+		case len(inner.ValuesLists) > 0:
+			return nil, c.errf(-1, "%s is a VALUES list; a transform reads tables — put the rows in a table", what)
+		case !top && inner.WhereClause != nil:
+			return nil, c.errf(-1, "%s has a WHERE and is on the NULL-extended side of an outer join; move its condition into that join's ON clause and join its tables directly", what)
+		case len(inner.FromClause) == 0:
+			return nil, c.errf(-1, "%s reads no table; a transform reads tables", what)
+		}
+		// Its own derived tables first.
+		if err := c.flattenDerived(inner); err != nil {
+			return nil, err
+		}
+		d := &derived{alias: alias, cols: map[string]*pg_query.Node{}}
+		var names []string
+		if rs.Alias != nil {
+			for _, cn := range rs.Alias.Colnames {
+				if s := cn.GetString_(); s != nil {
+					names = append(names, s.Sval)
+				}
+			}
+		}
+		for i, t := range inner.TargetList {
+			rt := t.GetResTarget()
+			if rt == nil || rt.Val == nil {
+				continue
+			}
+			if cr := rt.Val.GetColumnRef(); cr != nil && hasStar(cr) {
+				return nil, c.errf(rt.Location, "%s selects *; list its columns by name", what)
+			}
+			name := rt.Name
+			if name == "" {
+				name = figureColname(rt.Val)
+			}
+			if i < len(names) {
+				name = names[i]
+			}
+			d.cols[name] = rt.Val
+		}
+		*subs = append(*subs, d)
+		if inner.WhereClause != nil {
+			*where = append(*where, inner.WhereClause)
+		}
+		// The subquery's FROM items join each other as a comma list does.
+		out := inner.FromClause[0]
+		for _, it := range inner.FromClause[1:] {
+			out = &pg_query.Node{Node: &pg_query.Node_JoinExpr{JoinExpr: &pg_query.JoinExpr{
+				Jointype: pg_query.JoinType_JOIN_INNER, Larg: out, Rarg: it}}}
+		}
+		return out, nil
+	}
+	return item, nil
+}
+
+// derivedRef is the flattened subquery a column reference names, or nil.
+func derivedRef(cr *pg_query.ColumnRef, subs []*derived) *pg_query.Node {
+	var parts []string
+	for _, f := range cr.Fields {
+		s := f.GetString_()
+		if s == nil {
+			return nil
+		}
+		parts = append(parts, s.Sval)
+	}
+	switch len(parts) {
+	case 2:
+		for _, d := range subs {
+			if d.alias == parts[0] {
+				return d.cols[parts[1]]
+			}
+		}
+	case 1:
+		var found *pg_query.Node
+		for _, d := range subs {
+			if e, ok := d.cols[parts[0]]; ok {
+				if found != nil {
+					return nil // ambiguous: PostgreSQL refuses it
+				}
+				found = e
+			}
+		}
+		return found
+	}
+	return nil
+}
+
+// replaceDerivedRefs returns n with every reference to a flattened
+// subquery's output column replaced by (a copy of) its expression.
+func replaceDerivedRefs(n *pg_query.Node, subs []*derived) *pg_query.Node {
+	if n == nil {
+		return nil
+	}
+	if cr := n.GetColumnRef(); cr != nil {
+		if e := derivedRef(cr, subs); e != nil {
+			return proto.Clone(e).(*pg_query.Node)
+		}
+		return n
+	}
+	replaceIn(n.ProtoReflect(), subs)
+	return n
+}
+
+// hasAggregate reports whether a SELECT's list calls an aggregate.
+func hasAggregate(sel *pg_query.SelectStmt) bool {
+	found := false
+	for _, t := range sel.TargetList {
+		walk(t.ProtoReflect(), func(m proto.Message) bool {
+			if fc, ok := m.(*pg_query.FuncCall); ok && fc.Over == nil && isAggregate(fc) {
+				found = true
+			}
+			return !found
+		})
+	}
+	return found
+}
+
+// hasWindow reports whether a SELECT's list calls a window function.
+func hasWindow(sel *pg_query.SelectStmt) bool {
+	found := false
+	for _, t := range sel.TargetList {
+		walk(t.ProtoReflect(), func(m proto.Message) bool {
+			if fc, ok := m.(*pg_query.FuncCall); ok && fc.Over != nil {
+				found = true
+			}
+			return !found
+		})
+	}
+	return found
+}
+
+// replaceIn replaces, below m, every node that references a flattened
+// subquery's output column. Replacements are collected during the walk of
+// a message and set after it (protoreflect does not promise that setting a
+// field during Range is safe).
+func replaceIn(m protoreflect.Message, subs []*derived) {
+	type set struct {
+		fd protoreflect.FieldDescriptor
+		v  protoreflect.Value
+	}
+	var sets []set
+	swap := func(v protoreflect.Message) (protoreflect.Value, bool) {
+		if node, ok := v.Interface().(*pg_query.Node); ok {
+			if cr := node.GetColumnRef(); cr != nil {
+				if e := derivedRef(cr, subs); e != nil {
+					return protoreflect.ValueOfMessage(proto.Clone(e).(*pg_query.Node).ProtoReflect()), true
+				}
+				return protoreflect.Value{}, false
+			}
+		}
+		replaceIn(v, subs)
+		return protoreflect.Value{}, false
+	}
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsMap() || fd.Message() == nil:
+		case fd.IsList():
+			list := v.List()
+			for i := 0; i < list.Len(); i++ {
+				if r, ok := swap(list.Get(i).Message()); ok {
+					list.Set(i, r)
+				}
+			}
+		default:
+			if r, ok := swap(v.Message()); ok {
+				sets = append(sets, set{fd, r})
+			}
+		}
+		return true
+	})
+	for _, s := range sets {
+		m.Set(s.fd, s.v)
+	}
+}
