@@ -214,17 +214,14 @@ func derivedRef(cr *pg_query.ColumnRef, subs []*derived) *pg_query.Node {
 // replaceDerivedRefs returns n with every reference to a flattened
 // subquery's output column replaced by (a copy of) its expression.
 func replaceDerivedRefs(n *pg_query.Node, subs []*derived) *pg_query.Node {
-	if n == nil {
-		return nil
-	}
-	if cr := n.GetColumnRef(); cr != nil {
-		if e := derivedRef(cr, subs); e != nil {
-			return proto.Clone(e).(*pg_query.Node)
+	return replaceNodes(n, func(n *pg_query.Node) *pg_query.Node {
+		if cr := n.GetColumnRef(); cr != nil {
+			if e := derivedRef(cr, subs); e != nil {
+				return proto.Clone(e).(*pg_query.Node)
+			}
 		}
-		return n
-	}
-	replaceIn(n.ProtoReflect(), subs)
-	return n
+		return nil
+	})
 }
 
 // hasAggregate reports whether a SELECT's list calls an aggregate.
@@ -255,11 +252,24 @@ func hasWindow(sel *pg_query.SelectStmt) bool {
 	return found
 }
 
-// replaceIn replaces, below m, every node that references a flattened
-// subquery's output column. Replacements are collected during the walk of
-// a message and set after it (protoreflect does not promise that setting a
-// field during Range is safe).
-func replaceIn(m protoreflect.Message, subs []*derived) {
+// replaceNodes returns n with each node for which f returns a
+// replacement replaced by it; f is not asked about nodes below a
+// replacement, and its replacements are not walked.
+func replaceNodes(n *pg_query.Node, f func(*pg_query.Node) *pg_query.Node) *pg_query.Node {
+	if n == nil {
+		return nil
+	}
+	if r := f(n); r != nil {
+		return r
+	}
+	replaceIn(n.ProtoReflect(), f)
+	return n
+}
+
+// replaceIn applies f below m. Replacements of a message's fields are
+// collected during its walk and set after it (protoreflect does not
+// promise that setting a field during Range is safe).
+func replaceIn(m protoreflect.Message, f func(*pg_query.Node) *pg_query.Node) {
 	type set struct {
 		fd protoreflect.FieldDescriptor
 		v  protoreflect.Value
@@ -267,14 +277,11 @@ func replaceIn(m protoreflect.Message, subs []*derived) {
 	var sets []set
 	swap := func(v protoreflect.Message) (protoreflect.Value, bool) {
 		if node, ok := v.Interface().(*pg_query.Node); ok {
-			if cr := node.GetColumnRef(); cr != nil {
-				if e := derivedRef(cr, subs); e != nil {
-					return protoreflect.ValueOfMessage(proto.Clone(e).(*pg_query.Node).ProtoReflect()), true
-				}
-				return protoreflect.Value{}, false
+			if r := f(node); r != nil {
+				return protoreflect.ValueOfMessage(r.ProtoReflect()), true
 			}
 		}
-		replaceIn(v, subs)
+		replaceIn(v, f)
 		return protoreflect.Value{}, false
 	}
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {

@@ -23,7 +23,7 @@ func TestFlattenDerived(t *testing.T) {
 			t.Errorf("%s: %v", tc.in, err)
 			continue
 		}
-		if got := sts[0].Query.SQL; got != tc.want {
+		if got := sts[0].Query.Rewritten; got != tc.want {
 			t.Errorf("%s:\n got %s\nwant %s", tc.in, got, tc.want)
 		}
 	}

@@ -37,11 +37,30 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 		ddl = append(ddl, p.lineageIndexes(p.Target.Ident())...)
 	} else {
 		p.Ledger.Name = fmt.Sprintf("ledger_%d", id)
-		for _, name := range p.Visible {
+		names := p.Visible
+		if p.State != nil {
+			// The target is the projection; the state holds every group.
+			p.State.Name = fmt.Sprintf("state_%d", id)
+			var tcols []string
+			for _, c := range p.Project {
+				tcols = append(tcols, ident(c.Name)+" "+c.Type)
+			}
+			ddl = append(ddl, "CREATE TABLE "+p.Target.Ident()+" ("+strings.Join(tcols, ", ")+")")
+			if len(p.Groups) > 0 {
+				ddl = append(ddl, "ALTER TABLE "+p.Target.Ident()+" ADD CONSTRAINT "+
+					ident(truncIdent(p.Target.Name+"_group_key"))+" UNIQUE NULLS NOT DISTINCT ("+identList(p.groupNames())+")")
+			}
+			names = nil
+			for _, a := range p.Aggs {
+				names = append(names, a.Name)
+			}
+		}
+		S := p.aggTarget()
+		for _, name := range names {
 			cols = append(cols, ident(name)+" "+p.visibleType(name))
 		}
 		for _, g := range p.Groups {
-			if !contains(p.Visible, g.Name) {
+			if !contains(names, g.Name) {
 				cols = append(cols, ident(g.Name)+" "+g.Type)
 			}
 		}
@@ -54,10 +73,10 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 				cols = append(cols, ident(a.SumCol())+" numeric NOT NULL DEFAULT 0", ident(a.NNCol())+" bigint NOT NULL DEFAULT 0")
 			}
 		}
-		ddl = append(ddl, "CREATE TABLE "+p.Target.Ident()+" ("+strings.Join(cols, ", ")+") WITH (fillfactor = 80)")
+		ddl = append(ddl, "CREATE TABLE "+S.Ident()+" ("+strings.Join(cols, ", ")+") WITH (fillfactor = 80)")
 		if len(p.Groups) > 0 {
-			ddl = append(ddl, "ALTER TABLE "+p.Target.Ident()+" ADD CONSTRAINT "+
-				ident(truncIdent(p.Target.Name+"_group_key"))+" UNIQUE NULLS NOT DISTINCT ("+identList(p.groupNames())+")")
+			ddl = append(ddl, "ALTER TABLE "+S.Ident()+" ADD CONSTRAINT "+
+				ident(truncIdent(S.Name+"_group_key"))+" UNIQUE NULLS NOT DISTINCT ("+identList(p.groupNames())+")")
 		} else {
 			// Like PostgreSQL's answer, an aggregate without GROUP BY always
 			// has its one row: counts are 0, everything else NULL.
@@ -67,8 +86,21 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 					zero = append(zero, ident(a.Name))
 				}
 			}
-			ddl = append(ddl, "INSERT INTO "+p.Target.Ident()+" ("+strings.Join(zero, ", ")+") SELECT "+
+			ddl = append(ddl, "INSERT INTO "+S.Ident()+" ("+strings.Join(zero, ", ")+") SELECT "+
 				strings.TrimSuffix(strings.Repeat("0, ", len(zero)), ", "))
+			if p.State != nil {
+				// Its projection, when it passes HAVING.
+				var tn, ts []string
+				for _, c := range p.Project {
+					tn, ts = append(tn, ident(c.Name)), append(ts, c.Expr)
+				}
+				having := "true"
+				if p.Having != "" {
+					having = p.Having
+				}
+				ddl = append(ddl, "INSERT INTO "+p.Target.Ident()+" ("+strings.Join(tn, ", ")+") SELECT "+strings.Join(ts, ", ")+
+					" FROM "+S.Ident()+" __s WHERE "+having)
+			}
 		}
 		// The ledger: one row per source identity (per joined row: its
 		// lineage) that passes WHERE.
@@ -151,6 +183,11 @@ func Uninstall(ctx context.Context, db DB, p *Plan) error {
 			return fmt.Errorf("drop ledger %s: %w", p.Ledger.Ident(), err)
 		}
 	}
+	if p.State != nil {
+		if _, err := db.Exec(ctx, "DROP TABLE IF EXISTS "+p.State.Ident()); err != nil {
+			return fmt.Errorf("drop aggregate state %s: %w", p.State.Ident(), err)
+		}
+	}
 	return nil
 }
 
@@ -176,6 +213,11 @@ func markTextCompare(ctx context.Context, db DB, p *Plan) error {
 	for i := range p.Groups {
 		if err := check(&p.Groups[i]); err != nil {
 			return fmt.Errorf("inspect type %s: %w", p.Groups[i].Type, err)
+		}
+	}
+	for i := range p.Project {
+		if err := check(&p.Project[i]); err != nil {
+			return fmt.Errorf("inspect type %s: %w", p.Project[i].Type, err)
 		}
 	}
 	return nil

@@ -35,6 +35,17 @@ var joinDefs = []string{
 	   WHERE d.id = f.d1 AND f.v > 1) AS s JOIN dim2 e ON e.a = s.d2 AND e.b = s.s ORDER BY 1`,
 	`CREATE TRANSFORM j_derived_agg AS SELECT nm, yr, sum(vol) AS revenue FROM (SELECT d.name AS nm, d.r AS yr, f.v * 3 AS vol
 	   FROM fact f, dim d WHERE d.id = f.d1) AS x GROUP BY nm, yr ORDER BY nm`,
+	`CREATE TRANSFORM j_having AS SELECT d.name, count(*) AS n, sum(f.v) AS s FROM fact f JOIN dim d ON d.id = f.d1 GROUP BY d.name HAVING count(*) > 3`,
+	`CREATE TRANSFORM j_composed AS SELECT f.d2, 100.00 * sum(CASE WHEN f.s = 'x' THEN f.v ELSE 0 END) / nullif(sum(f.v), 0) AS share,
+	   count(*) + 1 AS n1, f.d2 * max(f.v) AS dm FROM fact f GROUP BY f.d2`,
+	`CREATE TRANSFORM j_aggs AS SELECT f.d2, bool_and(f.v > 3) AS ba, bool_or(f.v > 5) AS bo, every(f.v > 0) AS ev, bit_and(f.v) AS ban,
+	   bit_or(f.v) AS bor, string_agg(f.s, ',' ORDER BY f.s, f.id) AS sa, array_agg(f.id ORDER BY f.id) AS aa, jsonb_agg(f.v ORDER BY f.id) AS ja,
+	   count(DISTINCT f.v) AS cd, sum(f.v) FILTER (WHERE f.s = 'x') AS sx, count(*) FILTER (WHERE f.v > 4) AS c4 FROM fact f GROUP BY f.d2`,
+	`CREATE TRANSFORM j_jobj AS SELECT d.r, jsonb_object_agg(f.id, f.v) AS o, avg(f.v::float8) AS fa FROM fact f JOIN dim d ON d.id = f.d1 GROUP BY d.r`,
+	`CREATE TRANSFORM j_distinct AS SELECT DISTINCT d.name, f.d2 FROM fact f JOIN dim d ON d.id = f.d1`,
+	`CREATE TRANSFORM j_having_one AS SELECT count(*) AS n, sum(v) AS s FROM fact HAVING count(*) > 50`,
+	`CREATE TRANSFORM j_promo AS SELECT 100.00 * sum(CASE WHEN d.name LIKE 'n1%' THEN f.v ELSE 0 END) / nullif(sum(f.v), 0) AS promo
+	   FROM fact f, dim d WHERE d.id = f.d1`,
 	`CREATE TRANSFORM j_agg_full AS SELECT d.r, count(f.id) AS n, avg(f.v) AS av FROM fact f FULL JOIN dim d ON d.id = f.d1 GROUP BY d.r`,
 }
 

@@ -22,7 +22,13 @@ const maxIdentLen = 63
 const reservedPrefix = "__"
 
 // supportedAggs are the aggregates this version can maintain.
-var supportedAggs = map[string]bool{"count": true, "sum": true, "avg": true, "min": true, "max": true}
+var supportedAggs = map[string]bool{"count": true, "sum": true, "avg": true, "min": true, "max": true,
+	"bool_and": true, "bool_or": true, "every": true, "bit_and": true, "bit_or": true, "bit_xor": true,
+	"string_agg": true, "array_agg": true, "jsonb_agg": true, "jsonb_object_agg": true}
+
+// orderedAggs build their result in the order rows arrive: without ORDER
+// BY inside the call, PostgreSQL itself gives no defined result.
+var orderedAggs = map[string]bool{"string_agg": true, "array_agg": true, "jsonb_agg": true}
 
 // knownAggs are PostgreSQL's other built-in aggregates: recognised so that
 // they are refused as "not supported yet" rather than treated as plain
@@ -405,6 +411,8 @@ type selectChecker struct {
 	tables []TableRef
 	outer  []OuterJoin
 	cover  []int
+	// groupKeys are the GROUP BY expressions' comparison keys.
+	groupKeys []string
 }
 
 // single: the query reads one table, so an unqualified column and one
@@ -431,10 +439,11 @@ func (c *selectChecker) errf(loc int32, format string, args ...any) error {
 
 // selectItem is a select-list entry while the query is being validated.
 type selectItem struct {
-	t    Target
-	node *pg_query.Node // the expression
-	key  string         // comparison key (see compareKey)
-	loc  int32
+	t        Target
+	composed bool           // an expression over aggregates (Target.Composed)
+	node     *pg_query.Node // the expression
+	key      string         // comparison key (see compareKey)
+	loc      int32
 }
 
 func parseSelect(label, script string, base, end int) (*Query, error) {
@@ -450,6 +459,15 @@ func parseSelect(label, script string, base, end int) (*Query, error) {
 	sel := tree.Stmts[0].GetStmt().GetSelectStmt()
 	if sel == nil {
 		return nil, c.errf(0, "the query after AS must be a SELECT")
+	}
+	// The definition as written is what the catalog shows; the rewrites
+	// below only change how it is kept.
+	original, err := pg_query.Deparse(tree)
+	if err != nil {
+		return nil, terr.Wrap(terr.Internal, err, "%s: deparse the query: %v", label, err)
+	}
+	if err := c.distinctAsGroupBy(sel); err != nil {
+		return nil, err
 	}
 	if err := c.checkClauses(sel); err != nil {
 		return nil, err
@@ -476,10 +494,16 @@ func parseSelect(label, script string, base, end int) (*Query, error) {
 	if err := c.groupBy(sel, items, q); err != nil {
 		return nil, err
 	}
+	if q.Aggregate {
+		if err := c.composedItems(sel, items, c.groupKeys, q); err != nil {
+			return nil, err
+		}
+	}
 	for _, it := range items {
 		q.Targets = append(q.Targets, it.t)
 	}
-	if q.SQL, err = pg_query.Deparse(tree); err != nil {
+	q.SQL = original
+	if q.Rewritten, err = pg_query.Deparse(tree); err != nil {
 		return nil, terr.Wrap(terr.Internal, err, "%s: deparse the query: %v", label, err)
 	}
 	return q, nil
@@ -508,8 +532,6 @@ func (c *selectChecker) checkClauses(sel *pg_query.SelectStmt) error {
 		return c.errf(-1, "FOR UPDATE/FOR SHARE is not supported in a transform; remove it (source rows are read without locking them)")
 	case len(sel.WindowClause) > 0:
 		return c.errf(-1, "WINDOW (window functions) is not supported in a transform; remove the WINDOW clause")
-	case sel.HavingClause != nil:
-		return c.errf(nodeLocation(sel.HavingClause), "HAVING arrives in a later version; remove it and filter the target when you read it")
 	case sel.GroupDistinct:
 		return c.errf(-1, "GROUP BY DISTINCT is not supported in a transform; remove DISTINCT")
 	}
@@ -725,6 +747,8 @@ func (c *selectChecker) selectList(sel *pg_query.SelectStmt) ([]*selectItem, err
 			if it.t.Agg, err = c.checkAgg(fc, clause); err != nil {
 				return nil, err
 			}
+		} else if hasAggCall(rt.Val) {
+			it.composed = true // checked by composedItems, once GROUP BY is known
 		} else {
 			if err := c.checkExpr(rt.Val, clause, "%s() is an aggregate inside an expression; expressions over aggregates are not supported yet, select each aggregate as its own item and combine them when you read the target"); err != nil {
 				return nil, err
@@ -814,16 +838,17 @@ func (c *selectChecker) groupBy(sel *pg_query.SelectStmt, items []*selectItem, q
 		q.GroupBy = append(q.GroupBy, deparsed)
 		q.GroupByAlias = append(q.GroupByAlias, alias)
 	}
-	q.Aggregate = len(q.GroupBy) > 0
+	c.groupKeys = keys
+	q.Aggregate = len(q.GroupBy) > 0 || sel.HavingClause != nil
 	for _, it := range items {
-		q.Aggregate = q.Aggregate || it.t.Agg != nil
+		q.Aggregate = q.Aggregate || it.t.Agg != nil || it.composed
 	}
 	if !q.Aggregate {
 		return nil
 	}
 	used := make([]bool, len(keys))
 	for i, it := range items {
-		if it.t.Agg != nil {
+		if it.t.Agg != nil || it.composed {
 			continue
 		}
 		for k, key := range keys {
@@ -843,42 +868,6 @@ func (c *selectChecker) groupBy(sel *pg_query.SelectStmt, items []*selectItem, q
 		}
 	}
 	return nil
-}
-
-// checkAgg validates a top-level aggregate select item.
-func (c *selectChecker) checkAgg(fc *pg_query.FuncCall, clause string) (*Agg, error) {
-	schema, name := funcName(fc)
-	builtin := schema == "" || schema == "pg_catalog"
-	switch {
-	case !builtin || !supportedAggs[name]:
-		return nil, c.errf(fc.Location, "%s: aggregate %s is not supported yet; supported aggregates are count(*), count(x), sum(x), avg(x), min(x) and max(x)", clause, name)
-	case fc.AggDistinct:
-		return nil, c.errf(fc.Location, "%s: DISTINCT inside an aggregate arrives in a later version; remove DISTINCT or group by the value", clause)
-	case fc.AggFilter != nil:
-		return nil, c.errf(fc.Location, "%s: FILTER is not supported yet; move the condition into WHERE, or into a CASE inside the aggregate (sum(CASE WHEN … THEN x END))", clause)
-	case len(fc.AggOrder) > 0 || fc.AggWithinGroup:
-		return nil, c.errf(fc.Location, "%s: ORDER BY inside an aggregate is not supported; remove it (%s does not depend on row order)", clause, name)
-	case fc.FuncVariadic:
-		return nil, c.errf(fc.Location, "%s: VARIADIC is not supported in an aggregate call; pass a single argument", clause)
-	case fc.AggStar && name != "count":
-		return nil, c.errf(fc.Location, "%s: only count accepts *; write %s(expression)", clause, name)
-	case fc.AggStar:
-		return &Agg{Func: name, Star: true}, nil
-	case len(fc.Args) == 0 && name == "count":
-		return nil, c.errf(fc.Location, "%s: count() needs an argument; write count(*) to count rows", clause)
-	case len(fc.Args) != 1:
-		return nil, c.errf(fc.Location, "%s: %s takes exactly one argument", clause, name)
-	case fc.Args[0].GetNamedArgExpr() != nil:
-		return nil, c.errf(fc.Location, "%s: named arguments are not supported in an aggregate call; pass the argument by position", clause)
-	}
-	if err := c.checkExpr(fc.Args[0], clause, "aggregate calls cannot be nested (%s inside "+name+"); aggregate a plain expression"); err != nil {
-		return nil, err
-	}
-	arg, err := c.deparse(fc.Args[0], clause)
-	if err != nil {
-		return nil, err
-	}
-	return &Agg{Func: name, Arg: arg}, nil
 }
 
 // checkExpr walks an expression and refuses what a transform cannot keep

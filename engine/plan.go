@@ -71,6 +71,16 @@ type Plan struct {
 	Groups []Col    `json:"groups,omitempty"` // group key columns of the target (Expr over the source)
 	Args   []Col    `json:"args,omitempty"`   // ledger argument columns __a<i>
 	Aggs   []AggCol `json:"aggs,omitempty"`
+	// State, when set, holds the aggregates per group (Groups, Aggs) and
+	// the target is its projection through Project and Having: the query
+	// has HAVING or expressions over aggregates (ADR 0011).
+	State   *Rel   `json:"state,omitempty"`
+	Project []Col  `json:"project,omitempty"` // target columns, Expr over __s (the state row)
+	Having  string `json:"having,omitempty"`  // over __s
+
+	// Select is the user's query over the resolved sources, as kept: what
+	// the target must equal.
+	Select string `json:"select,omitempty"`
 }
 
 // Source describes one FROM table.
@@ -159,6 +169,9 @@ type AggCol struct {
 	Mode string `json:"mode"`
 	// Arg indexes Plan.Args; -1 for count(*).
 	Arg int `json:"arg"`
+	// Call recomputes the aggregate over a group's ledger rows __l (its
+	// inputs are ledger columns), for ModeRecompute.
+	Call string `json:"call,omitempty"`
 }
 
 // SumCol is the hidden exact-sum column of an avg.
@@ -287,6 +300,7 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 	if err := checkImmutable(ctx, db, name, p.selectSQL(q)); err != nil {
 		return nil, err
 	}
+	p.Select = p.selectSQL(q)
 	// Types of the visible columns, as PostgreSQL types the user's query.
 	outTypes, err := describe(ctx, db, p.selectSQL(q))
 	if err != nil {
@@ -369,44 +383,8 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 		}
 		p.Groups = append(p.Groups, col)
 	}
-	argIndex := map[string]int{}
-	var argOIDs []uint32
-	for i, t := range q.Targets {
-		if t.Agg == nil {
-			continue
-		}
-		a := AggCol{Name: t.Name, Type: outTypes[i].name, Func: t.Agg.Func, Arg: -1}
-		if !t.Agg.Star {
-			ai, ok := argIndex[t.Agg.Arg]
-			if !ok {
-				at, err := describe(ctx, db, "SELECT "+t.Agg.Arg+" FROM "+p.FromSQL())
-				if err != nil {
-					return nil, queryError(name, err)
-				}
-				ai = len(p.Args)
-				argIndex[t.Agg.Arg] = ai
-				p.Args = append(p.Args, Col{Name: fmt.Sprintf("__a%d", ai), Type: at[0].name, Expr: t.Agg.Arg})
-				argOIDs = append(argOIDs, at[0].oid)
-			}
-			a.Arg = ai
-		}
-		switch {
-		case t.Agg.Func == "count" && t.Agg.Star:
-			a.Mode = ModeCountStar
-		case t.Agg.Func == "count":
-			a.Mode = ModeCount
-		case t.Agg.Func == "sum" && exactNumeric(argOIDs[a.Arg]):
-			a.Mode = ModeSum
-		case t.Agg.Func == "avg" && exactNumeric(argOIDs[a.Arg]) && argOIDs[a.Arg] != 1700:
-			// avg(numeric) is recomputed: PostgreSQL's result scale depends on
-			// the scales of the values summed, which deltas do not preserve.
-			a.Mode = ModeAvg
-		case t.Agg.Func == "min" || t.Agg.Func == "max":
-			a.Mode = ModeExtreme
-		default:
-			a.Mode = ModeRecompute
-		}
-		p.Aggs = append(p.Aggs, a)
+	if err := p.planAggregates(ctx, db, name, q, outTypes); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -510,12 +488,19 @@ func (p *Plan) selectSQL(q *Query) string {
 		b.WriteString(" GROUP BY ")
 		b.WriteString(strings.Join(q.GroupBy, ", "))
 	}
+	if q.HavingSQL != "" {
+		b.WriteString(" HAVING ")
+		b.WriteString(q.HavingSQL)
+	}
 	return b.String()
 }
 
 // QuerySQL is the transform's defining query over the resolved source, with
 // visible columns in order: what the target must equal.
 func (p *Plan) QuerySQL() string {
+	if p.Select != "" {
+		return p.Select
+	}
 	var b strings.Builder
 	b.WriteString("SELECT ")
 	if p.Shape == ShapeRow {

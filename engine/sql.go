@@ -87,6 +87,8 @@ const (
 	RoleExpand
 	// RoleWrite writes a row target; the command tag counts the rows.
 	RoleWrite
+	// RoleProject writes an aggregate's target from its state (ADR 0011).
+	RoleProject
 )
 
 const keysTable = "pg_temp.__trellis_k"
@@ -389,8 +391,9 @@ func changedContributions(p *Plan) (sel []string, differs string) {
 func buildAggregate(s *Statements, p *Plan, changes string, merge bool) {
 	ng := len(p.Groups)
 	L := p.Ledger.Ident()
-	T := p.Target.Ident()
+	T := p.aggTarget().Ident()
 	s.Reconcile = reconcileAggregate(p)
+	defer projectSteps(s, p)
 	s.Setup = append(s.Setup, "CREATE TEMP TABLE IF NOT EXISTS __trellis_c ON COMMIT DELETE ROWS AS "+changes+" WITH NO DATA")
 	s.Apply = append(s.Apply, Step{Role: RoleChanges, SQL: "INSERT INTO " + changesTable + " " + changes})
 
@@ -524,11 +527,7 @@ func buildAggregate(s *Statements, p *Plan, changes string, merge bool) {
 		if a.Mode != ModeRecompute {
 			continue
 		}
-		arg := "*"
-		if a.Arg >= 0 {
-			arg = "__l." + ident(p.Args[a.Arg].Name)
-		}
-		rsel = append(rsel, fmt.Sprintf("%s(%s) AS __r%d", a.Func, arg, i))
+		rsel = append(rsel, fmt.Sprintf("%s AS __r%d", recomputeCall(p, a), i))
 		rset = append(rset, fmt.Sprintf("%s = __r.__r%d", ident(a.Name), i))
 		rold = append(rold, fmt.Sprintf("__x.__o%d", i))
 		rnew = append(rnew, fmt.Sprintf("__z.__r%d", i))
@@ -569,6 +568,19 @@ func buildAggregate(s *Statements, p *Plan, changes string, merge bool) {
 		" CROSS JOIN LATERAL (SELECT __y.ctid AS __tid, " + strings.Join(olds, ", ") + " FROM " + T + " __y WHERE " + strings.Join(tjoin, " AND ") + " OFFSET 0) __x" +
 		" CROSS JOIN LATERAL (SELECT " + strings.Join(rsel, ", ") + " FROM " + L + " __l WHERE " + strings.Join(ajoin, " AND ") + ") __z" +
 		" WHERE " + distinct + ") __r WHERE __t.ctid = __r.__tid"})
+}
+
+// recomputeCall is a recomputed aggregate over the ledger rows __l of a
+// group.
+func recomputeCall(p *Plan, a AggCol) string {
+	if a.Call != "" {
+		return a.Call
+	}
+	arg := "*"
+	if a.Arg >= 0 {
+		arg = "__l." + ident(p.Args[a.Arg].Name)
+	}
+	return a.Func + "(" + arg + ")"
 }
 
 // mergeRow re-derives a row transform's keys in one MERGE: each key joined
@@ -631,7 +643,7 @@ func extremeFunc(agg string) string {
 // raised it by the values added). Any other group's extreme is exact
 // already: every value it lost was beyond it.
 func extremeRecompute(p *Plan) (string, bool) {
-	T := p.Target.Ident()
+	T := p.aggTarget().Ident()
 	var asel, agroup, tjoin, ajoin, olds, need, rsel, rset, rold, rnew []string
 	for i, g := range p.Groups {
 		asel = append(asel, fmt.Sprintf("__og%d AS __g%d", i, i))
@@ -821,7 +833,7 @@ func oneRowSet(p *Plan) string {
 // reconcileAggregate builds the statements that make an aggregate target
 // exactly the aggregation of its ledger.
 func reconcileAggregate(p *Plan) []string {
-	T, L := p.Target.Ident(), p.Ledger.Ident()
+	T, L := p.aggTarget().Ident(), p.Ledger.Ident()
 	ng := len(p.Groups)
 	var cols, vals, set, oldv, newv []string
 	add := func(col, val string) {
@@ -854,13 +866,13 @@ func reconcileAggregate(p *Plan) []string {
 			add(a.SumCol(), "coalesce(sum("+arg+"::numeric), 0)")
 			add(a.NNCol(), "count("+arg+")")
 		default:
-			add(a.Name, a.Func+"("+arg+")")
+			add(a.Name, recomputeCall(p, a))
 		}
 	}
 	distinct := "(" + strings.Join(append(oldv, "NULL"), ", ") + ") IS DISTINCT FROM (" + strings.Join(append(newv, "NULL"), ", ") + ")"
 	if ng == 0 {
 		return []string{"UPDATE " + T + " __t SET " + strings.Join(set, ", ") + " FROM (SELECT " + strings.Join(vals, ", ") +
-			" FROM " + L + ") __r WHERE " + distinct}
+			" FROM " + L + " __l) __r WHERE " + distinct}
 	}
 	var gcols, tjoin, lgroups []string
 	for i, g := range p.Groups {
@@ -870,7 +882,7 @@ func reconcileAggregate(p *Plan) []string {
 	}
 	upsert := "INSERT INTO " + T + " AS __t (" + strings.Join(append(append([]string{}, gcols...), cols...), ", ") + ") SELECT " +
 		strings.Join(append(append([]string{}, gcols...), cols...), ", ") + " FROM (SELECT " + strings.Join(append(gsel, vals...), ", ") +
-		" FROM " + L + " GROUP BY " + strings.Join(lgroups, ", ") + ") __r ON CONFLICT (" + strings.Join(gcols, ", ") +
+		" FROM " + L + " __l GROUP BY " + strings.Join(lgroups, ", ") + ") __r ON CONFLICT (" + strings.Join(gcols, ", ") +
 		") DO UPDATE SET " + strings.Replace(strings.Join(set, ", "), "__r.", "EXCLUDED.", -1) +
 		" WHERE " + strings.Replace(distinct, "__r.", "EXCLUDED.", -1)
 	orphans := "DELETE FROM " + T + " __t WHERE NOT EXISTS (SELECT 1 FROM " + L + " __l WHERE " + strings.Join(tjoin, " AND ") + ")"

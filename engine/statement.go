@@ -1,6 +1,10 @@
 package engine
 
-import pg_query "github.com/pganalyze/pg_query_go/v5"
+import (
+	"fmt"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
+)
 
 // StatementKind says which definition-language statement was parsed.
 type StatementKind int
@@ -33,6 +37,9 @@ type Statement struct {
 type Query struct {
 	// SQL is the whole SELECT, deparsed (canonical form, stored in the catalog).
 	SQL string
+	// Rewritten is the SELECT as the engine keeps it: subqueries in FROM
+	// flattened, DISTINCT written as GROUP BY.
+	Rewritten string
 	// Tables are the FROM clause's tables in the order they appear (a table
 	// joined to itself appears once per FROM item).
 	Tables []TableRef
@@ -58,6 +65,13 @@ type Query struct {
 	GroupByAlias []string
 	// Aggregate is true when the query has GROUP BY or any aggregate call.
 	Aggregate bool
+	// Aggs are the distinct aggregate calls of the select list and HAVING;
+	// Composed and Having name Aggs[k] as __s.__x<k>.
+	Aggs []*Agg
+	// Having is the HAVING condition over the aggregate state (as
+	// Composed), "" when absent; HavingSQL is the condition as written.
+	Having    string
+	HavingSQL string
 	// OrderBy: the query ends in ORDER BY, which a table cannot keep; it is
 	// dropped, and Apply says so.
 	OrderBy bool
@@ -125,17 +139,34 @@ type Target struct {
 	ColumnRef string
 	// Agg is set when the item is a single aggregate call.
 	Agg *Agg
+	// Composed is set when the item is an expression over aggregates and
+	// group keys: its text over the columns of the aggregate state (__s.__x<k>
+	// for Query.Aggs[k], __s.<name> for a group key selected as name).
+	Composed string
 	// Group is the index into Query.GroupBy of the GROUP BY expression this
 	// item equals, or -1.
 	Group int
 }
 
-// Agg is an aggregate call in the select list.
+// Agg is an aggregate call of the select list or HAVING.
 type Agg struct {
-	// Func is the lower-case aggregate name: count, sum, avg, min, max.
+	// Func is the lower-case aggregate name.
 	Func string
 	// Star is true for count(*).
 	Star bool
-	// Arg is the deparsed argument expression ("" for count(*)).
+	// Arg is the deparsed first argument ("" for count(*)).
 	Arg string
+	// Plain: one argument (or *) and no DISTINCT, FILTER or ORDER BY, so
+	// the delta modes of count, sum and avg apply.
+	Plain bool
+	// Inputs are the expressions the call reads (its arguments, its ORDER
+	// BY keys, its FILTER condition), deparsed; Call is the call with each
+	// input i replaced by AggInput(i), for recomputing it over stored inputs.
+	Inputs []string
+	Call   string
+	// Text is the call as written, deparsed: two equal calls are one.
+	Text string
 }
+
+// AggInput is the placeholder of input i in Agg.Call.
+func AggInput(i int) string { return fmt.Sprintf("__trellis_in_%d", i) }

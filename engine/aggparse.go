@@ -1,0 +1,244 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
+	"google.golang.org/protobuf/proto"
+)
+
+// stateRef qualifies the columns of the aggregate state that Composed and
+// Having expressions read.
+const stateRef = "__s"
+
+// checkAgg validates an aggregate call and describes it: its inputs and
+// the call over them, so it can be recomputed from stored inputs.
+func (c *selectChecker) checkAgg(fc *pg_query.FuncCall, clause string) (*Agg, error) {
+	schema, name := funcName(fc)
+	builtin := schema == "" || schema == "pg_catalog"
+	switch {
+	case fc.AggWithinGroup:
+		return nil, c.errf(fc.Location, "%s: WITHIN GROUP (ordered-set aggregates) is not supported in a transform; remove it", clause)
+	case !builtin || !supportedAggs[name]:
+		return nil, c.errf(fc.Location, "%s: aggregate %s is not supported yet; supported aggregates are count, sum, avg, min, max, bool_and, bool_or, every, bit_and, bit_or, bit_xor, string_agg, array_agg, jsonb_agg and jsonb_object_agg", clause, name)
+	case fc.FuncVariadic:
+		return nil, c.errf(fc.Location, "%s: VARIADIC is not supported in an aggregate call; pass the arguments one by one", clause)
+	case fc.AggStar && name != "count":
+		return nil, c.errf(fc.Location, "%s: only count accepts *; write %s(expression)", clause, name)
+	case len(fc.Args) == 0 && !fc.AggStar && name == "count":
+		return nil, c.errf(fc.Location, "%s: count() needs an argument; write count(*) to count rows", clause)
+	case orderedAggs[name] && len(fc.AggOrder) == 0:
+		return nil, c.errf(fc.Location, "%s: %s without ORDER BY inside the call has no defined order (in PostgreSQL either), so the target could not be kept equal to the query; add one, e.g. %s(x ORDER BY x)", clause, name, name)
+	}
+	for _, a := range fc.Args {
+		if a.GetNamedArgExpr() != nil {
+			return nil, c.errf(fc.Location, "%s: named arguments are not supported in an aggregate call; pass the arguments by position", clause)
+		}
+	}
+	text, err := c.deparse(&pg_query.Node{Node: &pg_query.Node_FuncCall{FuncCall: fc}}, clause)
+	if err != nil {
+		return nil, err
+	}
+	agg := &Agg{Func: name, Star: fc.AggStar, Text: text,
+		Plain: len(fc.Args) <= 1 && !fc.AggDistinct && len(fc.AggOrder) == 0 && fc.AggFilter == nil}
+	// The call over placeholders: each input becomes __trellis_in_<i>.
+	call := proto.Clone(fc).(*pg_query.FuncCall)
+	input := func(n *pg_query.Node) (*pg_query.Node, error) {
+		if err := c.checkExpr(n, clause, "aggregate calls cannot be nested (%s inside "+name+"); aggregate a plain expression"); err != nil {
+			return nil, err
+		}
+		s, err := c.deparse(n, clause)
+		if err != nil {
+			return nil, err
+		}
+		agg.Inputs = append(agg.Inputs, s)
+		return columnRef(AggInput(len(agg.Inputs) - 1)), nil
+	}
+	for i, a := range call.Args {
+		if call.Args[i], err = input(a); err != nil {
+			return nil, err
+		}
+	}
+	for _, o := range call.AggOrder {
+		if sb := o.GetSortBy(); sb != nil {
+			if sb.Node, err = input(sb.Node); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if call.AggFilter != nil {
+		if call.AggFilter, err = input(call.AggFilter); err != nil {
+			return nil, err
+		}
+	}
+	if agg.Call, err = c.deparse(&pg_query.Node{Node: &pg_query.Node_FuncCall{FuncCall: call}}, clause); err != nil {
+		return nil, err
+	}
+	if len(agg.Inputs) > 0 && len(fc.Args) > 0 {
+		agg.Arg = agg.Inputs[0]
+	}
+	return agg, nil
+}
+
+// columnRef is a ColumnRef node of the given name parts.
+func columnRef(parts ...string) *pg_query.Node {
+	var fields []*pg_query.Node
+	for _, p := range parts {
+		fields = append(fields, &pg_query.Node{Node: &pg_query.Node_String_{String_: &pg_query.String{Sval: p}}})
+	}
+	return &pg_query.Node{Node: &pg_query.Node_ColumnRef{ColumnRef: &pg_query.ColumnRef{Fields: fields, Location: -1}}}
+}
+
+// hasAggCall reports whether an expression calls an aggregate.
+func hasAggCall(n *pg_query.Node) bool {
+	found := false
+	walk(n.ProtoReflect(), func(m proto.Message) bool {
+		if _, ok := m.(*pg_query.SubLink); ok {
+			return false // a subquery's aggregates are its own
+		}
+		if fc, ok := m.(*pg_query.FuncCall); ok && fc.Over == nil && isAggregate(fc) {
+			found = true
+		}
+		return !found
+	})
+	return found
+}
+
+// addAgg records a distinct aggregate call of the query and returns its
+// index in q.Aggs.
+func addAgg(q *Query, a *Agg) int {
+	for k, o := range q.Aggs {
+		if o.Text == a.Text {
+			return k
+		}
+	}
+	q.Aggs = append(q.Aggs, a)
+	return len(q.Aggs) - 1
+}
+
+// overState rewrites an expression over aggregates and group keys (a
+// composed select item, or HAVING) into one over the aggregate state:
+// each aggregate call becomes __s.__x<k>, each GROUP BY expression the
+// state column of the item that selects it. A column left outside both is
+// the error PostgreSQL gives ("must appear in the GROUP BY clause").
+func (c *selectChecker) overState(n *pg_query.Node, clause string, items []*selectItem, keys []string, q *Query) (string, error) {
+	if err := c.checkExprAggsAllowed(n, clause); err != nil {
+		return "", err
+	}
+	groupName := map[int]string{}
+	for _, it := range items {
+		if it.t.Agg == nil && it.t.Composed == "" && it.t.Group >= 0 {
+			if _, ok := groupName[it.t.Group]; !ok {
+				groupName[it.t.Group] = it.t.Name
+			}
+		}
+	}
+	var err error
+	out := replaceNodes(proto.Clone(n).(*pg_query.Node), func(x *pg_query.Node) *pg_query.Node {
+		if err != nil {
+			return x
+		}
+		if fc := aggCall(x); fc != nil {
+			a, aerr := c.checkAgg(fc, clause)
+			if aerr != nil {
+				err = aerr
+				return x
+			}
+			return columnRef(stateRef, fmt.Sprintf("__x%d", addAgg(q, a)))
+		}
+		if x.GetAConst() != nil {
+			return nil
+		}
+		key, kerr := c.compareKey(x, clause)
+		if kerr != nil {
+			return nil
+		}
+		for g, k := range keys {
+			if k == key {
+				if name, ok := groupName[g]; ok {
+					return columnRef(stateRef, name)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	walk(out.ProtoReflect(), func(m proto.Message) bool {
+		if cr, ok := m.(*pg_query.ColumnRef); ok && err == nil {
+			if s := cr.Fields[0].GetString_(); s == nil || s.Sval != stateRef || len(cr.Fields) != 2 {
+				err = c.errf(cr.Location, "%s reads a column outside an aggregate that is not a GROUP BY expression (PostgreSQL: it must appear in the GROUP BY clause or be used in an aggregate function); add it to GROUP BY or wrap it in an aggregate", clause)
+			}
+		}
+		return err == nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return c.deparse(out, clause)
+}
+
+// checkExprAggsAllowed is checkExpr for an expression that may call
+// aggregates: the calls are checked by checkAgg, the rest as usual.
+func (c *selectChecker) checkExprAggsAllowed(n *pg_query.Node, clause string) error {
+	var err error
+	walk(n.ProtoReflect(), func(m proto.Message) bool {
+		if err != nil {
+			return false
+		}
+		if fc, ok := m.(*pg_query.FuncCall); ok && fc.Over == nil && isAggregate(fc) {
+			return false
+		}
+		err = c.checkNode(m, clause, "%s")
+		return err == nil
+	})
+	return err
+}
+
+// distinctAsGroupBy rewrites SELECT DISTINCT without aggregates as GROUP BY
+// every select item: the same rows, kept by the aggregate shape.
+func (c *selectChecker) distinctAsGroupBy(sel *pg_query.SelectStmt) error {
+	if len(sel.DistinctClause) != 1 || sel.DistinctClause[0].GetNode() != nil {
+		return nil // DISTINCT ON is refused by checkClauses
+	}
+	if len(sel.GroupClause) > 0 || sel.HavingClause != nil || hasAggregate(sel) {
+		return c.errf(-1, "DISTINCT together with GROUP BY or aggregates is not supported yet; remove DISTINCT (grouped rows are distinct already unless the select list drops a GROUP BY expression)")
+	}
+	sel.DistinctClause = nil
+	for i := range sel.TargetList {
+		sel.GroupClause = append(sel.GroupClause, &pg_query.Node{Node: &pg_query.Node_AConst{AConst: &pg_query.A_Const{
+			Val: &pg_query.A_Const_Ival{Ival: &pg_query.Integer{Ival: int32(i + 1)}}, Location: -1}}})
+	}
+	return nil
+}
+
+// composedItems turns the select items that are expressions over
+// aggregates, and HAVING, into expressions over the aggregate state.
+func (c *selectChecker) composedItems(sel *pg_query.SelectStmt, items []*selectItem, keys []string, q *Query) error {
+	for i, it := range items {
+		if it.t.Agg != nil {
+			addAgg(q, it.t.Agg)
+			continue
+		}
+		if !it.composed {
+			continue
+		}
+		clause := fmt.Sprintf("select list item %d (%s)", i+1, it.t.Expr)
+		s, err := c.overState(it.node, clause, items, keys, q)
+		if err != nil {
+			return err
+		}
+		it.t.Composed = s
+	}
+	if sel.HavingClause == nil {
+		return nil
+	}
+	var err error
+	if q.HavingSQL, err = c.deparse(sel.HavingClause, "HAVING"); err != nil {
+		return err
+	}
+	q.Having, err = c.overState(sel.HavingClause, "HAVING ("+strings.TrimSpace(q.HavingSQL)+")", items, keys, q)
+	return err
+}
