@@ -26,27 +26,27 @@ type HeldKeys struct {
 // TransformStatus is one transform's state as every process sees it.
 // Absent parts are nil (JSON null).
 type TransformStatus struct {
-	Name            string           `json:"name"`
-	Schema          string           `json:"schema"`
-	Shape           string           `json:"shape"`
-	State           string           `json:"state"`
-	PausedBy        *string          `json:"paused_by"`
-	CaptureFailure  *Failure         `json:"capture_failure"`
-	BackfillFailure *BackfillFailure `json:"backfill_failure"`
-	CaptureWait     *string          `json:"capture_wait"`
-	DrainFailure    *string          `json:"drain_failure"`
-	HeldKeys        *HeldKeys        `json:"held_keys"`
-	SourceIndexGaps []string         `json:"source_index_gaps"`
-	CorrectingNodes []string         `json:"correcting_nodes"`
-	CaptureMode     *string          `json:"capture_mode"`
-	SlotName        *string          `json:"slot_name"`
-	AppliedLSN      string           `json:"applied_lsn"`
-	AppliedAt       *time.Time       `json:"applied_at"`
-	LagBytes        *int64           `json:"lag_bytes"`
-	KeysApplied     int64            `json:"keys_applied"`
-	Target          string           `json:"target"`
-	Source          string           `json:"source"`
-	StateChangedAt  time.Time        `json:"state_changed_at"`
+	Name            string            `json:"name"`
+	Schema          string            `json:"schema"`
+	Shape           string            `json:"shape"`
+	State           string            `json:"state"`
+	PausedBy        *string           `json:"paused_by"`
+	CaptureFailure  *Failure          `json:"capture_failure"`
+	BackfillFailure *BackfillFailure  `json:"backfill_failure"`
+	CaptureWait     *string           `json:"capture_wait"`
+	DrainFailure    *string           `json:"drain_failure"`
+	HeldKeys        *HeldKeys         `json:"held_keys"`
+	SourceIndexGaps []engine.IndexGap `json:"source_index_gaps"`
+	CorrectingNodes []string          `json:"correcting_nodes"`
+	CaptureMode     *string           `json:"capture_mode"`
+	SlotName        *string           `json:"slot_name"`
+	AppliedLSN      string            `json:"applied_lsn"`
+	AppliedAt       *time.Time        `json:"applied_at"`
+	LagBytes        *int64            `json:"lag_bytes"`
+	KeysApplied     int64             `json:"keys_applied"`
+	Target          string            `json:"target"`
+	Source          string            `json:"source"`
+	StateChangedAt  time.Time         `json:"state_changed_at"`
 }
 
 // Status reports every transform, or only those named.
@@ -76,9 +76,14 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 		s := TransformStatus{Name: tr.Name, Schema: tr.Schema, Shape: tr.Shape, State: tr.State,
 			CaptureFailure: tr.CaptureFailure, BackfillFailure: tr.BackfillFailure,
 			AppliedLSN: catalog.FormatLSN(tr.AppliedLSN), AppliedAt: tr.AppliedAt, KeysApplied: tr.KeysApplied,
-			Source: tr.SourceTable, StateChangedAt: tr.StateChangedAt, SourceIndexGaps: []string{}, CorrectingNodes: []string{}}
+			Source: tr.SourceTable, StateChangedAt: tr.StateChangedAt, SourceIndexGaps: []engine.IndexGap{}, CorrectingNodes: []string{}}
 		if p, err := engine.Decode(tr.Plan); err == nil {
 			s.Target = p.Target.Ident()
+			gaps, err := engine.IndexGaps(ctx, t.pool, p)
+			if err != nil {
+				return nil, terr.Wrap(terr.Unavailable, err, "read the source indexes of %s: %v", tr.Name, err)
+			}
+			s.SourceIndexGaps = gaps
 		}
 		if tr.PausedBy != "" {
 			pb := tr.PausedBy

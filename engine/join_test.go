@@ -224,3 +224,50 @@ func TestJoinRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestIndexGaps: a join whose re-derive must find a table's rows by a
+// column no index leads with is accepted and reported, with the index to
+// create; WITHOUT SOURCE INDEX records the opt-out; the index closes it.
+func TestIndexGaps(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dsn := pgtest.NewDatabase(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	cat := catalog.New("trellis")
+	if err := cat.Migrate(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `CREATE TABLE fact (id int PRIMARY KEY, d1 int, v int);
+		CREATE TABLE dim (id int PRIMARY KEY, name text);
+		CREATE TABLE dim3 (code int, z text, PRIMARY KEY (z, code))`); err != nil {
+		t.Fatal(err)
+	}
+	_, p := define(t, ctx, conn, cat, `CREATE TRANSFORM g1 AS SELECT f.id, d.name, e.z FROM fact f JOIN dim d ON d.id = f.d1, dim3 e WHERE e.code = f.v`)
+	gaps, err := IndexGaps(ctx, conn, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// WHERE's equalities come first, then the joins'.
+	want := []IndexGap{
+		{Table: "\"public\".\"fact\"", Columns: []string{"v"}, Role: RoleJoinFrom, Fix: `CREATE INDEX ON "public"."fact" ("v")`},
+		{Table: "\"public\".\"dim3\"", Columns: []string{"code"}, Role: RoleJoinJoined, Fix: `CREATE INDEX ON "public"."dim3" ("code")`},
+		{Table: "\"public\".\"fact\"", Columns: []string{"d1"}, Role: RoleJoinFrom, Fix: `CREATE INDEX ON "public"."fact" ("d1")`},
+	}
+	if fmt.Sprint(gaps) != fmt.Sprint(want) {
+		t.Fatalf("gaps:\n got %+v\nwant %+v", gaps, want)
+	}
+	_, p2 := define(t, ctx, conn, cat, `CREATE TRANSFORM g2 WITHOUT SOURCE INDEX AS SELECT f.id, d.name FROM fact f JOIN dim d ON d.id = f.d1`)
+	if gaps, err = IndexGaps(ctx, conn, p2); err != nil || len(gaps) != 1 || !gaps[0].OptedOut {
+		t.Fatalf("WITHOUT SOURCE INDEX: %+v, %v", gaps, err)
+	}
+	if _, err := conn.Exec(ctx, `CREATE INDEX ON fact (d1, v)`); err != nil {
+		t.Fatal(err)
+	}
+	if gaps, err = IndexGaps(ctx, conn, p); err != nil || len(gaps) != 2 || gaps[0].Columns[0] != "v" || gaps[1].Columns[0] != "code" {
+		t.Fatalf("after CREATE INDEX ON fact (d1, v): %+v, %v", gaps, err)
+	}
+}

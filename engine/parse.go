@@ -215,7 +215,14 @@ func (p *stmtParser) parseCreate() (Statement, error) {
 		return Statement{}, terr.New(terr.Validation, "%s: CREATE OR REPLACE TRANSFORM is not supported yet; DROP TRANSFORM it and CREATE TRANSFORM it again", p.label)
 	}
 	if p.word(0) == "without" {
-		return Statement{}, p.errHere("WITHOUT SOURCE INDEX is not supported yet; remove it (it only matters for joins, which arrive in a later version)")
+		p.i++
+		if err := p.expect("source", "WITHOUT", "; write WITHOUT SOURCE INDEX"); err != nil {
+			return Statement{}, err
+		}
+		if err := p.expect("index", "WITHOUT SOURCE", "; write WITHOUT SOURCE INDEX"); err != nil {
+			return Statement{}, err
+		}
+		st.WithoutSourceIndex = true
 	}
 	if err := p.expect("as", "the transform name", "; write CREATE TRANSFORM name AS SELECT …"); err != nil {
 		return Statement{}, err
@@ -413,6 +420,8 @@ type selectChecker struct {
 	cover  []int
 	// groupKeys are the GROUP BY expressions' comparison keys.
 	groupKeys []string
+	// equalities are the column equalities of WHERE and the joins.
+	equalities []Equality
 }
 
 // single: the query reads one table, so an unqualified column and one
@@ -478,7 +487,7 @@ func parseSelect(label, script string, base, end int) (*Query, error) {
 	if err := c.checkFrom(sel); err != nil {
 		return nil, err
 	}
-	q := &Query{Tables: c.tables, Outer: c.outer, Cover: c.cover, from: sel.FromClause, OrderBy: len(sel.SortClause) > 0}
+	q := &Query{Tables: c.tables, Outer: c.outer, Cover: c.cover, from: sel.FromClause, OrderBy: len(sel.SortClause) > 0, Equalities: c.equalities}
 	if sel.WhereClause != nil {
 		if err := c.checkExpr(sel.WhereClause, "WHERE", "aggregate functions are not allowed in WHERE (%s); WHERE filters source rows before grouping, remove the aggregate"); err != nil {
 			return nil, err
@@ -501,6 +510,9 @@ func parseSelect(label, script string, base, end int) (*Query, error) {
 	}
 	for _, it := range items {
 		q.Targets = append(q.Targets, it.t)
+	}
+	for _, cn := range columnNames(&pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: sel}}) {
+		q.columns = append(q.columns, cn.Column)
 	}
 	q.SQL = original
 	if q.Rewritten, err = pg_query.Deparse(tree); err != nil {
@@ -548,6 +560,7 @@ func (c *selectChecker) checkFrom(sel *pg_query.SelectStmt) error {
 	var where []ColumnName
 	if sel.WhereClause != nil {
 		where = columnNames(sel.WhereClause)
+		c.equalities = append(c.equalities, equalities(sel.WhereClause, nil, nil)...)
 	}
 	var cover []int
 	for i, item := range sel.FromClause {
@@ -623,18 +636,23 @@ func (c *selectChecker) fromItem(item *pg_query.Node, above []ColumnName) ([]int
 		if err != nil {
 			return nil, err
 		}
+		lspan, rspan := spanOf(first, mid), spanOf(mid, len(c.tables))
+		if j.Quals != nil {
+			// Either side of an ON equality may name any table under the join.
+			all := spanOf(first, len(c.tables))
+			c.equalities = append(c.equalities, equalities(j.Quals, all, all)...)
+		}
+		for _, u := range j.UsingClause {
+			if s := u.GetString_(); s != nil {
+				c.equalities = append(c.equalities, Equality{Left: ColumnName{Column: s.Sval}, Right: ColumnName{Column: s.Sval}, LeftIn: lspan, RightIn: rspan})
+			}
+		}
 		if j.Quals != nil {
 			if err := c.checkExpr(j.Quals, "JOIN … ON", "aggregate functions are not allowed in JOIN conditions (%s); remove the aggregate"); err != nil {
 				return nil, err
 			}
 		}
-		span := func(a, b int) []int {
-			out := make([]int, 0, b-a)
-			for i := a; i < b; i++ {
-				out = append(out, i)
-			}
-			return out
-		}
+		span := spanOf
 		switch j.Jointype {
 		case pg_query.JoinType_JOIN_INNER:
 			return left, nil
@@ -662,6 +680,38 @@ func (c *selectChecker) fromItem(item *pg_query.Node, above []ColumnName) ([]int
 	default:
 		return nil, c.errf(-1, "FROM: only tables and joins of tables are supported; select from tables")
 	}
+}
+
+// spanOf lists the table indexes a, …, b-1.
+func spanOf(a, b int) []int {
+	out := make([]int, 0, b-a)
+	for i := a; i < b; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+// equalities lists the conjuncts of a condition that equate two plain
+// columns: the joins the re-derive probes through indexes. left and right
+// (nil for WHERE) are the tables each side may name.
+func equalities(n *pg_query.Node, left, right []int) []Equality {
+	if be := n.GetBoolExpr(); be != nil && be.Boolop == pg_query.BoolExprType_AND_EXPR {
+		var out []Equality
+		for _, a := range be.Args {
+			out = append(out, equalities(a, left, right)...)
+		}
+		return out
+	}
+	ae := n.GetAExpr()
+	if ae == nil || ae.Kind != pg_query.A_Expr_Kind_AEXPR_OP || len(ae.Name) != 1 || ae.Name[0].GetString_().GetSval() != "=" ||
+		ae.Lexpr == nil || ae.Rexpr == nil {
+		return nil
+	}
+	l, r := columnNames(ae.Lexpr), columnNames(ae.Rexpr)
+	if len(l) != 1 || len(r) != 1 || ae.Lexpr.GetColumnRef() == nil || ae.Rexpr.GetColumnRef() == nil {
+		return nil
+	}
+	return []Equality{{Left: l[0], Right: r[0], LeftIn: left, RightIn: right}}
 }
 
 // columnNames lists the column references in an expression.

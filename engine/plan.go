@@ -81,6 +81,12 @@ type Plan struct {
 	// Select is the user's query over the resolved sources, as kept: what
 	// the target must equal.
 	Select string `json:"select,omitempty"`
+
+	// Probes are the lookups through join columns the re-derive makes;
+	// IndexGaps reports those no index serves. NoSourceIndex records
+	// WITHOUT SOURCE INDEX.
+	Probes        []Probe `json:"probes,omitempty"`
+	NoSourceIndex bool    `json:"no_source_index,omitempty"`
 }
 
 // Source describes one FROM table.
@@ -258,6 +264,9 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 	fail := func(format string, args ...any) error {
 		return terr.New(terr.Validation, "transform %q: "+format, append([]any{name}, args...)...)
 	}
+	if err := systemColumnError(name, systemColumnRefs(q.columns)); err != nil {
+		return nil, err
+	}
 	var searchPath string
 	if err := db.QueryRow(ctx, `SELECT current_setting('search_path')`).Scan(&searchPath); err != nil {
 		return nil, err
@@ -282,7 +291,13 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 			return nil, err
 		}
 	}
+	p.NoSourceIndex = st.WithoutSourceIndex
 	if p.Multi() {
+		probes, err := planProbes(ctx, db, p.Sources, q.Equalities)
+		if err != nil {
+			return nil, err
+		}
+		p.Probes = probes
 		from, err := q.FromSQL(schemas)
 		if err != nil {
 			return nil, terr.Wrap(terr.Internal, err, "transform %q: %v", name, err)

@@ -120,6 +120,6 @@ func systemColumnError(transform string, names []string) error {
 	if len(names) == 0 {
 		return nil
 	}
-	return terr.New(terr.Validation, "transform %q: the query reads system column(s) %s; their values change with every update and VACUUM without a change being published, so the target could not be kept equal — select a user column instead",
+	return terr.New(terr.Validation, "transform %q: the query reads system column(s) %s; their values change with row locks, VACUUM FULL and CLUSTER without a change being published, so the target could not be kept equal — select a user column instead",
 		transform, strings.Join(names, ", "))
 }

@@ -165,7 +165,7 @@ func TestSystemColumnRefs(t *testing.T) {
 // TestSystemColumnError: the code and the whole sentence, and nil when
 // there is nothing to refuse.
 func TestSystemColumnError(t *testing.T) {
-	const tail = "; their values change with every update and VACUUM without a change being published, so the target could not be kept equal — select a user column instead"
+	const tail = "; their values change with row locks, VACUUM FULL and CLUSTER without a change being published, so the target could not be kept equal — select a user column instead"
 	cases := []struct {
 		name  string
 		names []string

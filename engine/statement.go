@@ -27,6 +27,9 @@ type Statement struct {
 	Name        string
 	IfNotExists bool // CREATE TRANSFORM IF NOT EXISTS
 	IfExists    bool // DROP TRANSFORM IF EXISTS
+	// WithoutSourceIndex: CREATE TRANSFORM name WITHOUT SOURCE INDEX AS …,
+	// the user's acknowledgement of the source indexes a join lacks.
+	WithoutSourceIndex bool
 	// Query is set for CreateTransform.
 	Query *Query
 }
@@ -50,6 +53,8 @@ type Query struct {
 	Cover []int
 	// from is the FROM clause as parsed; FromSQL renders it.
 	from []*pg_query.Node
+	// columns are the names of every column reference in the query.
+	columns []string
 	// Targets are the select-list items in order.
 	Targets []Target
 	// Where is the deparsed WHERE predicate, "" when absent.
@@ -72,6 +77,9 @@ type Query struct {
 	// Composed), "" when absent; HavingSQL is the condition as written.
 	Having    string
 	HavingSQL string
+	// Equalities are the column equalities of WHERE and the JOIN
+	// conditions (ON and USING).
+	Equalities []Equality
 	// OrderBy: the query ends in ORDER BY, which a table cannot keep; it is
 	// dropped, and Apply says so.
 	OrderBy bool
@@ -86,6 +94,14 @@ type OuterJoin struct {
 	// join's rows after it (WHERE, and the ON and USING of the joins above
 	// it); Column "*" stands for the columns a NATURAL join compares.
 	Above []ColumnName `json:"-"`
+}
+
+// Equality is a condition col = col of WHERE or a join (USING (c) is
+// c = c). LeftIn and RightIn, when set, are the tables each side of a
+// JOIN's condition may name.
+type Equality struct {
+	Left, Right     ColumnName
+	LeftIn, RightIn []int
 }
 
 // ColumnName is a column reference: its qualifier ("" when unqualified)
