@@ -46,6 +46,9 @@ var joinDefs = []string{
 	`CREATE TRANSFORM j_having_one AS SELECT count(*) AS n, sum(v) AS s FROM fact HAVING count(*) > 50`,
 	`CREATE TRANSFORM j_promo AS SELECT 100.00 * sum(CASE WHEN d.name LIKE 'n1%' THEN f.v ELSE 0 END) / nullif(sum(f.v), 0) AS promo
 	   FROM fact f, dim d WHERE d.id = f.d1`,
+	`CREATE TRANSFORM j_star AS SELECT * FROM dim2`,
+	`CREATE TRANSFORM j_tstar AS SELECT f.*, d.name FROM fact f JOIN dim d ON d.id = f.d1`,
+	`CREATE TRANSFORM j_star_using AS SELECT * FROM fact JOIN dim USING (id)`,
 	`CREATE TRANSFORM j_agg_full AS SELECT d.r, count(f.id) AS n, avg(f.v) AS av FROM fact f FULL JOIN dim d ON d.id = f.d1 GROUP BY d.r`,
 }
 
@@ -269,5 +272,46 @@ func TestIndexGaps(t *testing.T) {
 	}
 	if gaps, err = IndexGaps(ctx, conn, p); err != nil || len(gaps) != 2 || gaps[0].Columns[0] != "v" || gaps[1].Columns[0] != "code" {
 		t.Fatalf("after CREATE INDEX ON fact (d1, v): %+v, %v", gaps, err)
+	}
+}
+
+// TestStarExpanded: * and t.* are expanded at define time to the columns
+// the tables have then, and the stored definition shows the expansion.
+func TestStarExpanded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dsn := pgtest.NewDatabase(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE TABLE a (id int PRIMARY KEY, x text, y int); CREATE TABLE b (id int PRIMARY KEY, z int)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ sql, want string }{
+		{`SELECT * FROM a`, `SELECT a.id, a.x, a.y FROM a`},
+		{`SELECT b.*, a.x FROM a JOIN b ON b.id = a.id`, `SELECT b.id, b.z, a.x FROM a JOIN b ON b.id = a.id`},
+		{`SELECT * FROM a JOIN b USING (id) WHERE z > 1`, `SELECT a.id, a.x, a.y, b.z FROM a JOIN b USING (id) WHERE b.z > 1`},
+	} {
+		sts, err := ParseStatements("CREATE TRANSFORM s AS " + tc.sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := PlanCreate(ctx, tx, "trellis", "public", &sts[0])
+		tx.Rollback(ctx) //nolint:errcheck
+		if err != nil {
+			t.Fatalf("%s: %v", tc.sql, err)
+		}
+		if got := sts[0].Query.SQL; got != tc.want {
+			t.Errorf("%s: stored definition\n got %s\nwant %s", tc.sql, got, tc.want)
+		}
+		if len(p.Visible) < 2 {
+			t.Errorf("%s: visible columns %v", tc.sql, p.Visible)
+		}
 	}
 }

@@ -475,6 +475,15 @@ func parseSelect(label, script string, base, end int) (*Query, error) {
 	if err != nil {
 		return nil, terr.Wrap(terr.Internal, err, "%s: deparse the query: %v", label, err)
 	}
+	if selectsStar(sel) {
+		// * and t.* name the columns the tables have when the definition
+		// is applied: PostgreSQL expands them (ExpandStar) and the expanded
+		// query is validated then. Its clauses are checked now.
+		if err := c.checkClauses(sel); err != nil {
+			return nil, err
+		}
+		return &Query{SQL: original, Star: true}, nil
+	}
 	if err := c.distinctAsGroupBy(sel); err != nil {
 		return nil, err
 	}
@@ -784,7 +793,7 @@ func (c *selectChecker) selectList(sel *pg_query.SelectStmt) ([]*selectItem, err
 			return nil, c.errf(-1, "select list item %d: unexpected entry", i+1)
 		}
 		if cr := rt.Val.GetColumnRef(); cr != nil && hasStar(cr) {
-			return nil, c.errf(rt.Location, "select list item %d: * is not supported in a transform; list the columns you need by name", i+1)
+			return nil, c.errf(rt.Location, "select list item %d: * could not be expanded; list the columns you need by name", i+1)
 		}
 		clause := fmt.Sprintf("select list item %d", i+1)
 		expr, err := c.deparse(rt.Val, clause)
@@ -1165,6 +1174,30 @@ func funcName(fc *pg_query.FuncCall) (schema, name string) {
 	default:
 		return parts[len(parts)-2], parts[len(parts)-1]
 	}
+}
+
+// selectsStar reports whether a select list (of the query or of a
+// subquery in its FROM) has * or t.*.
+func selectsStar(sel *pg_query.SelectStmt) bool {
+	found := false
+	walk(sel.ProtoReflect(), func(m proto.Message) bool {
+		if rt, ok := m.(*pg_query.ResTarget); ok && rt.Val != nil {
+			if cr := rt.Val.GetColumnRef(); cr != nil && hasStar(cr) {
+				found = true
+			}
+		}
+		if _, ok := m.(*pg_query.SubLink); ok {
+			return false
+		}
+		return !found
+	})
+	return found
+}
+
+// ParseQuery parses and validates one SELECT, as the query of CREATE
+// TRANSFORM name AS … (the expanded form of a definition with *).
+func ParseQuery(name, sql string) (*Query, error) {
+	return parseSelect(fmt.Sprintf("transform %q", name), sql, 0, len(sql))
 }
 
 func hasStar(cr *pg_query.ColumnRef) bool {

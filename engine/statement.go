@@ -80,6 +80,9 @@ type Query struct {
 	// Equalities are the column equalities of WHERE and the JOIN
 	// conditions (ON and USING).
 	Equalities []Equality
+	// Star: the select list has * or t.*; only SQL is set, and the
+	// planner parses the query again as PostgreSQL expands it.
+	Star bool
 	// OrderBy: the query ends in ORDER BY, which a table cannot keep; it is
 	// dropped, and Apply says so.
 	OrderBy bool
