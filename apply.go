@@ -152,6 +152,13 @@ func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement)
 		if err != nil {
 			return res, terr.Wrap(terr.Internal, err, "%v", err)
 		}
+		all, err := t.cat.List(ctx, tx)
+		if err != nil {
+			return res, terr.Wrap(terr.Unavailable, err, "%v", err)
+		}
+		if reader := readerOf(all, p.Target, existing.ID); reader != "" {
+			return res, terr.New(terr.Conflict, "transform %q is read by transform %q (a chain); DROP TRANSFORM %s first, or keep %s", st.Name, reader, reader, st.Name)
+		}
 		if err := engine.Uninstall(ctx, tx, p); err != nil {
 			return res, terr.Wrap(terr.Unavailable, err, "%v", err)
 		}
@@ -164,26 +171,16 @@ func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement)
 }
 
 func (t *Trellis) create(ctx context.Context, tx pgx.Tx, schema string, st *engine.Statement) error {
-	p, err := engine.PlanCreate(ctx, tx, t.cat.Schema, schema, st)
-	if err != nil {
-		return asTerr(err)
-	}
-	// A source that is another transform's target is a chain: not yet.
 	all, err := t.cat.List(ctx, tx)
 	if err != nil {
 		return terr.Wrap(terr.Unavailable, err, "%v", err)
 	}
-	for _, o := range all {
-		op, err := engine.Decode(o.Plan)
-		if err != nil {
-			continue
-		}
-		for _, src := range p.Sources {
-			if op.Target.Schema == src.Schema && op.Target.Name == src.Name {
-				return terr.New(terr.Validation, "transform %q: FROM %s is the target of transform %q; chained transforms arrive in a later version — read the source tables instead",
-					st.Name, src.Name, o.Name)
-			}
-		}
+	if err := checkChainSources(ctx, tx, st, all); err != nil {
+		return err
+	}
+	p, err := engine.PlanCreate(ctx, tx, t.cat.Schema, schema, st)
+	if err != nil {
+		return asTerr(err)
 	}
 	var names []string
 	for _, src := range p.Tables() {

@@ -237,7 +237,7 @@ func TestStatementErrorsChangeNothing(t *testing.T) {
 		{`CREATE TRANSFORM x AS SELECT a FROM missing_table`, "not_found", "does not exist"},
 		{`CREATE TRANSFORM x AS SELECT id, random() AS r FROM orders`, "validation", "random"},
 		{`CREATE TRANSFORM x AS SELECT id, nope FROM orders`, "not_found", "nope"},
-		{`CREATE TRANSFORM x AS SELECT id FROM orders ORDER BY id`, "validation", "ORDER BY"},
+		{`CREATE TRANSFORM x AS SELECT id FROM orders LIMIT 3`, "validation", "LIMIT"},
 		{`CREATE TRANSFORM ok1 AS SELECT id FROM orders; CREATE TRANSFORM bad AS SELECT id FROM nokey`, "validation", "no primary key"},
 		{`PAUSE TRANSFORM nothere`, "not_found", "does not exist"},
 		{`CREATE TRANSFORM orders AS SELECT id FROM orders`, "conflict", "already exists"},

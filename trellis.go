@@ -183,7 +183,31 @@ func (t *Trellis) WatermarkToken(ctx context.Context) (Token, error) {
 // is live and has applied everything up to token. It fails at once, naming
 // it, when a transform is paused by the system (its capture failed), since
 // it would never converge; the context bounds the wait (code timeout).
+//
+// A chain's levels converge one after the other: what a level writes
+// while applying up to token lies after token in the WAL. So for a chain
+// of n levels the wait is repeated n-1 times, each to a new token taken
+// once the level above has converged.
 func (t *Trellis) AwaitConverged(ctx context.Context, token Token) error {
+	ts, err := t.cat.List(ctx, t.pool)
+	if err != nil {
+		return terr.Wrap(terr.Unavailable, err, "read transforms: %v", err)
+	}
+	for level := chainDepth(ts); ; level-- {
+		if err := t.awaitApplied(ctx, token); err != nil {
+			return err
+		}
+		if level <= 1 {
+			return nil
+		}
+		if token, err = t.WatermarkToken(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// awaitApplied is one level of AwaitConverged.
+func (t *Trellis) awaitApplied(ctx context.Context, token Token) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {

@@ -47,8 +47,7 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 			}
 			ddl = append(ddl, "CREATE TABLE "+p.Target.Ident()+" ("+strings.Join(tcols, ", ")+")")
 			if len(p.Groups) > 0 {
-				ddl = append(ddl, "ALTER TABLE "+p.Target.Ident()+" ADD CONSTRAINT "+
-					ident(truncIdent(p.Target.Name+"_group_key"))+" UNIQUE NULLS NOT DISTINCT ("+identList(p.groupNames())+")")
+				ddl = append(ddl, p.groupKey(p.Target))
 			}
 			names = nil
 			for _, a := range p.Aggs {
@@ -75,8 +74,7 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 		}
 		ddl = append(ddl, "CREATE TABLE "+S.Ident()+" ("+strings.Join(cols, ", ")+") WITH (fillfactor = 80)")
 		if len(p.Groups) > 0 {
-			ddl = append(ddl, "ALTER TABLE "+S.Ident()+" ADD CONSTRAINT "+
-				ident(truncIdent(S.Name+"_group_key"))+" UNIQUE NULLS NOT DISTINCT ("+identList(p.groupNames())+")")
+			ddl = append(ddl, p.groupKey(S))
 		} else {
 			// Like PostgreSQL's answer, an aggregate without GROUP BY always
 			// has its one row: counts are 0, everything else NULL.
@@ -146,6 +144,18 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 		}
 	}
 	return nil
+}
+
+// groupKey keys an aggregate table by its groups: a primary key when no
+// group column can be NULL — so a transform can read the target as its
+// source (a chain) and its changes are published with their key — else a
+// unique constraint that treats NULLs as equal.
+func (p *Plan) groupKey(t Rel) string {
+	kind := "UNIQUE NULLS NOT DISTINCT"
+	if p.groupsNotNull() {
+		kind = "PRIMARY KEY"
+	}
+	return "ALTER TABLE " + t.Ident() + " ADD CONSTRAINT " + ident(truncIdent(t.Name+"_group_key")) + " " + kind + " (" + identList(p.groupNames()) + ")"
 }
 
 // identityConstraint keys the stored rows: a primary key, or where an

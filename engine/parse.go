@@ -534,7 +534,7 @@ func parseSelect(label, script string, base, end int) (*Query, error) {
 func (c *selectChecker) checkClauses(sel *pg_query.SelectStmt) error {
 	switch {
 	case sel.WithClause != nil:
-		return c.errf(sel.WithClause.Location, "WITH (common table expressions) is not supported in a transform; define the inner query as its own transform and select from its target")
+		return c.errf(sel.WithClause.Location, "WITH (common table expressions) is not supported yet; write the common table expression as a subquery in FROM, or define it as its own transform (grouped by NOT NULL columns) and select from its target")
 	case sel.Op != pg_query.SetOperation_SETOP_NONE && sel.Op != pg_query.SetOperation_SET_OPERATION_UNDEFINED:
 		op := strings.TrimPrefix(sel.Op.String(), "SETOP_")
 		return c.errf(-1, "%s is not supported in a transform; define one transform per branch", op)
@@ -946,7 +946,7 @@ func (c *selectChecker) checkExpr(n *pg_query.Node, clause, aggMsg string) error
 func (c *selectChecker) checkNode(m proto.Message, clause, aggMsg string) error {
 	switch x := m.(type) {
 	case *pg_query.SubLink:
-		return c.errf(x.Location, "%s: subqueries are not supported in a transform; rewrite the expression without a subquery (joins arrive in a later version)", clause)
+		return c.errf(x.Location, "%s: subqueries in expressions are not supported yet; rewrite the condition as a join of the subquery's tables where you can", clause)
 	case *pg_query.FuncCall:
 		schema, name := funcName(x)
 		builtin := schema == "" || schema == "pg_catalog"

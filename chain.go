@@ -1,0 +1,134 @@
+package trellis
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/trellis-repl/trellis-repl/engine"
+	"github.com/trellis-repl/trellis-repl/internal/catalog"
+	"github.com/trellis-repl/trellis-repl/internal/terr"
+)
+
+// Chains: a transform may read another transform's target. The target's
+// writes reach the slot like any other table's, so the reader follows
+// them; what a chain needs is a target whose rows a change can be found
+// by (a key without NULLs), and an order for convergence and DROP.
+
+// checkChainSources refuses a definition that reads the target of a
+// transform whose rows have no NOT NULL key: its changes could not be
+// routed to the rows they affect.
+func checkChainSources(ctx context.Context, tx pgx.Tx, st *engine.Statement, all []*catalog.Transform) error {
+	if st.Query == nil {
+		return nil
+	}
+	for _, tbl := range st.Query.Tables {
+		name := pgx.Identifier{tbl.Name}
+		if tbl.Schema != "" {
+			name = pgx.Identifier{tbl.Schema, tbl.Name}
+		}
+		var oid uint32
+		if err := tx.QueryRow(ctx, `SELECT coalesce(to_regclass($1)::oid, 0)`, name.Sanitize()).Scan(&oid); err != nil {
+			return terr.Wrap(terr.Unavailable, err, "resolve %s: %v", name.Sanitize(), err)
+		}
+		if oid == 0 {
+			continue
+		}
+		for _, o := range all {
+			op, err := engine.Decode(o.Plan)
+			if err != nil {
+				continue
+			}
+			var toid uint32
+			if err := tx.QueryRow(ctx, `SELECT coalesce(to_regclass($1)::oid, 0)`, op.Target.Ident()).Scan(&toid); err != nil {
+				return terr.Wrap(terr.Unavailable, err, "resolve %s: %v", op.Target.Ident(), err)
+			}
+			if toid != oid {
+				continue
+			}
+			if why := unkeyedTarget(op); why != "" {
+				return terr.New(terr.Validation, "transform %q: FROM %s is the target of transform %q, whose rows have no key a change can be found by (%s); a chain reads a target keyed by NOT NULL columns — group %s by NOT NULL columns of its source, or read its sources directly",
+					st.Name, name.Sanitize(), o.Name, why, o.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// unkeyedTarget says why a transform's target cannot be a chain's source,
+// or "" when it can.
+func unkeyedTarget(p *engine.Plan) string {
+	switch {
+	case p.Shape == engine.ShapeAggregate && len(p.Groups) == 0:
+		return "an aggregate without GROUP BY"
+	case p.Shape == engine.ShapeAggregate:
+		for _, g := range p.Groups {
+			if !g.NotNull {
+				return "its GROUP BY column " + g.Name + " may be NULL"
+			}
+		}
+	default:
+		for _, src := range p.Sources {
+			if src.Nullable && p.Multi() {
+				return "its rows come from an outer join, whose keys may be NULL"
+			}
+		}
+	}
+	return ""
+}
+
+// readerOf names a transform other than self that reads target, or "".
+func readerOf(all []*catalog.Transform, target engine.Rel, self int64) string {
+	for _, o := range all {
+		if o.ID == self {
+			continue
+		}
+		op, err := engine.Decode(o.Plan)
+		if err != nil {
+			continue
+		}
+		for _, src := range op.Sources {
+			if src.Schema == target.Schema && src.Name == target.Name {
+				return o.Name
+			}
+		}
+	}
+	return ""
+}
+
+// chainDepth is the number of levels of the longest chain: 1 when no
+// transform reads another's target.
+func chainDepth(all []*catalog.Transform) int {
+	targets := map[string]*engine.Plan{}
+	var plans []*engine.Plan
+	for _, o := range all {
+		if p, err := engine.Decode(o.Plan); err == nil {
+			targets[p.Target.Ident()] = p
+			plans = append(plans, p)
+		}
+	}
+	memo := map[*engine.Plan]int{}
+	var depth func(p *engine.Plan, seen map[*engine.Plan]bool) int
+	depth = func(p *engine.Plan, seen map[*engine.Plan]bool) int {
+		if d, ok := memo[p]; ok {
+			return d
+		}
+		if seen[p] {
+			return 1 // a cycle is refused at define; never loop on one
+		}
+		seen[p] = true
+		d := 1
+		for _, src := range p.Sources {
+			if up := targets[src.Ident()]; up != nil {
+				d = max(d, 1+depth(up, seen))
+			}
+		}
+		memo[p] = d
+		return d
+	}
+	out := 1
+	for _, p := range plans {
+		out = max(out, depth(p, map[*engine.Plan]bool{}))
+	}
+	return out
+}
