@@ -17,8 +17,11 @@ import (
 type Result struct {
 	Statement string // "CREATE TRANSFORM", "PAUSE TRANSFORM", …
 	Name      string
-	// Action is created, exists (IF NOT EXISTS), paused, resumed, dropped,
-	// absent (IF EXISTS), or unchanged (PAUSE of a paused transform).
+	// Action is created, redefining (CREATE OR REPLACE of an existing
+	// transform: the new definition builds beside the old target and
+	// replaces it once live), exists (IF NOT EXISTS), paused, resumed,
+	// dropped, absent (IF EXISTS), or unchanged (PAUSE of a paused
+	// transform).
 	Action string
 	// Notes are what the statement did not keep as written, one sentence
 	// each (e.g. an ORDER BY the target table cannot hold).
@@ -93,6 +96,17 @@ func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement)
 	}
 	switch st.Kind {
 	case engine.CreateTransform:
+		if existing != nil && st.OrReplace {
+			notes, err := t.redefine(ctx, tx, schema, st, existing)
+			if err != nil {
+				return res, err
+			}
+			res.Action, res.Notes = "redefining", notes
+			if st.Query.OrderBy {
+				res.Notes = append(res.Notes, "ORDER BY dropped: the target is a table and keeps no row order; order the rows when you read it")
+			}
+			return res, nil
+		}
 		if existing != nil {
 			if st.IfNotExists {
 				res.Action = "exists"
@@ -103,7 +117,7 @@ func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement)
 		if schema == t.cat.Schema {
 			return res, terr.New(terr.Validation, "transform %q: schema %q is trellis-repl's instance schema; put the target in another schema", st.Name, schema)
 		}
-		if err := t.create(ctx, tx, schema, st); err != nil {
+		if _, err := t.create(ctx, tx, schema, st, 0); err != nil {
 			return res, err
 		}
 		res.Action = "created"
@@ -156,6 +170,9 @@ func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement)
 		if err != nil {
 			return res, terr.Wrap(terr.Unavailable, err, "%v", err)
 		}
+		if err := t.dropRedefinitions(ctx, tx, all, existing.ID); err != nil {
+			return res, err
+		}
 		if reader := readerOf(all, p.Target, existing.ID); reader != "" {
 			return res, terr.New(terr.Conflict, "transform %q is read by transform %q (a chain); DROP TRANSFORM %s first, or keep %s", st.Name, reader, reader, st.Name)
 		}
@@ -170,17 +187,19 @@ func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement)
 	return res, nil
 }
 
-func (t *Trellis) create(ctx context.Context, tx pgx.Tx, schema string, st *engine.Statement) error {
+// create plans and installs a transform; replaces is the transform a
+// redefinition replaces (0 for none), whose shadow is st.TargetName.
+func (t *Trellis) create(ctx context.Context, tx pgx.Tx, schema string, st *engine.Statement, replaces int64) (*engine.Plan, error) {
 	all, err := t.cat.List(ctx, tx)
 	if err != nil {
-		return terr.Wrap(terr.Unavailable, err, "%v", err)
+		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
 	}
 	if err := checkChainSources(ctx, tx, st, all); err != nil {
-		return err
+		return nil, err
 	}
 	p, err := engine.PlanCreate(ctx, tx, t.cat.Schema, schema, st)
 	if err != nil {
-		return asTerr(err)
+		return nil, asTerr(err)
 	}
 	var names []string
 	for _, src := range p.Tables() {
@@ -188,23 +207,23 @@ func (t *Trellis) create(ctx context.Context, tx pgx.Tx, schema string, st *engi
 	}
 	raw, err := p.Encode()
 	if err != nil {
-		return terr.Wrap(terr.Internal, err, "%v", err)
+		return nil, terr.Wrap(terr.Internal, err, "%v", err)
 	}
-	id, err := t.cat.Insert(ctx, tx, &catalog.Transform{Schema: schema, Name: st.Name, Definition: st.Query.SQL,
-		Shape: p.Shape, Plan: raw, SourceTable: strings.Join(names, ", "), SourceOID: p.Sources[0].OID})
+	id, err := t.cat.Insert(ctx, tx, &catalog.Transform{Schema: schema, Name: p.Target.Name, Definition: st.Query.SQL,
+		Shape: p.Shape, Plan: raw, SourceTable: strings.Join(names, ", "), SourceOID: p.Sources[0].OID, Replaces: replaces})
 	if err != nil {
-		return asTerr(err)
+		return nil, asTerr(err)
 	}
 	if err := engine.Install(ctx, tx, p, id); err != nil {
-		return asTerr(err)
+		return nil, asTerr(err)
 	}
 	if raw, err = p.Encode(); err != nil {
-		return terr.Wrap(terr.Internal, err, "%v", err)
+		return nil, terr.Wrap(terr.Internal, err, "%v", err)
 	}
 	if err := t.cat.SetPlan(ctx, tx, id, raw); err != nil {
-		return terr.Wrap(terr.Unavailable, err, "%v", err)
+		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
 	}
-	return nil
+	return p, nil
 }
 
 // notPausedError is RESUME's refusal of a transform that is not paused.

@@ -47,6 +47,11 @@ type TransformStatus struct {
 	Target          string            `json:"target"`
 	Source          string            `json:"source"`
 	StateChangedAt  time.Time         `json:"state_changed_at"`
+	// Replaces names the transform a redefinition in progress will
+	// replace once live; NotCarried is what the last swap did not carry
+	// over (grants, indexes, views).
+	Replaces   *string  `json:"replaces"`
+	NotCarried []string `json:"not_carried"`
 }
 
 // Status reports every transform, or only those named.
@@ -88,6 +93,13 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 		if tr.PausedBy != "" {
 			pb := tr.PausedBy
 			s.PausedBy = &pb
+		}
+		s.NotCarried = tr.ReplaceNotes
+		for _, o := range ts {
+			if o.ID == tr.Replaces {
+				n := o.Name
+				s.Replaces = &n
+			}
 		}
 		if tr.HeldKeys > 0 {
 			s.HeldKeys = &HeldKeys{Count: tr.HeldKeys}

@@ -230,8 +230,8 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token) error {
 				}
 				return terr.New(terr.Conflict, "transform %q cannot converge: %s; fix the cause and RESUME TRANSFORM %s", tr.Name, msg, tr.Name)
 			}
-			if tr.State != catalog.StateLive || tr.AppliedLSN < uint64(token) {
-				waiting = tr.Name
+			if tr.State != catalog.StateLive || tr.AppliedLSN < uint64(token) || tr.Replaces != 0 {
+				waiting = tr.Name // a redefinition converges when it has replaced the old one
 			}
 		}
 		if waiting == "" {

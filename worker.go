@@ -90,6 +90,10 @@ func (w *worker) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		if errors.Is(err, errSwapped) {
+			backoff = 100 * time.Millisecond
+			continue // a new session on the promoted plan
+		}
 		if w.fatal(ctx, err) {
 			return
 		}
@@ -167,6 +171,12 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 				w.log().Info("transform is live")
 			}
 		case catalog.StateLive:
+			if tr.Replaces != 0 {
+				// A redefinition takes the old transform's place once live.
+				if err := w.r.swap(ctx, w, tr); err != nil {
+					return err
+				}
+			}
 			w.r.metrics.Live.WithLabelValues(w.name).Set(1)
 			if err := w.live(ctx, a); err != nil {
 				return err

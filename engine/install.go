@@ -34,7 +34,7 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 		// Re-derived rows are rewritten in place: free space on each page
 		// lets the update stay on it (HOT), without a new index entry.
 		ddl = append(ddl, "CREATE TABLE "+p.Target.Ident()+" ("+strings.Join(cols, ", ")+") WITH (fillfactor = 90)")
-		ddl = append(ddl, p.lineageIndexes(p.Target.Ident())...)
+		ddl = append(ddl, p.lineageIndexes(p.Target)...)
 	} else {
 		p.Ledger.Name = fmt.Sprintf("ledger_%d", id)
 		names := p.Visible
@@ -125,7 +125,7 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 		}
 		lcols = append(lcols, p.identityConstraint(strings.Join(keys, ", ")))
 		ddl = append(ddl, "CREATE TABLE "+p.Ledger.Ident()+" ("+strings.Join(lcols, ", ")+") WITH (fillfactor = 80)")
-		ddl = append(ddl, p.lineageIndexes(p.Ledger.Ident())...)
+		ddl = append(ddl, p.lineageIndexes(*p.Ledger)...)
 		if p.readsLedgerByGroup() && len(p.Groups) > 0 {
 			// Only recomputed aggregates read the ledger by group; the index
 			// would make every group move a non-HOT update otherwise. When
@@ -172,13 +172,15 @@ func (p *Plan) identityConstraint(cols string) string {
 
 // lineageIndexes let each source's changed keys find their stored rows
 // (ADR 0010); the first source's lineage leads the identity's index.
-func (p *Plan) lineageIndexes(table string) []string {
+func (p *Plan) lineageIndexes(t Rel) []string {
 	if !p.Multi() {
 		return nil
 	}
 	var out []string
-	for _, src := range p.Sources[1:] {
-		out = append(out, "CREATE INDEX ON "+table+" ("+identList(src.Lineage)+")")
+	for i, src := range p.Sources[1:] {
+		name := truncIdent(fmt.Sprintf("%s_lineage_%d", t.Name, i+1))
+		out = append(out, "CREATE INDEX "+ident(name)+" ON "+t.Ident()+" ("+identList(src.Lineage)+")",
+			"COMMENT ON INDEX "+pgx.Identifier{t.Schema, name}.Sanitize()+" IS "+quoteLiteral(ownIndexComment))
 	}
 	return out
 }

@@ -211,9 +211,10 @@ func (p *stmtParser) parseCreate() (Statement, error) {
 	if err := p.name(&st); err != nil {
 		return Statement{}, err
 	}
-	if orReplace {
-		return Statement{}, terr.New(terr.Validation, "%s: CREATE OR REPLACE TRANSFORM is not supported yet; DROP TRANSFORM it and CREATE TRANSFORM it again", p.label)
+	if orReplace && st.IfNotExists {
+		return Statement{}, terr.New(terr.Validation, "%s: CREATE OR REPLACE and IF NOT EXISTS contradict each other; write one of them", p.label)
 	}
+	st.OrReplace = orReplace
 	if p.word(0) == "without" {
 		p.i++
 		if err := p.expect("source", "WITHOUT", "; write WITHOUT SOURCE INDEX"); err != nil {

@@ -405,7 +405,7 @@ func badCases() []badCase {
 		{"plain SELECT", "SELECT 1", "statement 1: expected CREATE TRANSFORM, PAUSE TRANSFORM, RESUME TRANSFORM or DROP TRANSFORM, found \"SELECT\" (line 1, column 1)"},
 		{"second statement unknown", "PAUSE TRANSFORM a;\n  VACUUM", "statement 2: expected CREATE TRANSFORM"},
 		{"CREATE TABLE", "CREATE TABLE t (a int)", "expected TRANSFORM after CREATE, found \"TABLE\""},
-		{"OR REPLACE", "CREATE OR REPLACE TRANSFORM x AS SELECT a FROM t", `transform "x": CREATE OR REPLACE TRANSFORM is not supported yet`},
+		{"OR REPLACE with IF NOT EXISTS", "CREATE OR REPLACE TRANSFORM IF NOT EXISTS x AS SELECT a FROM t", `transform "x": CREATE OR REPLACE and IF NOT EXISTS contradict each other`},
 		{"OR without REPLACE", "CREATE OR TRANSFORM x AS SELECT a FROM t", "expected REPLACE after CREATE OR"},
 		{"WITHOUT SOURCE without INDEX", "CREATE TRANSFORM x WITHOUT SOURCE AS SELECT a FROM t", `write WITHOUT SOURCE INDEX`},
 		{"missing AS", "CREATE TRANSFORM x SELECT a FROM t", `transform "x": expected AS after the transform name, found "SELECT"`},

@@ -278,7 +278,11 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 	if err := db.QueryRow(ctx, `SELECT current_setting('search_path')`).Scan(&searchPath); err != nil {
 		return nil, err
 	}
-	p := &Plan{SearchPath: searchPath, Target: Rel{Schema: schema, Name: name}, Where: q.Where, Outer: q.Outer, Cover: q.Cover}
+	target := name
+	if st.TargetName != "" {
+		target = st.TargetName
+	}
+	p := &Plan{SearchPath: searchPath, Target: Rel{Schema: schema, Name: target}, Where: q.Where, Outer: q.Outer, Cover: q.Cover}
 	var schemas []string
 	for _, t := range q.Tables {
 		src, err := resolveSource(ctx, db, name, instanceSchema, t)

@@ -26,6 +26,12 @@ type Statement struct {
 	// Name is the transform (and target table) name.
 	Name        string
 	IfNotExists bool // CREATE TRANSFORM IF NOT EXISTS
+	// OrReplace: CREATE OR REPLACE TRANSFORM, a redefinition when the
+	// transform exists.
+	OrReplace bool
+	// TargetName, when set, is the table the plan builds into instead of
+	// Name (a redefinition's shadow table).
+	TargetName string
 	IfExists    bool // DROP TRANSFORM IF EXISTS
 	// WithoutSourceIndex: CREATE TRANSFORM name WITHOUT SOURCE INDEX AS …,
 	// the user's acknowledgement of the source indexes a join lacks.

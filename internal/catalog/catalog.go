@@ -125,6 +125,12 @@ type Transform struct {
 	AppliedAt       *time.Time
 	KeysApplied     int64
 	HeldKeys        int64
+	// Replaces is the transform this one redefines (CREATE OR REPLACE): it
+	// builds into a shadow table and takes the other's place once live.
+	// 0 for an ordinary transform.
+	Replaces int64
+	// ReplaceNotes are what the swap did not carry over (set when it ran).
+	ReplaceNotes []string
 }
 
 var migrations = []string{
@@ -170,6 +176,11 @@ var migrations = []string{
 		keys_applied bigint NOT NULL DEFAULT 0,
 		held_keys bigint NOT NULL DEFAULT 0
 	) WITH (fillfactor = 50);`,
+	// 2: redefinition (CREATE OR REPLACE TRANSFORM): the new definition
+	// builds as its own row into a shadow table and replaces the row it
+	// names once live.
+	`ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS replaces bigint REFERENCES {{s}}.transforms (id) ON DELETE CASCADE;
+	 ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS replace_notes text[];`,
 }
 
 // Migrate creates or upgrades the instance schema to the newest version. It
@@ -244,7 +255,8 @@ func (c Catalog) Version(ctx context.Context, q Querier) (int, error) {
 const transformCols = `t.id, t.schema_name, t.name, t.definition, t.shape, t.plan, t.state,
 	coalesce(t.paused_by, ''), t.rebuild, t.build_cursor, t.build_phase, t.capture_failure, t.backfill_failure,
 	t.source_table, t.source_oid, t.created_at, t.state_changed_at,
-	coalesce(p.applied_lsn, '0/0')::text, p.applied_at, coalesce(p.keys_applied, 0), coalesce(p.held_keys, 0)`
+	coalesce(p.applied_lsn, '0/0')::text, p.applied_at, coalesce(p.keys_applied, 0), coalesce(p.held_keys, 0),
+	coalesce(t.replaces, 0), t.replace_notes`
 
 func scanTransform(row pgx.Row) (*Transform, error) {
 	var t Transform
@@ -253,7 +265,7 @@ func scanTransform(row pgx.Row) (*Transform, error) {
 	var cursor []string
 	if err := row.Scan(&t.ID, &t.Schema, &t.Name, &t.Definition, &t.Shape, &t.Plan, &t.State,
 		&t.PausedBy, &t.Rebuild, &cursor, &t.BuildPhase, &cf, &bf, &t.SourceTable, &t.SourceOID,
-		&t.CreatedAt, &t.StateChangedAt, &lsn, &t.AppliedAt, &t.KeysApplied, &t.HeldKeys); err != nil {
+		&t.CreatedAt, &t.StateChangedAt, &lsn, &t.AppliedAt, &t.KeysApplied, &t.HeldKeys, &t.Replaces, &t.ReplaceNotes); err != nil {
 		return nil, err
 	}
 	t.BuildCursor = cursor
@@ -326,9 +338,9 @@ func (c Catalog) GetByID(ctx context.Context, q Querier, id int64) (*Transform, 
 func (c Catalog) Insert(ctx context.Context, q Querier, t *Transform) (int64, error) {
 	var id int64
 	err := q.QueryRow(ctx, `INSERT INTO `+c.T("transforms")+
-		` (schema_name, name, definition, shape, plan, state, source_table, source_oid)
-		  VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
-		t.Schema, t.Name, t.Definition, t.Shape, []byte(t.Plan), StateWaiting, t.SourceTable, t.SourceOID).Scan(&id)
+		` (schema_name, name, definition, shape, plan, state, source_table, source_oid, replaces)
+		  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nullif($9, 0)) RETURNING id`,
+		t.Schema, t.Name, t.Definition, t.Shape, []byte(t.Plan), StateWaiting, t.SourceTable, t.SourceOID, t.Replaces).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("record transform %s: %w", t.Name, err)
 	}
@@ -404,6 +416,25 @@ func (c Catalog) SetBackfillFailure(ctx context.Context, q Querier, id int64, f 
 	}
 	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET backfill_failure = $2 WHERE id = $1`, id, b)
 	return err
+}
+
+// Promote makes a redefinition the transform it replaced: the old row is
+// deleted and this one takes its name and plan (the swap's catalog half).
+func (c Catalog) Promote(ctx context.Context, q Querier, id, old int64, name string, plan json.RawMessage, notes []string) error {
+	if _, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET replaces = NULL WHERE id = $1`, id); err != nil {
+		return fmt.Errorf("promote transform %d: %w", id, err)
+	}
+	if _, err := q.Exec(ctx, `DELETE FROM `+c.T("transforms")+` WHERE id = $1`, old); err != nil {
+		return fmt.Errorf("remove replaced transform %d: %w", old, err)
+	}
+	if notes == nil {
+		notes = []string{}
+	}
+	if _, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET name = $2, plan = $3, replace_notes = $4 WHERE id = $1`,
+		id, name, []byte(plan), notes); err != nil {
+		return fmt.Errorf("promote transform %d: %w", id, err)
+	}
+	return nil
 }
 
 // Delete removes a transform's catalog rows (progress cascades).

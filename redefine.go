@@ -1,0 +1,185 @@
+package trellis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/trellis-repl/trellis-repl/engine"
+	"github.com/trellis-repl/trellis-repl/internal/catalog"
+	"github.com/trellis-repl/trellis-repl/internal/terr"
+)
+
+// Redefinition: CREATE OR REPLACE TRANSFORM of an existing transform
+// records the new definition as a transform of its own that builds into a
+// shadow table beside the old target (engine/redefine.go). When it is live
+// its worker stops the old one and swaps the tables in one transaction;
+// until then the old target keeps serving and keeps being maintained.
+
+// shadowName is the table (and catalog name) a redefinition of transform
+// id builds into.
+func shadowName(id int64) string { return fmt.Sprintf("__trellis_next_%d", id) }
+
+// redefine applies CREATE OR REPLACE TRANSFORM to an existing transform
+// and returns what its swap will not carry over.
+func (t *Trellis) redefine(ctx context.Context, tx pgx.Tx, schema string, st *engine.Statement, existing *catalog.Transform) ([]string, error) {
+	if existing.Replaces != 0 {
+		return nil, terr.New(terr.Validation, "transform %q is itself a redefinition in progress; redefine the transform it replaces", st.Name)
+	}
+	old, err := engine.Decode(existing.Plan)
+	if err != nil {
+		return nil, terr.Wrap(terr.Internal, err, "%v", err)
+	}
+	all, err := t.cat.List(ctx, tx)
+	if err != nil {
+		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
+	}
+	// A newer redefinition supersedes one still building.
+	if err := t.dropRedefinitions(ctx, tx, all, existing.ID); err != nil {
+		return nil, err
+	}
+	shadow := *st
+	shadow.TargetName = shadowName(existing.ID)
+	p, err := t.create(ctx, tx, schema, &shadow, existing.ID)
+	if err != nil {
+		return nil, err
+	}
+	if cycle := chainCycle(all, p, old.Target, st.Name); cycle != "" {
+		return nil, terr.New(terr.Validation, "transform %q: the new definition would read its own target through a chain (%s); read the sources of those transforms instead", st.Name, cycle)
+	}
+	if reader := readerOf(all, old.Target, existing.ID); reader != "" {
+		if why := unkeyedTarget(p); why != "" {
+			return nil, terr.New(terr.Conflict, "transform %q is read by transform %q, and the new definition has no key a change can be found by (%s); keep a NOT NULL key, or DROP TRANSFORM %s first", st.Name, reader, why, reader)
+		}
+	}
+	notes, err := engine.CheckCarry(ctx, tx, old, p)
+	if err != nil {
+		return nil, terr.Wrap(terr.Unavailable, err, "transform %q: check what the swap carries over: %v", st.Name, err)
+	}
+	return append([]string{fmt.Sprintf("the new definition builds into %s; %s keeps serving the old one until it is live", p.Target.Ident(), old.Target.Ident())}, notes...), nil
+}
+
+// dropRedefinitions removes the redefinitions in progress of transform id
+// (their catalog rows and shadow tables).
+func (t *Trellis) dropRedefinitions(ctx context.Context, tx pgx.Tx, all []*catalog.Transform, id int64) error {
+	for _, o := range all {
+		if o.Replaces != id {
+			continue
+		}
+		p, err := engine.Decode(o.Plan)
+		if err != nil {
+			return terr.Wrap(terr.Internal, err, "%v", err)
+		}
+		if err := engine.Uninstall(ctx, tx, p); err != nil {
+			return terr.Wrap(terr.Unavailable, err, "%v", err)
+		}
+		if err := t.cat.Delete(ctx, tx, o.ID); err != nil {
+			return terr.Wrap(terr.Unavailable, err, "%v", err)
+		}
+	}
+	return nil
+}
+
+// chainCycle names the cycle a plan about to take target's place would
+// close (it reads, directly or through other transforms, target itself),
+// as "a → b → a"; "" when there is none.
+func chainCycle(all []*catalog.Transform, p *engine.Plan, target engine.Rel, name string) string {
+	byTarget := map[string]*catalog.Transform{}
+	plans := map[int64]*engine.Plan{}
+	for _, o := range all {
+		if op, err := engine.Decode(o.Plan); err == nil {
+			byTarget[op.Target.Ident()] = o
+			plans[o.ID] = op
+		}
+	}
+	var path []string
+	seen := map[string]bool{}
+	var visit func(q *engine.Plan) bool
+	visit = func(q *engine.Plan) bool {
+		for _, src := range q.Sources {
+			if src.Ident() == target.Ident() {
+				return true
+			}
+			o := byTarget[src.Ident()]
+			if o == nil || seen[o.Name] {
+				continue
+			}
+			seen[o.Name] = true
+			path = append(path, o.Name)
+			if visit(plans[o.ID]) {
+				return true
+			}
+			path = path[:len(path)-1]
+		}
+		return false
+	}
+	if !visit(p) {
+		return ""
+	}
+	return strings.Join(append(append([]string{name}, path...), name), " → ")
+}
+
+// errSwapped ends a worker's session after its redefinition took the old
+// transform's place: the session starts again on the promoted plan.
+var errSwapped = errors.New("redefinition swapped in")
+
+// swap replaces the transform a live redefinition replaces: the old
+// worker is stopped, then tables and catalog rows are swapped in one
+// transaction (engine.Swap). w is the redefinition's worker.
+func (r *runner) swap(ctx context.Context, w *worker, tr *catalog.Transform) error {
+	old, err := r.t.cat.GetByID(ctx, r.t.pool, tr.Replaces)
+	if err != nil {
+		return err
+	}
+	if old == nil {
+		return fmt.Errorf("transform %s replaces transform %d, which is gone", tr.Name, tr.Replaces)
+	}
+	r.mu.Lock()
+	ow := r.workers[old.ID]
+	delete(r.workers, old.ID)
+	r.mu.Unlock()
+	if ow != nil {
+		ow.stop()
+		ow.wait()
+		r.intake.removeRoute(old.ID)
+	}
+	oldPlan, err := engine.Decode(old.Plan)
+	if err != nil {
+		return err
+	}
+	newPlan, err := engine.Decode(tr.Plan)
+	if err != nil {
+		return err
+	}
+	tx, err := r.t.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	notes, err := engine.Swap(ctx, tx, oldPlan, newPlan)
+	if err != nil {
+		return fmt.Errorf("swap %s into %s: %w", tr.Name, old.Name, err)
+	}
+	raw, err := newPlan.Encode()
+	if err != nil {
+		return err
+	}
+	if err := r.t.cat.Promote(ctx, tx, tr.ID, old.ID, old.Name, raw, notes); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, r.t.cat.NotifyChannel()); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit the swap of %s: %w", old.Name, err)
+	}
+	if err := r.store.DropTransform(old.ID); err != nil {
+		return err
+	}
+	w.plan, w.name = newPlan, old.Name
+	w.log().Info("redefinition swapped in", "not_carried", notes)
+	return errSwapped
+}
