@@ -11,6 +11,12 @@
 // each phase from its first write to convergence; the baseline case writes
 // each phase with nothing reading the slot, then times pg_recvlogical
 // draining it.
+//
+// A join workload (Workload.Join, see join.go) writes a star schema
+// instead: a fact table joined to two dimensions, facts inserted then
+// updated in the same way, then single-row dimension changes, each timed
+// from its commit to convergence next to REFRESH MATERIALIZED VIEW of the
+// same query on the same data.
 package bench
 
 import (
@@ -36,6 +42,9 @@ type Shape struct {
 	// the re-derive phase (handNone: not measured). Only the known shapes
 	// have one: it is written for their query.
 	hand handKind
+	// Join says the shape reads the star schema of a join workload (see
+	// JoinShapes); the other shapes read src.
+	Join bool
 }
 
 // baselineGroups is the group count the baseline's workload writes (the
@@ -77,6 +86,18 @@ const (
 	PhaseInsert   = "insert"
 	PhaseUpdate   = "update"
 	PhaseRederive = "rederive"
+	// PhaseDimChange (join workloads, live mode): single-row changes to
+	// the first dimension, each timed from its commit to convergence,
+	// next to REFRESH MATERIALIZED VIEW of the same query.
+	PhaseDimChange = "dimchange"
+)
+
+// The datasets a workload writes (Result.Data).
+const (
+	// DataSrc is the single table src.
+	DataSrc = "src"
+	// DataStar is the star schema of join workloads: fact, dim1, dim2.
+	DataStar = "star"
 )
 
 // Modes of measuring the engine.
@@ -104,6 +125,11 @@ type Workload struct {
 	RederiveKeys int
 	// Shapes, when set, replaces Config.Shapes for this workload.
 	Shapes []Shape
+	// Join, when set, makes this a join workload: Rows facts (inserted,
+	// then updated, PerCommit per commit) referencing two dimensions
+	// loaded beforehand, then Join.DimChanges dimension changes.
+	// RederiveKeys does not apply. Its shapes must be join shapes.
+	Join *JoinSizes
 }
 
 // Databases hands out fresh, empty databases on a server with
@@ -175,11 +201,13 @@ func (c *Config) defaults() {
 
 // Result is one measured phase of one case.
 type Result struct {
+	// Data is the dataset the workload wrote: DataSrc or DataStar.
+	Data string `json:"data"`
 	// Shape is the transform shape, or BaselineName.
 	Shape string `json:"shape"`
 	// Mode is live or catchup for the engine, drain for the baseline.
 	Mode string `json:"mode"`
-	// Phase is insert, update or rederive.
+	// Phase is insert, update, rederive or dimchange.
 	Phase         string `json:"phase"`
 	RowsPerCommit int    `json:"rows_per_commit"`
 	Rows          int    `json:"rows"`
@@ -188,7 +216,8 @@ type Result struct {
 	WriterSeconds float64 `json:"writer_seconds"`
 	// EndToEndSeconds is, live, from the first write to convergence;
 	// catch-up, from Run's start to convergence; for the baseline, how long
-	// pg_recvlogical took to drain the phase's WAL after it was written.
+	// pg_recvlogical took to drain the phase's WAL after it was written;
+	// for dimchange, the median of ChangeSamples.
 	EndToEndSeconds float64 `json:"end_to_end_seconds"`
 	// RowsPerSecond is Rows / EndToEndSeconds.
 	RowsPerSecond float64 `json:"rows_per_second"`
@@ -226,6 +255,19 @@ type Result struct {
 	// DrainSamples are the baseline's drain times in seconds, one per
 	// repeat (EndToEndSeconds is the fastest).
 	DrainSamples []float64 `json:"drain_samples_seconds,omitempty"`
+	// ChangeSamples (dimchange) are the single-row dimension changes'
+	// times in seconds, each from sending the UPDATE (autocommit) until
+	// AwaitConverged returned; Rows is how many facts the changed rows
+	// were referenced by, on average.
+	ChangeSamples []float64 `json:"change_samples_seconds,omitempty"`
+	// RefreshSeconds (dimchange) is the median of RefreshSamples: REFRESH
+	// MATERIALIZED VIEW of the shape's query, in the same database right
+	// after the changes (Run stopped), one sample per change.
+	RefreshSeconds float64   `json:"refresh_seconds,omitempty"`
+	RefreshSamples []float64 `json:"refresh_samples_seconds,omitempty"`
+	// RefreshRatio is RefreshSeconds / EndToEndSeconds: above 1, the
+	// engine converged faster than the view refreshed.
+	RefreshRatio float64 `json:"refresh_ratio,omitempty"`
 	// Verified is the self-check after the phase: "ok", "LATE: …" (equal
 	// only some time after convergence was reported), "DIFFERS …", or ""
 	// (not checked).
@@ -247,6 +289,20 @@ func Run(ctx context.Context, cfg Config, dbs Databases) ([]Result, error) {
 		if wl.Rows <= 0 || wl.PerCommit <= 0 {
 			return out, fmt.Errorf("bench: workload needs positive rows and rows per commit, got %d rows, %d per commit", wl.Rows, wl.PerCommit)
 		}
+		shapes := cfg.Shapes
+		if len(wl.Shapes) > 0 {
+			shapes = wl.Shapes
+		}
+		for _, sh := range shapes {
+			if sh.Join != (wl.Join != nil) {
+				return out, fmt.Errorf("bench: shape %s does not fit a %s workload (join shapes read the star schema, the others src)", sh.Name, wl.data(0).name())
+			}
+		}
+		if wl.Join != nil {
+			if err := wl.Join.check(); err != nil {
+				return out, err
+			}
+		}
 		var base []Result
 		if cfg.Baseline {
 			rs, err := runBaseline(ctx, &cfg, dbs, wl)
@@ -255,10 +311,6 @@ func Run(ctx context.Context, cfg Config, dbs Databases) ([]Result, error) {
 				return out, err
 			}
 			base = rs
-		}
-		shapes := cfg.Shapes
-		if len(wl.Shapes) > 0 {
-			shapes = wl.Shapes
 		}
 		for _, sh := range shapes {
 			for _, mode := range cfg.Modes {
@@ -278,15 +330,15 @@ func Run(ctx context.Context, cfg Config, dbs Databases) ([]Result, error) {
 
 func attachBaseline(r *Result, base []Result) {
 	for _, b := range base {
-		if b.Phase == r.Phase && b.RowsPerCommit == r.RowsPerCommit && b.Rows == r.Rows && b.RowsPerSecond > 0 {
+		if b.Data == r.Data && b.Phase == r.Phase && b.RowsPerCommit == r.RowsPerCommit && b.Rows == r.Rows && b.RowsPerSecond > 0 {
 			r.BaselineRowsPerSecond = b.RowsPerSecond
 			r.Ratio = r.RowsPerSecond / b.RowsPerSecond
 		}
 	}
 }
 
-func newResult(shape, mode, phase string, perCommit, rows int, writer, e2e time.Duration) Result {
-	r := Result{Shape: shape, Mode: mode, Phase: phase, RowsPerCommit: perCommit, Rows: rows,
+func newResult(data, shape, mode, phase string, perCommit, rows int, writer, e2e time.Duration) Result {
+	r := Result{Data: data, Shape: shape, Mode: mode, Phase: phase, RowsPerCommit: perCommit, Rows: rows,
 		WriterSeconds: writer.Seconds(), EndToEndSeconds: e2e.Seconds()}
 	if e2e > 0 {
 		r.RowsPerSecond = float64(rows) / e2e.Seconds()
@@ -299,8 +351,8 @@ func progress(cfg *Config, r Result) {
 	if r.Shape != BaselineName {
 		apply = fmt.Sprintf(", apply %8.2fs", r.ApplySeconds)
 	}
-	fmt.Fprintf(cfg.Progress, "%-14s %-7s %-8s %6d rows/commit %9d rows: writer %8.2fs, end-to-end %8.2fs, %10.0f rows/s%s\n",
-		r.Shape, r.Mode, r.Phase, r.RowsPerCommit, r.Rows, r.WriterSeconds, r.EndToEndSeconds, r.RowsPerSecond, apply)
+	fmt.Fprintf(cfg.Progress, "%-4s %-14s %-7s %-9s %6d rows/commit %9d rows: writer %8.2fs, end-to-end %8.2fs, %10.0f rows/s%s\n",
+		r.Data, r.Shape, r.Mode, r.Phase, r.RowsPerCommit, r.Rows, r.WriterSeconds, r.EndToEndSeconds, r.RowsPerSecond, apply)
 }
 
 // progressHand reports r's hand-written baseline.
@@ -309,6 +361,6 @@ func progressHand(cfg *Config, r Result) {
 	if r.HandVerified != "" {
 		check = ", self-check: " + r.HandVerified
 	}
-	fmt.Fprintf(cfg.Progress, "%-14s %-7s %-8s hand-written SQL: re-derive %.2fs (ids loaded in %.2fs, not counted); engine apply %.2fs; hand/apply %.3g%s\n",
-		r.Shape, r.Mode, r.Phase, r.HandSeconds, r.HandKeysSeconds, r.ApplySeconds, r.HandRatio, check)
+	fmt.Fprintf(cfg.Progress, "%-4s %-14s %-7s %-9s hand-written SQL: re-derive %.2fs (ids loaded in %.2fs, not counted); engine apply %.2fs; hand/apply %.3g%s\n",
+		r.Data, r.Shape, r.Mode, r.Phase, r.HandSeconds, r.HandKeysSeconds, r.ApplySeconds, r.HandRatio, check)
 }

@@ -95,6 +95,87 @@ func TestQuickRun(t *testing.T) {
 	t.Logf("\n%s", tbl.String())
 }
 
+// TestJoinQuickRun runs the join scenarios at a tiny size: the fact
+// phases and the dimension changes must converge with the targets equal
+// to their queries, both sides of each comparison must be measured (the
+// pg_recvlogical drain of the same WAL; REFRESH MATERIALIZED VIEW), and
+// the report must render. Timings are not asserted.
+func TestJoinQuickRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sizes := JoinSizes{Dim1Rows: 20, Dim2Rows: 7, Groups: 5, DimChanges: 3}
+	cfg := Config{
+		Workloads: []Workload{{Rows: 2000, PerCommit: 500, Join: &sizes}},
+		Shapes:    JoinShapes(),
+		// Catch-up cases take seconds each to settle the slot, and run the
+		// same code as for src (TestQuickRun); dimchange is live only.
+		Modes:    []string{ModeLive},
+		Baseline: true,
+		Verify:   true,
+	}
+	results, err := Run(ctx, cfg, testDatabases{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Baseline: insert and update; each shape: both, then dimchange.
+	if want := 2 + len(cfg.Shapes)*3; len(results) != want {
+		t.Fatalf("got %d results, want %d: %+v", len(results), want, results)
+	}
+	changes := 0
+	for _, r := range results {
+		if r.Data != DataStar {
+			t.Errorf("%s %s: data %q, want %q", r.Shape, r.Phase, r.Data, DataStar)
+		}
+		if r.RowsPerSecond <= 0 || r.EndToEndSeconds <= 0 {
+			t.Errorf("%s %s %s: no rate measured: %+v", r.Shape, r.Mode, r.Phase, r)
+		}
+		if r.Shape != BaselineName && r.Verified != "ok" {
+			t.Errorf("%s %s %s: target differs from its query: %q", r.Shape, r.Mode, r.Phase, r.Verified)
+		}
+		switch {
+		case r.Phase == PhaseDimChange:
+			changes++
+			if r.Mode != ModeLive || r.Rows != 2000/sizes.Dim1Rows {
+				t.Errorf("%s dimchange: mode %s, %d facts per changed row; want live, %d", r.Shape, r.Mode, r.Rows, 2000/sizes.Dim1Rows)
+			}
+			if len(r.ChangeSamples) != sizes.DimChanges || len(r.RefreshSamples) != sizes.DimChanges ||
+				r.RefreshSeconds <= 0 || r.RefreshRatio <= 0 || r.Applies <= 0 {
+				t.Errorf("%s dimchange: not measured: %+v", r.Shape, r)
+			}
+		case r.Shape != BaselineName && r.Ratio <= 0:
+			t.Errorf("%s %s %s: no ratio against the baseline: %+v", r.Shape, r.Mode, r.Phase, r)
+		}
+	}
+	if changes != len(cfg.Shapes) {
+		t.Errorf("got %d dimchange results, want %d", changes, len(cfg.Shapes))
+	}
+	var tbl bytes.Buffer
+	if err := WriteTable(&tbl, results); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"star", "joinrow", "joinagg", "dimchange", "refresh/e2e"} {
+		if !strings.Contains(tbl.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, tbl.String())
+		}
+	}
+	t.Logf("\n%s", tbl.String())
+}
+
+// TestShapeFitsWorkload: a join shape over src (or the reverse) is
+// refused before anything runs.
+func TestShapeFitsWorkload(t *testing.T) {
+	ctx := context.Background()
+	for _, cfg := range []Config{
+		{Workloads: []Workload{{Rows: 10, PerCommit: 1}}, Shapes: JoinShapes()},
+		{Workloads: []Workload{{Rows: 10, PerCommit: 1, Join: &JoinSizes{Dim1Rows: 2, Dim2Rows: 2, Groups: 1}}}, Shapes: []Shape{mustShape(t, "row")}},
+		{Workloads: []Workload{{Rows: 10, PerCommit: 1, Join: &JoinSizes{Dim1Rows: 2, Dim2Rows: 2, Groups: 3}}}, Shapes: JoinShapes()},
+	} {
+		if _, err := Run(ctx, cfg, nil); err == nil {
+			t.Errorf("%+v: no error", cfg.Workloads[0])
+		}
+	}
+}
+
 func mustShape(t *testing.T, name string) Shape {
 	t.Helper()
 	sh, ok := ShapeByName(name)
@@ -116,6 +197,10 @@ func TestWorkloadPhases(t *testing.T) {
 			[]phaseSpec{{PhaseInsert, 10, 5}, {PhaseUpdate, 10, 5}, {PhaseRederive, 3, 3}}},
 		{"rederive capped at rows", Workload{Rows: 10, PerCommit: 5, RederiveKeys: 30},
 			[]phaseSpec{{PhaseInsert, 10, 5}, {PhaseUpdate, 10, 5}, {PhaseRederive, 10, 10}}},
+		{"join", Workload{Rows: 100, PerCommit: 10, RederiveKeys: 30, Join: &JoinSizes{Dim1Rows: 20, Dim2Rows: 5, Groups: 4, DimChanges: 3}},
+			[]phaseSpec{{PhaseInsert, 100, 10}, {PhaseUpdate, 100, 10}, {PhaseDimChange, 5, 1}}},
+		{"join without changes", Workload{Rows: 100, PerCommit: 10, Join: &JoinSizes{Dim1Rows: 20, Dim2Rows: 5, Groups: 4}},
+			[]phaseSpec{{PhaseInsert, 100, 10}, {PhaseUpdate, 100, 10}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

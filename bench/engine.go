@@ -34,8 +34,11 @@ func runEngine(ctx context.Context, cfg *Config, dbs Databases, wl Workload, sh 
 		return nil, fmt.Errorf("bench: connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, createSourceSQL); err != nil {
-		return nil, fmt.Errorf("bench: create source table: %w", err)
+	data := wl.data(sh.Groups)
+	for _, q := range data.setupSQL() {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return nil, fmt.Errorf("bench: create the source tables: %w", err)
+		}
 	}
 
 	dir, err := os.MkdirTemp("", "trellis-bench-")
@@ -59,6 +62,17 @@ func runEngine(ctx context.Context, cfg *Config, dbs Databases, wl Workload, sh 
 	if _, err := tr.Apply(ctx, fmt.Sprintf("CREATE TRANSFORM %s AS %s", pgx.Identifier{name}.Sanitize(), sh.Query)); err != nil {
 		return nil, fmt.Errorf("bench: define %s: %w", name, err)
 	}
+	if sh.Join {
+		// The scenario indexes every join column; a gap would make the
+		// figures about a missing index.
+		st, err := tr.Status(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("bench: status of %s: %w", name, err)
+		}
+		if len(st) == 1 && len(st[0].SourceIndexGaps) > 0 {
+			return nil, fmt.Errorf("bench: %s has source index gaps: %+v", name, st[0].SourceIndexGaps)
+		}
+	}
 
 	run := &running{tr: tr}
 	defer func() {
@@ -70,8 +84,24 @@ func runEngine(ctx context.Context, cfg *Config, dbs Databases, wl Workload, sh 
 		return nil, fmt.Errorf("bench: %s build: %w", name, err)
 	}
 
-	w := &writer{conn: conn, groups: sh.Groups}
+	w := &writer{conn: conn, data: data}
 	for _, p := range wl.phases() {
+		if p.name == PhaseDimChange {
+			// A latency measured change by change while Run is running:
+			// live cases only.
+			if mode != ModeLive {
+				continue
+			}
+			r, err := runDimChange(ctx, cfg, dimChangeCase{conn: conn, run: run, reg: reg, schema: schema, name: name,
+				sh: sh, sizes: *wl.Join, rows: wl.Rows})
+			if r.Phase != "" {
+				results = append(results, r)
+			}
+			if err != nil {
+				return results, err
+			}
+			continue
+		}
 		hand := p.name == PhaseRederive && sh.hand != handNone
 		if hand {
 			// The hand-written baseline's copies must reflect the source
@@ -111,7 +141,7 @@ func runEngine(ctx context.Context, cfg *Config, dbs Databases, wl Workload, sh 
 			return results, fmt.Errorf("bench: unknown mode %q", mode)
 		}
 		cerr := run.converge(ctx, cfg)
-		r := newResult(sh.Name, mode, p.name, p.perCommit, p.rows, wrote, time.Since(start))
+		r := newResult(data.name(), sh.Name, mode, p.name, p.perCommit, p.rows, wrote, time.Since(start))
 		after := readApplyStats(reg, name)
 		r.ApplySeconds = after.seconds - before.seconds
 		r.Applies = int64(after.count - before.count)
@@ -132,7 +162,7 @@ func runEngine(ctx context.Context, cfg *Config, dbs Databases, wl Workload, sh 
 				r.Verified += fmt.Sprintf(" (%d keys applied, %d held)", st[0].KeysApplied, st[0].HeldKeys.Count)
 			}
 			progress(cfg, r)
-			fmt.Fprintf(cfg.Progress, "%-14s %-7s %-8s %s; skipping the case's remaining phases\n", sh.Name, mode, p.name, r.Verified)
+			fmt.Fprintf(cfg.Progress, "%-4s %-14s %-7s %-9s %s; skipping the case's remaining phases\n", r.Data, sh.Name, mode, p.name, r.Verified)
 			return append(results, r), nil
 		}
 		progress(cfg, r)
@@ -140,7 +170,7 @@ func runEngine(ctx context.Context, cfg *Config, dbs Databases, wl Workload, sh 
 			if r.Verified, err = verify(ctx, cfg, conn, name, sh); err != nil {
 				return append(results, r), err
 			}
-			fmt.Fprintf(cfg.Progress, "%-14s %-7s %-8s self-check: %s\n", sh.Name, mode, p.name, r.Verified)
+			fmt.Fprintf(cfg.Progress, "%-4s %-14s %-7s %-9s self-check: %s\n", r.Data, sh.Name, mode, p.name, r.Verified)
 		}
 		if hand {
 			// Stop Run so that neither it nor its walsender decoding the

@@ -14,7 +14,9 @@ import (
 const baselinePub = "bench_baseline"
 
 // runBaseline measures how fast pg_recvlogical alone drains each phase of
-// wl: pgoutput slots and a publication on src exist before the workload;
+// wl: pgoutput slots and a publication on the workload's source tables
+// (src, or a join workload's fact and dimensions, loaded beforehand) exist
+// before the workload;
 // each phase is written while nothing reads the slots, then pg_recvlogical
 // is timed from start to exit at the phase's end position, once per slot
 // (the same WAL each time). The fastest drain is the figure: a single
@@ -40,10 +42,14 @@ func runBaseline(ctx context.Context, cfg *Config, dbs Databases, wl Workload) (
 		return nil, fmt.Errorf("bench: connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	for _, q := range []string{
-		createSourceSQL,
-		`CREATE PUBLICATION ` + pgx.Identifier{baselinePub}.Sanitize() + ` FOR TABLE src`,
-	} {
+	data := wl.data(baselineGroups)
+	var tables []string
+	for _, t := range data.tables() {
+		tables = append(tables, pgx.Identifier{t}.Sanitize())
+	}
+	setup := append(data.setupSQL(),
+		`CREATE PUBLICATION `+pgx.Identifier{baselinePub}.Sanitize()+` FOR TABLE `+strings.Join(tables, ", "))
+	for _, q := range setup {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			return nil, fmt.Errorf("bench: baseline setup: %w", err)
 		}
@@ -65,8 +71,11 @@ func runBaseline(ctx context.Context, cfg *Config, dbs Databases, wl Workload) (
 		}(slots[i])
 	}
 
-	w := &writer{conn: conn, groups: baselineGroups}
+	w := &writer{conn: conn, data: data}
 	for _, p := range wl.phases() {
+		if p.name == PhaseDimChange {
+			continue // a latency, not a drain rate: see join.go
+		}
 		wrote, err := w.write(ctx, p)
 		if err != nil {
 			return results, err
@@ -94,7 +103,7 @@ func runBaseline(ctx context.Context, cfg *Config, dbs Databases, wl Workload) (
 				best = drained
 			}
 		}
-		r := newResult(BaselineName, ModeDrain, p.name, p.perCommit, p.rows, wrote, best)
+		r := newResult(data.name(), BaselineName, ModeDrain, p.name, p.perCommit, p.rows, wrote, best)
 		r.DrainSamples = samples
 		progress(cfg, r)
 		results = append(results, r)

@@ -36,13 +36,18 @@ func WriteJSON(w io.Writer, rep Report) error {
 // transactions, applies their number. hand s (re-derive phase) is the
 // hand-written set-based SQL re-deriving the same keys in the same database
 // (see handwritten.go), hand/apply its ratio to apply s: above 1, the
-// engine was faster; hand check is its copy compared with the query.
+// engine was faster; hand check is its copy compared with the query. data
+// is the dataset (src, or star for join workloads). For dimchange rows
+// (join workloads), end-to-end is the median time from a single-row
+// dimension change to convergence, refresh s the median REFRESH
+// MATERIALIZED VIEW of the same query, refresh/e2e their ratio: above 1,
+// the engine was faster.
 func WriteTable(w io.Writer, results []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "shape\tmode\tphase\trows/commit\trows\twriter s\tend-to-end s\ttail s\tapply s\tapplies\trows/s\tpg_recvlogical rows/s\tratio\thand s\thand/apply\tcheck\thand check\t")
+	fmt.Fprintln(tw, "data\tshape\tmode\tphase\trows/commit\trows\twriter s\tend-to-end s\ttail s\tapply s\tapplies\trows/s\tpg_recvlogical rows/s\tratio\thand s\thand/apply\trefresh s\trefresh/e2e\tcheck\thand check\t")
 	for _, r := range results {
-		tail, base, ratio, apply, applies, hand, handRatio := "", "", "", "", "", "", ""
-		if r.Mode == ModeLive {
+		tail, base, ratio, apply, applies, hand, handRatio, refresh, refreshRatio := "", "", "", "", "", "", "", "", ""
+		if r.Mode == ModeLive && r.Phase != PhaseDimChange {
 			tail = fmt.Sprintf("%.2f", r.EndToEndSeconds-r.WriterSeconds)
 		}
 		if r.Shape != BaselineName {
@@ -58,9 +63,19 @@ func WriteTable(w io.Writer, results []Result) error {
 				handRatio = fmt.Sprintf("%.3g", r.HandRatio)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.2f\t%.2f\t%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
-			r.Shape, r.Mode, r.Phase, r.RowsPerCommit, r.Rows, r.WriterSeconds, r.EndToEndSeconds, tail, apply, applies, r.RowsPerSecond, base, ratio,
-			hand, handRatio, shortCheck(r.Verified), shortCheck(r.HandVerified))
+		if r.RefreshSeconds > 0 {
+			refresh = fmt.Sprintf("%.3f", r.RefreshSeconds)
+			if r.RefreshRatio > 0 {
+				refreshRatio = fmt.Sprintf("%.3g", r.RefreshRatio)
+			}
+		}
+		e2e := fmt.Sprintf("%.2f", r.EndToEndSeconds)
+		if r.Phase == PhaseDimChange {
+			e2e = fmt.Sprintf("%.3f", r.EndToEndSeconds)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.2f\t%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+			r.Data, r.Shape, r.Mode, r.Phase, r.RowsPerCommit, r.Rows, r.WriterSeconds, e2e, tail, apply, applies, r.RowsPerSecond, base, ratio,
+			hand, handRatio, refresh, refreshRatio, shortCheck(r.Verified), shortCheck(r.HandVerified))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("bench: write table: %w", err)

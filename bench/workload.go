@@ -46,21 +46,62 @@ func (wl Workload) phases() []phaseSpec {
 		{PhaseInsert, wl.Rows, wl.PerCommit},
 		{PhaseUpdate, wl.Rows, wl.PerCommit},
 	}
+	if wl.Join != nil {
+		if wl.Join.DimChanges > 0 {
+			// rows: the facts one dimension row is referenced by, nominally
+			// (the phase counts them).
+			ps = append(ps, phaseSpec{PhaseDimChange, wl.Rows / max(wl.Join.Dim1Rows, 1), 1})
+		}
+		return ps
+	}
 	if k := min(wl.RederiveKeys, wl.Rows); k > 0 {
 		ps = append(ps, phaseSpec{PhaseRederive, k, k})
 	}
 	return ps
 }
 
-// writer writes the workload through one connection, each statement its own
-// transaction.
+// dataset is the source tables a workload writes and how.
+type dataset interface {
+	// name labels the dataset in reports (Result.Data).
+	name() string
+	// setupSQL creates the source tables, and loads the ones the workload
+	// does not write, before any slot or transform exists.
+	setupSQL() []string
+	// tables are the source tables (the baseline publishes them).
+	tables() []string
+	// write runs one phase (not the dimension-change phase, which is
+	// timed change by change) and returns how long it took.
+	write(ctx context.Context, conn *pgx.Conn, p phaseSpec) (time.Duration, error)
+}
+
+// data is wl's dataset; groups is how many groups src's rows spread over.
+func (wl Workload) data(groups int) dataset {
+	if wl.Join != nil {
+		return starData{*wl.Join}
+	}
+	return srcData{groups: groups}
+}
+
+// srcData is the single-table dataset: src.
+type srcData struct{ groups int }
+
+func (srcData) name() string       { return DataSrc }
+func (srcData) setupSQL() []string { return []string{createSourceSQL} }
+func (srcData) tables() []string   { return []string{"src"} }
+
+// writer writes a dataset's workload through one connection, each
+// statement its own transaction.
 type writer struct {
-	conn   *pgx.Conn
-	groups int
+	conn *pgx.Conn
+	data dataset
 }
 
 // write runs one phase and returns how long it took.
 func (w *writer) write(ctx context.Context, p phaseSpec) (time.Duration, error) {
+	return w.data.write(ctx, w.conn, p)
+}
+
+func (d srcData) write(ctx context.Context, conn *pgx.Conn, p phaseSpec) (time.Duration, error) {
 	start := time.Now()
 	switch p.name {
 	case PhaseInsert, PhaseUpdate:
@@ -70,16 +111,16 @@ func (w *writer) write(ctx context.Context, p phaseSpec) (time.Duration, error) 
 		}
 		for lo := 1; lo <= p.rows; lo += p.perCommit {
 			hi := min(lo+p.perCommit-1, p.rows)
-			if _, err := w.conn.Exec(ctx, q, lo, hi, w.groups); err != nil {
+			if _, err := conn.Exec(ctx, q, lo, hi, d.groups); err != nil {
 				return 0, fmt.Errorf("bench: %s rows %d..%d: %w", p.name, lo, hi, err)
 			}
 		}
 	case PhaseRederive:
-		if _, err := w.conn.Exec(ctx, rederiveSQL, p.rows, w.groups); err != nil {
+		if _, err := conn.Exec(ctx, rederiveSQL, p.rows, d.groups); err != nil {
 			return 0, fmt.Errorf("bench: update %d keys: %w", p.rows, err)
 		}
 	default:
-		return 0, fmt.Errorf("bench: unknown phase %q", p.name)
+		return 0, fmt.Errorf("bench: phase %q does not apply to src", p.name)
 	}
 	return time.Since(start), nil
 }

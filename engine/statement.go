@@ -32,7 +32,7 @@ type Statement struct {
 	// TargetName, when set, is the table the plan builds into instead of
 	// Name (a redefinition's shadow table).
 	TargetName string
-	IfExists    bool // DROP TRANSFORM IF EXISTS
+	IfExists   bool // DROP TRANSFORM IF EXISTS
 	// WithoutSourceIndex: CREATE TRANSFORM name WITHOUT SOURCE INDEX AS …,
 	// the user's acknowledgement of the source indexes a join lacks.
 	WithoutSourceIndex bool

@@ -42,6 +42,9 @@ type Stats struct {
 	Txns       int
 	Actions    int // runner, server and definition actions
 	Checks     int
+	// JoinCompares counts comparisons of targets of joins (plans of
+	// several sources) with their queries.
+	JoinCompares int
 	// GeneratorErrors are statements refused for a reason the generator
 	// should have avoided (syntax, types, overflow).
 	GeneratorErrors []string

@@ -278,8 +278,9 @@ func (e *exprGen) pred(depth int) string {
 // transformDef is a generated CREATE TRANSFORM.
 type transformDef struct {
 	name  string // as written
-	table *table
+	table *table // the table it reads (a join's fact table)
 	sql   string // the SELECT
+	join  string // the join shape ("" for one table)
 }
 
 func (d transformDef) create() string {

@@ -27,20 +27,25 @@ type Profile struct {
 	// Stream is the chance the server streams in-progress transactions;
 	// SmallBatch the chance an in-process runner re-derives in tiny batches.
 	Stream, SmallBatch int
+	// Join is the chance the program is a join program: fact and dimension
+	// tables besides the plain ones, and transforms joining them (join.go).
+	Join int
 }
 
 // Profiles returns the built-in profiles. "mixed" draws a bit of
-// everything; the others stress one kind of action each.
+// everything; the others stress one kind of action each, "join" draws
+// only join programs.
 func Profiles() []Profile {
 	return []Profile{
-		{Name: "mixed", MinEvents: 20, MaxEvents: 60, BurstCrash: 1, FlowCrash: 1, Kill: 2, LoseStore: 1, RestartPG: 1, Held: 2, Pause: 2, Redefine: 2, Concurrent: 3, Stop: 2, Check: 8, Stream: 20, SmallBatch: 30},
-		{Name: "crash", Runner: RunnerCLI, MinEvents: 20, MaxEvents: 50, BurstCrash: 4, FlowCrash: 3, Kill: 10, Concurrent: 8, Check: 6, Stream: 20},
-		{Name: "store", Runner: RunnerCLI, Confirm: "applied", MinEvents: 15, MaxEvents: 30, BurstCrash: 4, FlowCrash: 12, Kill: 4, LoseStore: 6, Concurrent: 6, Check: 6},
-		{Name: "held", MinEvents: 15, MaxEvents: 40, Held: 12, Check: 6, Concurrent: 2, SmallBatch: 30},
-		{Name: "restart", MinEvents: 15, MaxEvents: 40, RestartPG: 5, Kill: 2, Concurrent: 3, Check: 6},
-		{Name: "lifecycle", MinEvents: 20, MaxEvents: 50, Pause: 8, Redefine: 8, Stop: 4, Check: 8, Concurrent: 2, SmallBatch: 30},
-		{Name: "concurrent", MinEvents: 10, MaxEvents: 25, Concurrent: 30, Kill: 2, Check: 6, Stream: 30},
-		{Name: "batch", Runner: RunnerInProc, MinEvents: 20, MaxEvents: 60, Check: 10, Stream: 50, SmallBatch: 100, Concurrent: 3, Redefine: 2},
+		{Name: "mixed", MinEvents: 20, MaxEvents: 60, BurstCrash: 1, FlowCrash: 1, Kill: 2, LoseStore: 1, RestartPG: 1, Held: 2, Pause: 2, Redefine: 2, Concurrent: 3, Stop: 2, Check: 8, Stream: 20, SmallBatch: 30, Join: 35},
+		{Name: "crash", Runner: RunnerCLI, MinEvents: 20, MaxEvents: 50, BurstCrash: 4, FlowCrash: 3, Kill: 10, Concurrent: 8, Check: 6, Stream: 20, Join: 35},
+		{Name: "store", Runner: RunnerCLI, Confirm: "applied", MinEvents: 15, MaxEvents: 30, BurstCrash: 4, FlowCrash: 12, Kill: 4, LoseStore: 6, Concurrent: 6, Check: 6, Join: 35},
+		{Name: "held", MinEvents: 15, MaxEvents: 40, Held: 12, Check: 6, Concurrent: 2, SmallBatch: 30, Join: 35},
+		{Name: "restart", MinEvents: 15, MaxEvents: 40, RestartPG: 5, Kill: 2, Concurrent: 3, Check: 6, Join: 35},
+		{Name: "lifecycle", MinEvents: 20, MaxEvents: 50, Pause: 8, Redefine: 8, Stop: 4, Check: 8, Concurrent: 2, SmallBatch: 30, Join: 35},
+		{Name: "concurrent", MinEvents: 10, MaxEvents: 25, Concurrent: 30, Kill: 2, Check: 6, Stream: 30, Join: 35},
+		{Name: "batch", Runner: RunnerInProc, MinEvents: 20, MaxEvents: 60, Check: 10, Stream: 50, SmallBatch: 100, Concurrent: 3, Redefine: 2, Join: 35},
+		{Name: "join", MinEvents: 20, MaxEvents: 45, BurstCrash: 2, FlowCrash: 1, Kill: 4, LoseStore: 1, RestartPG: 1, Held: 3, Pause: 2, Redefine: 4, Concurrent: 5, Stop: 2, Check: 10, Stream: 20, SmallBatch: 30, Join: 100},
 	}
 }
 
@@ -59,6 +64,9 @@ func ProfileByName(name string) (Profile, bool) {
 func Generate(seed int64, prof Profile) *Program {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))
 	g := &gen{r: r, prof: prof, defs: map[string]transformDef{}, paused: map[string]bool{}}
+	// Whether it is a join program is drawn apart, so that the programs
+	// without joins are what they were before joins existed.
+	g.join = prof.Join > 0 && rand.New(rand.NewPCG(uint64(seed), 0x6a6f696e)).IntN(100) < prof.Join
 	return g.program(seed)
 }
 
@@ -70,6 +78,11 @@ type gen struct {
 	defs   map[string]transformDef // live transforms by name as written
 	paused map[string]bool
 	nextID int
+	// join: a join program; js its fact and dimensions, shapes the join
+	// shapes still to draw (each program goes round all of them).
+	join   bool
+	js     *joinSchema
+	shapes []string
 }
 
 func (g *gen) pct(p int) bool { return g.r.IntN(100) < p }
@@ -92,6 +105,9 @@ func (g *gen) program(seed int64) *Program {
 
 	// Schema.
 	nt := 2 + r.IntN(3)
+	if g.join {
+		nt = 1 + r.IntN(2)
+	}
 	usedNames := map[string]bool{}
 	var create []string
 	for i := 0; i < nt; i++ {
@@ -106,10 +122,33 @@ func (g *gen) program(seed int64) *Program {
 		g.tables = append(g.tables, t)
 		create = append(create, t.createSQL())
 	}
-	g.ops = &opGen{r: r, tables: g.tables, bulk: map[*table]bool{}}
+	if g.join {
+		g.js = newJoinSchema(r)
+		g.tables = append(g.tables, g.js.tables()...)
+		create = append(create, g.js.ddl(r)...)
+	}
+	g.ops = &opGen{r: r, tables: g.tables, bulk: map[*table]bool{}, js: g.js, bulkDiv: 1}
+	if g.join && p.Config.Batch > 0 {
+		// A join re-derives a batch in a dozen statements (some 6 ms):
+		// tiny batches are twice as large and get a tenth of the bulk rows,
+		// or bursts take minutes.
+		p.Config.Batch *= 2
+		g.ops.bulkDiv = 10
+	}
 	p.Steps = append(p.Steps, Step{Kind: StepSQL, Stmts: create})
 
 	// Data that exists before the transforms (their build reads it).
+	if g.join {
+		// Every dimension row, and facts referencing each many times.
+		fill := Step{Kind: StepTxn}
+		for _, d := range g.js.dims {
+			fill.Stmts = append(fill.Stmts, g.ops.fill(d))
+		}
+		g.js.dense = true
+		fill.Stmts = append(fill.Stmts, g.ops.bulkRows(g.js.fact, 1000, 30+r.IntN(200)))
+		g.js.dense = false
+		p.Steps = append(p.Steps, fill)
+	}
 	for i := r.IntN(4); i > 0; i-- {
 		p.Steps = append(p.Steps, g.ops.txn())
 	}
@@ -179,6 +218,9 @@ func (g *gen) newDef(name string) transformDef {
 		}
 		g.nextID++
 	}
+	if g.join && (g.countJoinDefs() == 0 || g.pct(60)) {
+		return g.newJoinDef(name)
+	}
 	t := g.tables[g.r.IntN(len(g.tables))]
 	d := transformDef{name: name, table: t}
 	if g.r.IntN(100) < 55 {
@@ -188,6 +230,35 @@ func (g *gen) newDef(name string) transformDef {
 	}
 	g.defs[name] = d
 	return d
+}
+
+// newJoinDef draws a transform over a join, of the next shape of the
+// program's round of shapes.
+func (g *gen) newJoinDef(name string) transformDef {
+	if len(g.shapes) == 0 {
+		g.shapes = append([]string(nil), joinShapes...)
+		g.r.Shuffle(len(g.shapes), func(i, j int) { g.shapes[i], g.shapes[j] = g.shapes[j], g.shapes[i] })
+	}
+	shape := g.shapes[0]
+	g.shapes = g.shapes[1:]
+	d := transformDef{name: name, table: g.js.fact, join: shape}
+	if g.r.IntN(100) < 50 {
+		d.sql = joinAggSelect(g.r, g.js, shape)
+	} else {
+		d.sql = joinRowSelect(g.r, g.js, shape)
+	}
+	g.defs[name] = d
+	return d
+}
+
+func (g *gen) countJoinDefs() int {
+	n := 0
+	for _, d := range g.defs {
+		if d.join != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // everUsed reports whether a source table has the name: a transform's
@@ -255,13 +326,13 @@ func (g *gen) event() []Step {
 func (g *gen) bulkTables() []*table {
 	var cands []*table
 	for _, n := range g.sortedDefs() {
-		if t := g.defs[n].table; t.shiftKey != nil {
+		if t := g.defs[n].table; t.shiftKey != nil && !t.dim {
 			cands = append(cands, t)
 		}
 	}
 	if len(cands) == 0 {
 		for _, t := range g.tables {
-			if t.shiftKey != nil {
+			if t.shiftKey != nil && !t.dim {
 				cands = append(cands, t)
 			}
 		}
@@ -272,6 +343,7 @@ func (g *gen) bulkTables() []*table {
 // freshBulk inserts rows rows into t with keys no other statement uses (from
 // 100000 up), so that nothing later re-touches them and hides a loss.
 func (g *gen) freshBulk(t *table, rows int) Step {
+	rows = max(1, rows/g.ops.bulkDiv)
 	start := 100000 + g.ops.fresh
 	g.ops.fresh += rows
 	return Step{Kind: StepTxn, Stmts: []string{g.ops.bulkRows(t, start, rows)}}
@@ -432,6 +504,9 @@ type opGen struct {
 	tables []*table
 	bulk   map[*table]bool // tables that got bulk rows (keys ≥ 1000)
 	fresh  int             // next fresh key offset above 100000
+	js     *joinSchema     // a join program's fact and dimensions
+	// bulkDiv divides the number of bulk rows.
+	bulkDiv int
 }
 
 func (o *opGen) value(c *column, nullable bool) string {
@@ -472,6 +547,18 @@ func (o *opGen) txn() Step {
 		n = 13 + r.IntN(28)
 	}
 	s := Step{Kind: StepTxn, Rollback: r.IntN(25) == 0, NoSavepoints: r.IntN(6) == 0}
+	if o.js != nil && r.IntN(3) == 0 {
+		// A change aimed at the joins, maybe with others on the join tables.
+		for len(s.Stmts) < n {
+			if r.IntN(3) > 0 {
+				s.Stmts = append(s.Stmts, o.joinStmts()...)
+			} else {
+				jt := o.js.tables()
+				s.Stmts = append(s.Stmts, o.stmts(jt[r.IntN(len(jt))])...)
+			}
+		}
+		return s
+	}
 	// Most transactions touch one or two tables.
 	tabs := o.tables
 	if r.IntN(3) > 0 {
@@ -662,14 +749,14 @@ func (o *opGen) updateKey(t *table, set func() string) string {
 
 // bulkInsert adds many rows with keys from 1000 up in one statement.
 func (o *opGen) bulkInsert(t *table) string {
-	if t.shiftKey == nil {
+	if t.shiftKey == nil || t.dim {
 		return ""
 	}
 	n := 50 + o.r.IntN(1000)
 	if o.r.IntN(10) == 0 {
 		n = 3000
 	}
-	return o.bulkRows(t, 1000+o.r.IntN(3)*500, n)
+	return o.bulkRows(t, 1000+o.r.IntN(3)*500, max(1, n/o.bulkDiv))
 }
 
 // bulkRows inserts n rows with integer keys from start, the other columns
@@ -693,6 +780,9 @@ func (o *opGen) bulkRows(t *table, start, n int) string {
 		x := fmt.Sprintf("(ARRAY[%s])[1 + g %% %d]", strings.Join(arr, ", "), len(arr))
 		if !c.notNull && !t.isKey(c) {
 			x = fmt.Sprintf("CASE WHEN g %% 7 = 0 THEN NULL ELSE %s END", x)
+		}
+		if o.js != nil && t == o.js.fact {
+			x = o.js.bulkExpr(c, x, arr)
 		}
 		exprs = append(exprs, x)
 	}

@@ -144,6 +144,11 @@ func (r *run) compareAll(ctx context.Context) ([]string, error) {
 				continue
 			}
 		}
+		if p.Multi() {
+			r.mu.Lock()
+			r.stats.JoinCompares++
+			r.mu.Unlock()
+		}
 		for _, q := range queries {
 			d, err := selfcheck.Compare(ctx, conn, target, p.Visible, q.sql)
 			if err != nil {

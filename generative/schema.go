@@ -45,6 +45,8 @@ type table struct {
 	// shiftKey is an integer key column whose values can be moved out of
 	// the domain and back (UPDATE … SET k = k + 100).
 	shiftKey *column
+	// dim: a join program's dimension table, kept small (no bulk rows).
+	dim bool
 }
 
 func (t *table) nonKey() []*column {

@@ -1,6 +1,8 @@
 // Command trellis-bench measures trellis-repl's throughput end to end
 // against pg_recvlogical draining the same WAL, in one run on one server,
-// and prints the figures as a table (or JSON with -json).
+// and prints the figures as a table (or JSON with -json). The join
+// workload (-join-facts) also times single-row dimension changes against
+// REFRESH MATERIALIZED VIEW of the same query.
 //
 // Machines are shared and noisy: compare the ratios measured in one run,
 // not absolute rates across runs.
@@ -41,7 +43,7 @@ func run() error {
 		dsn       = flag.String("dsn", "", "superuser DSN of a server with wal_level=logical (default: start a throwaway server)")
 		rows      = flag.Int("rows", 1_000_000, "rows inserted (then updated) by workloads with more than one row per commit")
 		rows1     = flag.Int("rows1", 100_000, "rows inserted (then updated) by the 1-row-per-commit workload")
-		perCommit = flag.String("per-commit", "1000,1", "comma-separated rows per commit, one workload each")
+		perCommit = flag.String("per-commit", "1000,1", "comma-separated rows per commit, one single-table (src) workload each (empty: none)")
 		rederive  = flag.Int("rederive", -1, "keys changed in one transaction by the re-derive phase (-1: rows/10; 0: skip)")
 		shapes    = flag.String("shapes", "row,agg,agg1k", "transform shapes to measure: row, agg (~100k groups), agg1k (1,000 groups)")
 		shapes1   = flag.String("shapes1", "row,agg", "transform shapes for the 1-row-per-commit workload")
@@ -58,6 +60,14 @@ func run() error {
 		timeout   = flag.Duration("phase-timeout", 10*time.Minute, "longest wait for one phase to converge")
 		verbose   = flag.Bool("v", false, "log the library's messages to stderr")
 		cpuprof   = flag.String("cpuprofile", "", "write a CPU profile of this process (the engine's Go side) to this file")
+
+		joinFacts  = flag.Int("join-facts", 1_000_000, "join workload: fact rows inserted (then updated); 0 skips the join workload")
+		joinDim1   = flag.Int("join-dim1", 1_000, "join workload: rows of dim1 (each referenced by join-facts/join-dim1 facts)")
+		joinDim2   = flag.Int("join-dim2", 100, "join workload: rows of dim2")
+		joinGroups = flag.Int("join-groups", 100, "join workload: distinct dim1.grp values, the joinagg shape's groups (at most join-dim1)")
+		joinPer    = flag.Int("join-per-commit", 1000, "join workload: fact rows per commit")
+		joinShapes = flag.String("join-shapes", "joinrow,joinagg", "join workload shapes: joinrow (fact ⋈ dim1 ⋈ dim2), joinagg (the same join grouped by dim1.grp)")
+		dimChanges = flag.Int("dim-changes", 5, "join workload: single-row dim1 changes timed to convergence, and REFRESH MATERIALIZED VIEW timed as often (live mode; 0: skip)")
 	)
 	flag.Parse()
 	if *cpuprof != "" {
@@ -73,6 +83,7 @@ func run() error {
 	}
 	if *quick {
 		*rows, *rows1 = 50_000, 5_000
+		*joinFacts = 50_000
 	}
 	if *rederive < 0 {
 		*rederive = *rows / 10
@@ -104,6 +115,20 @@ func run() error {
 		}
 		cfg.Workloads = append(cfg.Workloads, wl)
 	}
+	if *joinFacts > 0 {
+		js, err := parseJoinShapes(*joinShapes)
+		if err != nil {
+			return err
+		}
+		if *joinPer <= 0 {
+			return fmt.Errorf("-join-per-commit: %d is not a positive number", *joinPer)
+		}
+		cfg.Workloads = append(cfg.Workloads, bench.Workload{Rows: *joinFacts, PerCommit: *joinPer, Shapes: js,
+			Join: &bench.JoinSizes{Dim1Rows: *joinDim1, Dim2Rows: *joinDim2, Groups: *joinGroups, DimChanges: *dimChanges}})
+	}
+	if len(cfg.Workloads) == 0 {
+		return errors.New("no workload: give -per-commit or -join-facts")
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -128,6 +153,8 @@ func run() error {
 	settings := buildSettings(ctx)
 	for k, v := range map[string]any{"server": server, "rows": *rows, "rows_1_per_commit": *rows1, "per_commit": *perCommit,
 		"rederive_keys": *rederive, "shapes": *shapes, "shapes_1_per_commit": *shapes1, "modes": *modes, "progress_interval": progress.String(), "batch_size": *batch,
+		"join_facts": *joinFacts, "join_dim1": *joinDim1, "join_dim2": *joinDim2, "join_groups": *joinGroups,
+		"join_per_commit": *joinPer, "join_shapes": *joinShapes, "dim_changes": *dimChanges,
 		"cpus": runtime.NumCPU(), "started_at": time.Now().UTC().Format(time.RFC3339)} {
 		settings[k] = v
 	}
@@ -136,6 +163,10 @@ func run() error {
 	}
 	fmt.Fprintf(os.Stderr, "trellis-bench: %d rows per workload (%d at 1 row/commit), shapes %s (%s at 1 row/commit), modes %s, re-derive %d keys, server %s\n",
 		*rows, *rows1, *shapes, *shapes1, *modes, *rederive, server)
+	if *joinFacts > 0 {
+		fmt.Fprintf(os.Stderr, "trellis-bench: join workload: %d facts (%d per commit) ⋈ dim1 %d rows ⋈ dim2 %d rows, %d groups, shapes %s, %d dimension changes\n",
+			*joinFacts, *joinPer, *joinDim1, *joinDim2, *joinGroups, *joinShapes, *dimChanges)
+	}
 
 	results, err := bench.Run(ctx, cfg, bench.ServerDatabases{AdminDSN: adminDSN})
 	rep := bench.Report{Settings: settings, Results: results}
@@ -157,7 +188,9 @@ func run() error {
 		fmt.Fprintf(out, "end-to-end: live = first write -> converged (writer and engine share the machine); catchup = Run started\n")
 		fmt.Fprintf(out, "after the phase was written -> converged; drain = pg_recvlogical draining WAL written beforehand\n")
 		fmt.Fprintf(out, "hand s (rederive) = hand-written set-based SQL re-deriving the same keys into hand-kept copies, same database,\n")
-		fmt.Fprintf(out, "one transaction (loading the id list not counted); hand/apply = hand s / apply s: above 1, the engine is faster\n\n")
+		fmt.Fprintf(out, "one transaction (loading the id list not counted); hand/apply = hand s / apply s: above 1, the engine is faster\n")
+		fmt.Fprintf(out, "data star = the join workload (fact ⋈ dim1 ⋈ dim2); dimchange: end-to-end = median single-row dim1 UPDATE -> converged,\n")
+		fmt.Fprintf(out, "refresh s = median REFRESH MATERIALIZED VIEW of the same query, same data; refresh/e2e above 1: the engine is faster\n\n")
 		if werr := bench.WriteTable(out, results); werr != nil {
 			return errors.Join(err, werr)
 		}
@@ -209,6 +242,21 @@ func parseShapes(list string) ([]bench.Shape, error) {
 			return nil, fmt.Errorf("unknown shape %q; use row, agg or agg1k", name)
 		}
 		out = append(out, sh)
+	}
+	return out, nil
+}
+
+func parseJoinShapes(list string) ([]bench.Shape, error) {
+	var out []bench.Shape
+	for _, name := range splitList(list) {
+		sh, ok := bench.JoinShapeByName(name)
+		if !ok {
+			return nil, fmt.Errorf("unknown join shape %q; use joinrow or joinagg", name)
+		}
+		out = append(out, sh)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("-join-shapes: no shape; use joinrow, joinagg, or -join-facts 0")
 	}
 	return out, nil
 }

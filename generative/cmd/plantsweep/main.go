@@ -26,6 +26,7 @@ import (
 var planted = []string{
 	plant.SkipLedgerUpdate, plant.StaleRead, plant.DropOldKey,
 	plant.KeepEmptyGroup, plant.ConfirmBeforeRecord, plant.SkipVisibilityWait,
+	plant.IgnoreLeftJoinNulls, plant.SkipDimensionChange,
 }
 
 func main() {
