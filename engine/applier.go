@@ -232,6 +232,54 @@ func (a *Applier) rederive(ctx context.Context, tx pgx.Tx, keys [][][]string) (i
 		}
 	}
 	steps := a.steps()
+	var widen []Step
+	if a.Plan.Multi() {
+		// The outer-join widening runs to a fixpoint before the rest: a
+		// key it adds may itself have changed in this snapshot (its change
+		// still on its way in a later batch), and then it widens the scope
+		// too (ADR 0010).
+		var rest []Step
+		for _, st := range steps {
+			if st.Role == RoleExpand {
+				widen = append(widen, st)
+			} else {
+				rest = append(rest, st)
+			}
+		}
+		steps = rest
+		if len(widen) > 0 {
+			if _, _, err := a.send(ctx, tx, batch, nil, ints); err != nil {
+				return 0, err
+			}
+			batch = &pgx.Batch{}
+			for round := 0; ; round++ {
+				if round == maxWidenRounds {
+					return 0, fmt.Errorf("re-derive %s: the outer-join scope still grows after %d rounds", a.Plan.Target.Name, round)
+				}
+				_, added, err := a.send(ctx, tx, &pgx.Batch{}, widen, ints)
+				if err != nil {
+					return 0, err
+				}
+				if added == 0 {
+					break
+				}
+			}
+		}
+	}
+	written, _, err := a.send(ctx, tx, batch, steps, ints)
+	return written, err
+}
+
+// maxWidenRounds bounds the outer-join widening: each round adds keys of
+// rows joined to the last round's, so a chain of FULL joins through n
+// rows needs about n rounds.
+const maxWidenRounds = 10000
+
+// send runs the statements queued in batch, then steps, in one round
+// trip, and returns the rows written to the target and ledger and the keys
+// the widening steps added.
+func (a *Applier) send(ctx context.Context, tx pgx.Tx, batch *pgx.Batch, steps []Step, ints []int64) (written, widened int64, err error) {
+	queued := batch.Len()
 	for _, st := range steps {
 		if st.KeyArgs {
 			batch.Queue(st.SQL, ints, ints[0], ints[len(ints)-1])
@@ -239,12 +287,14 @@ func (a *Applier) rederive(ctx context.Context, tx pgx.Tx, keys [][][]string) (i
 			batch.Queue(st.SQL)
 		}
 	}
-	var written int64
+	if batch.Len() == 0 {
+		return 0, 0, nil
+	}
 	br := tx.SendBatch(ctx, batch)
-	for range batch.Len() - len(steps) {
+	for range queued {
 		if _, err := br.Exec(); err != nil {
 			br.Close()
-			return 0, fmt.Errorf("load keys: %w", err)
+			return 0, 0, fmt.Errorf("load keys: %w", err)
 		}
 	}
 	for i, st := range steps {
@@ -252,7 +302,7 @@ func (a *Applier) rederive(ctx context.Context, tx pgx.Tx, keys [][][]string) (i
 			var n int64
 			if err := br.QueryRow().Scan(&n); err != nil {
 				br.Close()
-				return 0, fmt.Errorf("re-derive %s: %w", a.Plan.Target.Name, err)
+				return 0, 0, fmt.Errorf("re-derive %s: %w", a.Plan.Target.Name, err)
 			}
 			written += n
 			continue
@@ -260,16 +310,20 @@ func (a *Applier) rederive(ctx context.Context, tx pgx.Tx, keys [][][]string) (i
 		tag, err := br.Exec()
 		if err != nil {
 			br.Close()
-			return 0, fmt.Errorf("re-derive %s (step %d): %w", a.Plan.Target.Name, i+1, err)
+			return 0, 0, fmt.Errorf("re-derive %s (step %d): %w", a.Plan.Target.Name, i+1, err)
 		}
-		if st.Role != RoleScope && st.Role != RoleExpand {
+		switch st.Role {
+		case RoleScope:
+		case RoleExpand:
+			widened += tag.RowsAffected()
+		default:
 			written += tag.RowsAffected()
 		}
 	}
 	if err := br.Close(); err != nil {
-		return 0, fmt.Errorf("re-derive %s: %w", a.Plan.Target.Name, err)
+		return 0, 0, fmt.Errorf("re-derive %s: %w", a.Plan.Target.Name, err)
 	}
-	return written, nil
+	return written, widened, nil
 }
 
 // textColumns turns keys of n columns into one text[] argument per column.

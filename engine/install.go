@@ -28,7 +28,11 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 	var cols []string
 	if p.Shape == ShapeRow {
 		for _, c := range p.Cols {
-			cols = append(cols, ident(c.Name)+" "+c.Type)
+			def := ident(c.Name) + " " + c.Type
+			if c.NotNull {
+				def += " NOT NULL"
+			}
+			cols = append(cols, def)
 		}
 		cols = append(cols, p.identityConstraint(identList(p.Identity)))
 		// Re-derived rows are rewritten in place: free space on each page

@@ -315,3 +315,74 @@ func TestStarExpanded(t *testing.T) {
 		}
 	}
 }
+
+// TestOuterJoinPendingChanges: a batch may see, in its snapshot, changes
+// whose keys arrive only in a later batch. A key the outer-join widening
+// pulls into scope may be such a change: it must widen the scope in turn
+// (a fixpoint), or the rows it joined are rewritten without their
+// NULL-extended replacements and the later batch no longer finds them.
+func TestOuterJoinPendingChanges(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dsn := pgtest.NewDatabase(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	cat := catalog.New("trellis")
+	if err := cat.Migrate(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, setup, def, change string
+		batches              []map[string][]string // table -> keys, in order
+	}{
+		{
+			name:  "full join",
+			setup: `CREATE TABLE regions (id int PRIMARY KEY, name text); CREATE TABLE customers (id int PRIMARY KEY, region_id int); INSERT INTO regions VALUES (9, 'x'); INSERT INTO customers VALUES (11, 9), (20, 9)`,
+			def:   `CREATE TRANSFORM f AS SELECT c.id AS cid, r.id AS rid FROM customers c FULL JOIN regions r ON r.id = c.region_id`,
+			change: `UPDATE customers SET region_id = NULL WHERE id = 20; DELETE FROM regions WHERE id = 9`,
+			batches: []map[string][]string{{"customers": {"20"}}, {"regions": {"9"}}},
+		},
+		{
+			name: "nested left joins",
+			setup: `CREATE TABLE fact (id int PRIMARY KEY, d int); CREATE TABLE dim (id int PRIMARY KEY, r int); CREATE TABLE dim2 (a int PRIMARY KEY, w int);
+				INSERT INTO dim2 VALUES (5, 50); INSERT INTO dim VALUES (1, 5), (2, 5); INSERT INTO fact VALUES (1, 1), (2, 2)`,
+			def:    `CREATE TRANSFORM n AS SELECT f.id, d.id AS did, e.w FROM fact f LEFT JOIN dim d ON d.id = f.d LEFT JOIN dim2 e ON e.a = d.r`,
+			change: `UPDATE dim SET r = NULL WHERE id = 1; DELETE FROM dim WHERE id = 2; DELETE FROM dim2 WHERE a = 5`,
+			batches: []map[string][]string{{"dim2": {"5"}}, {"dim": {"1", "2"}}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := conn.Exec(ctx, `DROP SCHEMA public CASCADE; CREATE SCHEMA public; `+tc.setup); err != nil {
+				t.Fatal(err)
+			}
+			cfg, _ := pgx.ParseConfig(dsn)
+			id, p := define(t, ctx, conn, cat, tc.def)
+			a, err := NewApplier(ctx, cfg, cat, id, p, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close(ctx)
+			if _, err := a.Apply(ctx, Batch{Keys: allKeys(t, ctx, a)}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := conn.Exec(ctx, tc.change); err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range tc.batches {
+				keys := make([][][]string, len(p.Sources))
+				for i, src := range p.Sources {
+					for _, k := range b[src.Name] {
+						keys[i] = append(keys[i], []string{k})
+					}
+				}
+				if _, err := a.Apply(ctx, Batch{Keys: keys}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mustEqual(t, ctx, conn, p, "after the batches")
+		})
+	}
+}

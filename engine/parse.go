@@ -485,38 +485,37 @@ func parseSelect(label, script string, base, end int) (*Query, error) {
 		}
 		return &Query{SQL: original, Star: true}, nil
 	}
+	// Every unsupported part is found before refusing, so one error names
+	// them all; checks that depend on an earlier part only run when it
+	// passed.
+	var errs []error
+	keep := func(err error) bool {
+		errs = append(errs, err)
+		return err == nil
+	}
 	if err := c.distinctAsGroupBy(sel); err != nil {
 		return nil, err
 	}
-	if err := c.checkClauses(sel); err != nil {
-		return nil, err
+	if !keep(c.checkClauses(sel)) && (len(sel.FromClause) == 0 || sel.Larg != nil) {
+		return nil, joinRefusals(errs)
 	}
-	if err := c.flattenDerived(sel); err != nil {
-		return nil, err
-	}
-	if err := c.checkFrom(sel); err != nil {
-		return nil, err
-	}
+	fromOK := keep(c.flattenDerived(sel)) && keep(c.checkFrom(sel))
 	q := &Query{Tables: c.tables, Outer: c.outer, Cover: c.cover, from: sel.FromClause, OrderBy: len(sel.SortClause) > 0, Equalities: c.equalities}
 	if sel.WhereClause != nil {
-		if err := c.checkExpr(sel.WhereClause, "WHERE", "aggregate functions are not allowed in WHERE (%s); WHERE filters source rows before grouping, remove the aggregate"); err != nil {
-			return nil, err
-		}
-		if q.Where, err = c.deparse(sel.WhereClause, "WHERE"); err != nil {
-			return nil, err
+		if keep(c.checkExpr(sel.WhereClause, "WHERE", "aggregate functions are not allowed in WHERE (%s); WHERE filters source rows before grouping, remove the aggregate")) {
+			if q.Where, err = c.deparse(sel.WhereClause, "WHERE"); err != nil {
+				return nil, err
+			}
 		}
 	}
 	items, err := c.selectList(sel)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.groupBy(sel, items, q); err != nil {
-		return nil, err
-	}
-	if q.Aggregate {
-		if err := c.composedItems(sel, items, c.groupKeys, q); err != nil {
-			return nil, err
+	if keep(err) && fromOK && joinRefusals(errs) == nil {
+		if keep(c.groupBy(sel, items, q)) && q.Aggregate {
+			keep(c.composedItems(sel, items, c.groupKeys, q))
 		}
+	}
+	if err := joinRefusals(errs); err != nil {
+		return nil, err
 	}
 	for _, it := range items {
 		q.Targets = append(q.Targets, it.t)
@@ -533,31 +532,99 @@ func parseSelect(label, script string, base, end int) (*Query, error) {
 
 // checkClauses refuses the statement-level clauses outside the subset.
 func (c *selectChecker) checkClauses(sel *pg_query.SelectStmt) error {
-	switch {
-	case sel.WithClause != nil:
-		return c.errf(sel.WithClause.Location, "WITH (common table expressions) is not supported yet; write the common table expression as a subquery in FROM, or define it as its own transform (grouped by NOT NULL columns) and select from its target")
-	case sel.Op != pg_query.SetOperation_SETOP_NONE && sel.Op != pg_query.SetOperation_SET_OPERATION_UNDEFINED:
-		op := strings.TrimPrefix(sel.Op.String(), "SETOP_")
-		return c.errf(-1, "%s is not supported in a transform; define one transform per branch", op)
-	case len(sel.ValuesLists) > 0:
-		return c.errf(-1, "VALUES is not supported in a transform; a transform reads a source table (put constant rows in a table)")
-	case sel.IntoClause != nil:
-		return c.errf(-1, "SELECT INTO is not supported in a transform; remove INTO (the transform's name is its target table)")
-	case len(sel.DistinctClause) > 0:
-		if len(sel.DistinctClause) == 1 && sel.DistinctClause[0].GetNode() == nil {
-			return c.errf(-1, "DISTINCT is not supported yet; GROUP BY the selected expressions instead")
-		}
-		return c.errf(-1, "DISTINCT ON is not supported in a transform; remove it (which row it keeps depends on row order)")
-	case sel.LimitCount != nil || sel.LimitOffset != nil:
-		return c.errf(-1, "LIMIT, OFFSET and FETCH are not supported in a transform; remove them (the target holds every row of the query, limit rows when you read it)")
-	case len(sel.LockingClause) > 0:
-		return c.errf(-1, "FOR UPDATE/FOR SHARE is not supported in a transform; remove it (source rows are read without locking them)")
-	case len(sel.WindowClause) > 0:
-		return c.errf(-1, "WINDOW (window functions) is not supported in a transform; remove the WINDOW clause")
-	case sel.GroupDistinct:
-		return c.errf(-1, "GROUP BY DISTINCT is not supported in a transform; remove DISTINCT")
+	var errs []error
+	add := func(err error) { errs = append(errs, err) }
+	if sel.WithClause != nil {
+		add(c.errf(sel.WithClause.Location, "WITH (common table expressions) is not supported yet; write the common table expression as a subquery in FROM, or define it as its own transform (grouped by NOT NULL columns) and select from its target"))
 	}
-	return nil
+	if sel.Op != pg_query.SetOperation_SETOP_NONE && sel.Op != pg_query.SetOperation_SET_OPERATION_UNDEFINED {
+		op := strings.TrimPrefix(sel.Op.String(), "SETOP_")
+		add(c.errf(-1, "%s is not supported in a transform; define one transform per branch", op))
+	}
+	if len(sel.ValuesLists) > 0 {
+		add(c.errf(-1, "VALUES is not supported in a transform; a transform reads a source table (put constant rows in a table)"))
+	}
+	if sel.IntoClause != nil {
+		add(c.errf(-1, "SELECT INTO is not supported in a transform; remove INTO (the transform's name is its target table)"))
+	}
+	if len(sel.DistinctClause) > 0 {
+		if len(sel.DistinctClause) == 1 && sel.DistinctClause[0].GetNode() == nil {
+			add(c.errf(-1, "DISTINCT is not supported yet; GROUP BY the selected expressions instead"))
+		} else {
+			add(c.errf(-1, "DISTINCT ON is not supported in a transform; remove it (which row it keeps depends on row order)"))
+		}
+	}
+	if sel.LimitCount != nil || sel.LimitOffset != nil {
+		loc := int32(-1)
+		if sel.LimitCount != nil {
+			loc = nodeLocation(sel.LimitCount)
+		} else {
+			loc = nodeLocation(sel.LimitOffset)
+		}
+		add(c.errf(loc, "LIMIT, OFFSET and FETCH are not supported in a transform; remove them (the target holds every row of the query, limit rows when you read it)"))
+	}
+	if len(sel.LockingClause) > 0 {
+		add(c.errf(-1, "FOR UPDATE/FOR SHARE is not supported in a transform; remove it (source rows are read without locking them)"))
+	}
+	if len(sel.WindowClause) > 0 {
+		add(c.errf(-1, "WINDOW (window functions) is not supported in a transform; remove the WINDOW clause"))
+	}
+	if sel.GroupDistinct {
+		add(c.errf(-1, "GROUP BY DISTINCT is not supported in a transform; remove DISTINCT"))
+	}
+	return joinRefusals(errs)
+}
+
+// refusals is one definition's refusal that names several unsupported
+// parts: the user fixes them all at once, not one per attempt.
+type refusals struct {
+	combined *terr.Error
+	parts    []*terr.Error
+}
+
+// Error is the combined sentence.
+func (r *refusals) Error() string { return r.combined.Error() }
+
+// Unwrap exposes the combined *terr.Error (its code is validation).
+func (r *refusals) Unwrap() error { return r.combined }
+
+// joinRefusals combines the refusals of one query: nil for none, the one
+// itself, or one error listing every part (nested lists flattened).
+func joinRefusals(errs []error) error {
+	var parts []*terr.Error
+	var other error
+	for _, err := range errs {
+		var r *refusals
+		var te *terr.Error
+		switch {
+		case err == nil:
+		case errors.As(err, &r):
+			parts = append(parts, r.parts...)
+		case errors.As(err, &te) && te.Code == terr.Validation:
+			parts = append(parts, te)
+		case other == nil:
+			other = err
+		}
+	}
+	switch {
+	case other != nil:
+		return other
+	case len(parts) == 0:
+		return nil
+	case len(parts) == 1:
+		return parts[0]
+	}
+	label, _, _ := strings.Cut(parts[0].Msg, ": ")
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: the query has %d unsupported parts: ", label, len(parts))
+	for i, p := range parts {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		_, msg, _ := strings.Cut(p.Msg, ": ")
+		fmt.Fprintf(&b, "(%d) %s", i+1, msg)
+	}
+	return &refusals{combined: terr.New(terr.Validation, "%s", b.String()), parts: parts}
 }
 
 // checkFrom accepts a FROM clause of plain tables joined by comma, CROSS,
@@ -787,54 +854,69 @@ func (c *selectChecker) selectList(sel *pg_query.SelectStmt) ([]*selectItem, err
 		return nil, c.errf(-1, "the select list is empty; select at least one expression")
 	}
 	var items []*selectItem
+	var errs []error
 	seen := map[string]int{}
 	for i, n := range sel.TargetList {
-		rt := n.GetResTarget()
-		if rt == nil || rt.Val == nil {
-			return nil, c.errf(-1, "select list item %d: unexpected entry", i+1)
-		}
-		if cr := rt.Val.GetColumnRef(); cr != nil && hasStar(cr) {
-			return nil, c.errf(rt.Location, "select list item %d: * could not be expanded; list the columns you need by name", i+1)
-		}
-		clause := fmt.Sprintf("select list item %d", i+1)
-		expr, err := c.deparse(rt.Val, clause)
+		it, err := c.selectItem(i, n, seen)
 		if err != nil {
-			return nil, err
-		}
-		clause = fmt.Sprintf("select list item %d (%s)", i+1, expr)
-		it := &selectItem{node: rt.Val, loc: rt.Location, t: Target{Expr: expr, Group: -1}}
-		if fc := aggCall(rt.Val); fc != nil {
-			if it.t.Agg, err = c.checkAgg(fc, clause); err != nil {
-				return nil, err
-			}
-		} else if hasAggCall(rt.Val) {
-			it.composed = true // checked by composedItems, once GROUP BY is known
-		} else {
-			if err := c.checkExpr(rt.Val, clause, "%s() is an aggregate inside an expression; expressions over aggregates are not supported yet, select each aggregate as its own item and combine them when you read the target"); err != nil {
-				return nil, err
-			}
-			it.t.Column, it.t.ColumnRef = c.plainColumn(rt.Val)
-		}
-		it.t.Name = rt.Name
-		if it.t.Name == "" {
-			it.t.Name = figureColname(rt.Val)
-		}
-		switch {
-		case it.t.Name == "?column?":
-			return nil, c.errf(rt.Location, "%s: PostgreSQL would name it \"?column?\"; give the expression an alias with AS", clause)
-		case strings.HasPrefix(it.t.Name, reservedPrefix):
-			return nil, c.errf(rt.Location, "%s: output name %q begins with %q, which is reserved for trellis's hidden columns; give it another alias with AS", clause, it.t.Name, reservedPrefix)
-		}
-		if prev, ok := seen[it.t.Name]; ok {
-			return nil, c.errf(rt.Location, "%s: output name %q is already used by select list item %d; give one of them another alias with AS", clause, it.t.Name, prev)
-		}
-		seen[it.t.Name] = i + 1
-		if it.key, err = c.compareKey(rt.Val, clause); err != nil {
-			return nil, err
+			errs = append(errs, err)
+			continue
 		}
 		items = append(items, it)
 	}
-	return items, nil
+	return items, joinRefusals(errs)
+}
+
+// selectItem validates select item i and works out its name; seen maps
+// the names of the items before it to their 1-based positions.
+func (c *selectChecker) selectItem(i int, n *pg_query.Node, seen map[string]int) (*selectItem, error) {
+	rt := n.GetResTarget()
+	if rt == nil || rt.Val == nil {
+		return nil, c.errf(-1, "select list item %d: unexpected entry", i+1)
+	}
+	if cr := rt.Val.GetColumnRef(); cr != nil && hasStar(cr) {
+		return nil, c.errf(rt.Location, "select list item %d: * could not be expanded; list the columns you need by name", i+1)
+	}
+	clause := fmt.Sprintf("select list item %d", i+1)
+	expr, err := deparseExpr(rt.Val)
+	if err != nil {
+		return nil, terr.Wrap(terr.Validation, err, "%s: %s: this expression cannot be rendered back to SQL by the bundled deparser (%v); rewrite it", c.label, clause, err)
+	}
+	clause = fmt.Sprintf("select list item %d (%s)", i+1, expr)
+	it := &selectItem{node: rt.Val, loc: rt.Location, t: Target{Expr: expr, Group: -1}}
+	if fc := aggCall(rt.Val); fc != nil {
+		if it.t.Agg, err = c.checkAgg(fc, clause); err != nil {
+			return nil, err
+		}
+	} else if hasAggCall(rt.Val) {
+		it.composed = true // checked by composedItems, once GROUP BY is known
+	} else {
+		if err := c.checkExpr(rt.Val, clause, "%s() is an aggregate inside an expression; expressions over aggregates are not supported yet, select each aggregate as its own item and combine them when you read the target"); err != nil {
+			return nil, err
+		}
+		it.t.Column, it.t.ColumnRef = c.plainColumn(rt.Val)
+	}
+	it.t.Name = rt.Name
+	if it.t.Name == "" {
+		it.t.Name = figureColname(rt.Val)
+	}
+	switch {
+	case it.t.Name == "?column?":
+		return nil, c.errf(rt.Location, "%s: PostgreSQL would name it \"?column?\"; give the expression an alias with AS", clause)
+	case strings.HasPrefix(it.t.Name, reservedPrefix):
+		return nil, c.errf(rt.Location, "%s: output name %q begins with %q, which is reserved for trellis's hidden columns; give it another alias with AS", clause, it.t.Name, reservedPrefix)
+	}
+	if prev, ok := seen[it.t.Name]; ok {
+		return nil, c.errf(rt.Location, "%s: output name %q is already used by select list item %d; give one of them another alias with AS", clause, it.t.Name, prev)
+	}
+	seen[it.t.Name] = i + 1
+	if _, err := c.deparse(rt.Val, clause); err != nil {
+		return nil, err
+	}
+	if it.key, err = c.compareKey(rt.Val, clause); err != nil {
+		return nil, err
+	}
+	return it, nil
 }
 
 // groupBy resolves and validates GROUP BY, then ties every select item to
@@ -934,14 +1016,15 @@ func (c *selectChecker) groupBy(sel *pg_query.SelectStmt, items []*selectItem, q
 // exact. aggMsg is the sentence (with one %s for the function name) used
 // when an aggregate call is found.
 func (c *selectChecker) checkExpr(n *pg_query.Node, clause, aggMsg string) error {
-	var err error
+	var errs []error
 	walk(n.ProtoReflect(), func(m proto.Message) bool {
-		if err == nil {
-			err = c.checkNode(m, clause, aggMsg)
+		if err := c.checkNode(m, clause, aggMsg); err != nil {
+			errs = append(errs, err)
+			return false // one refusal per offending node, not per part of it
 		}
-		return err == nil
+		return true
 	})
-	return err
+	return joinRefusals(errs)
 }
 
 func (c *selectChecker) checkNode(m proto.Message, clause, aggMsg string) error {
@@ -1070,7 +1153,47 @@ func (c *selectChecker) deparse(n *pg_query.Node, clause string) (string, error)
 	if err != nil {
 		return "", terr.Wrap(terr.Validation, err, "%s: %s: this expression cannot be rendered back to SQL by the bundled deparser (%v); rewrite it", c.label, clause, err)
 	}
+	if !sameExpr(n, s) {
+		// The deparser dropped parentheses PostgreSQL needs (it renders
+		// (t AT TIME ZONE 'UTC')::date without them): the text would mean
+		// another expression, so it is refused rather than kept.
+		return "", c.errf(nodeLocation(n), "%s: the expression %s does not read back as written after PostgreSQL's deparser renders it; write it another way, e.g. with function calls instead of operators (timezone('UTC', t) for t AT TIME ZONE 'UTC')", clause, s)
+	}
 	return s, nil
+}
+
+// sameExpr reports whether text parses back to the expression n (node
+// locations aside).
+func sameExpr(n *pg_query.Node, text string) bool {
+	tree, err := pg_query.Parse("SELECT " + text)
+	if err != nil || len(tree.Stmts) != 1 {
+		return false
+	}
+	sel := tree.Stmts[0].GetStmt().GetSelectStmt()
+	if sel == nil || len(sel.TargetList) != 1 || sel.TargetList[0].GetResTarget() == nil {
+		return false
+	}
+	a, b := proto.Clone(n).(*pg_query.Node), sel.TargetList[0].GetResTarget().Val
+	clearLocations(a.ProtoReflect())
+	clearLocations(b.ProtoReflect())
+	return proto.Equal(a, b)
+}
+
+// clearLocations zeroes every location field below m.
+func clearLocations(m protoreflect.Message) {
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.Name() == "location" && fd.Kind() == protoreflect.Int32Kind:
+			m.Clear(fd)
+		case fd.IsList() && fd.Message() != nil:
+			for i := 0; i < v.List().Len(); i++ {
+				clearLocations(v.List().Get(i).Message())
+			}
+		case fd.Message() != nil && !fd.IsMap():
+			clearLocations(v.Message())
+		}
+		return true
+	})
 }
 
 // deparseExpr renders one expression node as SQL text by deparsing it as

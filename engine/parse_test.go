@@ -503,6 +503,8 @@ func badCases() []badCase {
 		{"unsupported aggregate", "CREATE TRANSFORM x AS SELECT k, stddev(a) AS s FROM t GROUP BY k", "aggregate stddev is not supported yet; supported aggregates are count, sum, avg, min, max, bool_and"},
 		{"string_agg without ORDER BY", "CREATE TRANSFORM x AS SELECT k, string_agg(a, ',') AS s FROM t GROUP BY k", "string_agg without ORDER BY inside the call has no defined order (in PostgreSQL either)"},
 		{"DISTINCT with GROUP BY", "CREATE TRANSFORM x AS SELECT DISTINCT k, count(*) AS n FROM t GROUP BY k", "DISTINCT together with GROUP BY or aggregates is not supported yet"},
+		{"every unsupported part at once", "CREATE TRANSFORM x AS SELECT a, random() AS r\nFROM t WHERE b IN (SELECT 1)\nLIMIT 3",
+			`transform "x": the query has 3 unsupported parts: (1) LIMIT, OFFSET and FETCH are not supported in a transform; remove them (the target holds every row of the query, limit rows when you read it) (line 3, column 7); (2) WHERE: subqueries in expressions are not supported yet; rewrite the condition as a join of the subquery's tables where you can (line 2, column 16); (3) select list item 2 (random()): random() is not immutable`},
 		{"WITHIN GROUP", "CREATE TRANSFORM x AS SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY a) AS m FROM t", "WITHIN GROUP (ordered-set aggregates) is not supported"},
 		{"composed reads a non-group column", "CREATE TRANSFORM x AS SELECT k, sum(a) / b AS r FROM t GROUP BY k", "select list item 2 (sum(a) / b) reads a column outside an aggregate that is not a GROUP BY expression"},
 		{"HAVING reads a non-group column", "CREATE TRANSFORM x AS SELECT k, count(*) AS n FROM t GROUP BY k HAVING b > 1", "HAVING (b > 1) reads a column outside an aggregate"},

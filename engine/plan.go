@@ -335,7 +335,15 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 	if !q.Aggregate {
 		p.Shape = ShapeRow
 		for i, t := range q.Targets {
-			p.Cols = append(p.Cols, Col{Name: t.Name, Type: outTypes[i].name, Expr: t.Expr})
+			c := Col{Name: t.Name, Type: outTypes[i].name, Expr: t.Expr}
+			if t.Column != "" {
+				// A NOT NULL source column stays NOT NULL in the target, so a
+				// transform reading the target can group by it (a chain).
+				if c.NotNull, err = notNullColumn(ctx, db, p.Sources, t.ColumnRef, t.Column); err != nil {
+					return nil, err
+				}
+			}
+			p.Cols = append(p.Cols, c)
 		}
 		if p.Multi() {
 			for _, src := range p.Sources {

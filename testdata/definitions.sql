@@ -1,0 +1,109 @@
+-- The definition table: every definition here is applied on its own to a
+-- fresh copy of the setup. "-- refuse CODE: TEXT" must fail with that code
+-- and a message containing TEXT, and change nothing; "-- accept" must be
+-- accepted, build and equal its query. Run by TestDefinitionTable.
+
+-- setup
+CREATE TABLE fact (id int PRIMARY KEY, d1 int, d2 int, s text, v int, t timestamptz, u uuid, j jsonb);
+CREATE TABLE dim (id int PRIMARY KEY, name text NOT NULL, r int);
+CREATE TABLE dim2 (a int, b text, w int, PRIMARY KEY (a, b));
+CREATE TABLE nokey (a int);
+CREATE TABLE par (id int PRIMARY KEY, x int);
+CREATE TABLE kid () INHERITS (par);
+CREATE INDEX ON fact (d1);
+INSERT INTO dim SELECT g, 'n' || (g % 4), g % 5 FROM generate_series(1, 12) g;
+INSERT INTO dim2 SELECT g, b, g * 7 % 100 FROM generate_series(0, 5) g, unnest(ARRAY['x', 'y']) b;
+INSERT INTO fact SELECT g, nullif(g % 14, 13), g % 7, (ARRAY['x', 'y', NULL])[1 + g % 3], g % 9,
+  timestamptz '2026-01-01 00:00+00' + g * interval '1 hour', md5(g::text)::uuid, jsonb_build_object('k', g % 3) FROM generate_series(1, 60) g;
+INSERT INTO par VALUES (1, 1);
+
+-- refuse validation: has no primary key; add one (ALTER TABLE
+CREATE TRANSFORM x AS SELECT a FROM nokey;
+
+-- refuse not_found: FROM table "missing" does not exist
+CREATE TRANSFORM x AS SELECT a FROM missing;
+
+-- refuse validation: has inheritance children
+CREATE TRANSFORM x AS SELECT id, x FROM par;
+
+-- accept
+CREATE TRANSFORM only_parent AS SELECT id, x FROM ONLY par;
+
+-- refuse validation: reads system column(s) ctid
+CREATE TRANSFORM x AS SELECT id, ctid FROM fact;
+
+-- refuse validation: random() is not immutable
+CREATE TRANSFORM x AS SELECT id, random() AS r FROM fact;
+
+-- refuse validation: now() is not immutable
+CREATE TRANSFORM x AS SELECT f.id FROM fact f JOIN dim d ON d.id = f.d1 WHERE f.t < now();
+
+-- refuse validation: LIMIT, OFFSET and FETCH are not supported
+CREATE TRANSFORM x AS SELECT id FROM fact ORDER BY id LIMIT 10;
+
+-- refuse validation: a condition after the LEFT JOIN reads d.id of d, which that join may NULL-extend
+CREATE TRANSFORM x AS SELECT f.id FROM fact f LEFT JOIN dim d ON d.id = f.d1 WHERE d.id IS NULL;
+
+-- refuse validation: the subquery s aggregates
+CREATE TRANSFORM x AS SELECT n FROM (SELECT d1, count(*) AS n FROM fact GROUP BY d1) s;
+
+-- refuse validation: string_agg without ORDER BY inside the call has no defined order
+CREATE TRANSFORM x AS SELECT d2, string_agg(s, ',') AS ss FROM fact GROUP BY d2;
+
+-- refuse validation: the query has 2 unsupported parts
+CREATE TRANSFORM x AS SELECT id, (SELECT max(w) FROM dim2) AS m FROM fact LIMIT 5;
+
+-- refuse validation: UNION is not supported in a transform; define one transform per branch
+CREATE TRANSFORM x AS SELECT id FROM fact UNION SELECT id FROM dim;
+
+-- refuse validation: does not read back as written after PostgreSQL's deparser renders it
+CREATE TRANSFORM x AS SELECT id, (t AT TIME ZONE 'UTC')::date AS day FROM fact;
+
+-- refuse validation: is neither a GROUP BY expression nor an aggregate
+CREATE TRANSFORM x AS SELECT d2, v, count(*) AS n FROM fact GROUP BY d2;
+
+-- refuse validation: whose rows have no key a change can be found by (an aggregate without GROUP BY)
+CREATE TRANSFORM up AS SELECT count(*) AS n FROM fact;
+CREATE TRANSFORM x AS SELECT n FROM up;
+
+-- accept
+CREATE TRANSFORM star AS SELECT * FROM dim2;
+
+-- accept
+CREATE TRANSFORM inner_join AS SELECT f.id, f.v, d.name, e.w FROM fact f JOIN dim d ON d.id = f.d1 JOIN dim2 e ON e.a = f.d2 AND e.b = f.s;
+
+-- accept
+CREATE TRANSFORM comma_join AS SELECT f.id, d.name FROM fact f, dim d WHERE d.id = f.d1 AND f.v > 2;
+
+-- accept
+CREATE TRANSFORM outer_joins AS SELECT f.id AS fid, d.id AS did, d.name FROM fact f FULL JOIN dim d ON d.id = f.d1;
+
+-- accept
+CREATE TRANSFORM self_join AS SELECT a.id, b.id AS bid FROM fact a JOIN fact b ON b.id = a.v;
+
+-- accept
+CREATE TRANSFORM derived AS SELECT nm, sum(vv) AS total FROM (SELECT d.name AS nm, f.v * 2 AS vv FROM fact f, dim d WHERE d.id = f.d1) AS x GROUP BY nm ORDER BY nm;
+
+-- accept
+CREATE TRANSFORM having_composed AS SELECT d.name, count(*) AS n, 100.0 * sum(f.v) / nullif(count(*), 0) AS pct
+  FROM fact f JOIN dim d ON d.id = f.d1 GROUP BY d.name HAVING count(*) > 2;
+
+-- accept
+CREATE TRANSFORM many_aggs AS SELECT d2, bool_and(v > 3) AS ba, string_agg(s, ',' ORDER BY s, id) AS ss, count(DISTINCT v) AS cd,
+  sum(v) FILTER (WHERE s = 'x') AS sx, jsonb_agg(j ORDER BY id) AS js FROM fact GROUP BY d2;
+
+-- accept
+CREATE TRANSFORM distinct_pairs AS SELECT DISTINCT d2, s FROM fact;
+
+-- accept
+CREATE TRANSFORM typed_keys AS SELECT u, t, date_trunc('day', t AT TIME ZONE 'UTC') AS day, j ->> 'k' AS k FROM fact;
+
+-- accept
+CREATE TRANSFORM by_time AS SELECT timezone('UTC', t)::date AS day, count(*) AS n, max(u::text) AS last FROM fact GROUP BY 1;
+
+-- accept
+CREATE TRANSFORM gapped WITHOUT SOURCE INDEX AS SELECT f.id, e.w FROM fact f JOIN dim2 e ON e.w = f.v;
+
+-- accept
+CREATE TRANSFORM level1 AS SELECT f.id, d.name, f.v FROM fact f JOIN dim d ON d.id = f.d1;
+CREATE TRANSFORM level2 AS SELECT name, count(*) AS n, sum(v) AS s FROM level1 GROUP BY name;
