@@ -336,21 +336,21 @@ func TestOuterJoinPendingChanges(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, setup, def, change string
-		batches              []map[string][]string // table -> keys, in order
+		batches                  []map[string][]string // table -> keys, in order
 	}{
 		{
-			name:  "full join",
-			setup: `CREATE TABLE regions (id int PRIMARY KEY, name text); CREATE TABLE customers (id int PRIMARY KEY, region_id int); INSERT INTO regions VALUES (9, 'x'); INSERT INTO customers VALUES (11, 9), (20, 9)`,
-			def:   `CREATE TRANSFORM f AS SELECT c.id AS cid, r.id AS rid FROM customers c FULL JOIN regions r ON r.id = c.region_id`,
-			change: `UPDATE customers SET region_id = NULL WHERE id = 20; DELETE FROM regions WHERE id = 9`,
+			name:    "full join",
+			setup:   `CREATE TABLE regions (id int PRIMARY KEY, name text); CREATE TABLE customers (id int PRIMARY KEY, region_id int); INSERT INTO regions VALUES (9, 'x'); INSERT INTO customers VALUES (11, 9), (20, 9)`,
+			def:     `CREATE TRANSFORM f AS SELECT c.id AS cid, r.id AS rid FROM customers c FULL JOIN regions r ON r.id = c.region_id`,
+			change:  `UPDATE customers SET region_id = NULL WHERE id = 20; DELETE FROM regions WHERE id = 9`,
 			batches: []map[string][]string{{"customers": {"20"}}, {"regions": {"9"}}},
 		},
 		{
 			name: "nested left joins",
 			setup: `CREATE TABLE fact (id int PRIMARY KEY, d int); CREATE TABLE dim (id int PRIMARY KEY, r int); CREATE TABLE dim2 (a int PRIMARY KEY, w int);
 				INSERT INTO dim2 VALUES (5, 50); INSERT INTO dim VALUES (1, 5), (2, 5); INSERT INTO fact VALUES (1, 1), (2, 2)`,
-			def:    `CREATE TRANSFORM n AS SELECT f.id, d.id AS did, e.w FROM fact f LEFT JOIN dim d ON d.id = f.d LEFT JOIN dim2 e ON e.a = d.r`,
-			change: `UPDATE dim SET r = NULL WHERE id = 1; DELETE FROM dim WHERE id = 2; DELETE FROM dim2 WHERE a = 5`,
+			def:     `CREATE TRANSFORM n AS SELECT f.id, d.id AS did, e.w FROM fact f LEFT JOIN dim d ON d.id = f.d LEFT JOIN dim2 e ON e.a = d.r`,
+			change:  `UPDATE dim SET r = NULL WHERE id = 1; DELETE FROM dim WHERE id = 2; DELETE FROM dim2 WHERE a = 5`,
 			batches: []map[string][]string{{"dim2": {"5"}}, {"dim": {"1", "2"}}},
 		},
 	} {
