@@ -51,9 +51,10 @@ func (t *Trellis) redefine(ctx context.Context, tx pgx.Tx, schema string, st *en
 		return nil, terr.New(terr.Validation, "transform %q: the new definition would read its own target through a chain (%s); read the sources of those transforms instead", st.Name, cycle)
 	}
 	if reader := readerOf(all, old.Target, existing.ID); reader != "" {
-		if why := unkeyedTarget(p); why != "" {
-			return nil, terr.New(terr.Conflict, "transform %q is read by transform %q, and the new definition has no key a change can be found by (%s); keep a NOT NULL key, or DROP TRANSFORM %s first", st.Name, reader, why, reader)
-		}
+		// The swap replaces the table the reader follows; the reader's
+		// plan (its key, its columns) was made for the old one.
+		return nil, terr.New(terr.Conflict, "transform %q is read by transform %q (a chain); redefining it would replace the table %s follows — DROP TRANSFORM %s, redefine %s, then create %s again",
+			st.Name, reader, reader, reader, st.Name, reader)
 	}
 	notes, err := engine.CheckCarry(ctx, tx, old, p)
 	if err != nil {

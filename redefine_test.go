@@ -114,6 +114,10 @@ func TestRedefineRefusals(t *testing.T) {
 	if err == nil || trellis.CodeOf(err) != "validation" || !strings.Contains(err.Error(), "(a → b → a)") {
 		t.Fatalf("cycle: %v", err)
 	}
+	_, err = e.tr.Apply(ctx, `CREATE OR REPLACE TRANSFORM a AS SELECT id, customer, amount * 2 AS amount FROM orders`)
+	if err == nil || trellis.CodeOf(err) != "conflict" || !strings.Contains(err.Error(), `transform "a" is read by transform "b"`) {
+		t.Fatalf("redefining a target another transform reads: %v", err)
+	}
 	st, err := e.tr.Status(ctx)
 	if err != nil || len(st) != 2 {
 		t.Fatalf("after the refused cycle: %+v, %v", st, err)

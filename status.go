@@ -156,8 +156,12 @@ func (t *Trellis) Definitions(ctx context.Context) ([]Definition, error) {
 		if err != nil {
 			return nil, terr.Wrap(terr.Internal, err, "transform %q has an unreadable plan: %v", tr.Name, err)
 		}
+		opt := ""
+		if p.NoSourceIndex {
+			opt = " WITHOUT SOURCE INDEX"
+		}
 		out = append(out, Definition{Schema: tr.Schema, Name: tr.Name, Shape: tr.Shape,
-			SQL:    "CREATE TRANSFORM " + quoteName(tr.Schema, tr.Name) + " AS " + tr.Definition,
+			SQL:    "CREATE TRANSFORM " + quoteName(tr.Schema, tr.Name) + opt + " AS " + tr.Definition,
 			Target: p.Target.Ident(), Columns: p.Visible, Query: p.QuerySQL()})
 	}
 	return out, nil

@@ -423,6 +423,8 @@ type selectChecker struct {
 	groupKeys []string
 	// equalities are the column equalities of WHERE and the joins.
 	equalities []Equality
+	// joinConds are the joins' ON conditions, deparsed.
+	joinConds []string
 }
 
 // single: the query reads one table, so an unqualified column and one
@@ -500,7 +502,7 @@ func parseSelect(label, script string, base, end int) (*Query, error) {
 		return nil, joinRefusals(errs)
 	}
 	fromOK := keep(c.flattenDerived(sel)) && keep(c.checkFrom(sel))
-	q := &Query{Tables: c.tables, Outer: c.outer, Cover: c.cover, from: sel.FromClause, OrderBy: len(sel.SortClause) > 0, Equalities: c.equalities}
+	q := &Query{Tables: c.tables, Outer: c.outer, Cover: c.cover, from: sel.FromClause, OrderBy: len(sel.SortClause) > 0, Equalities: c.equalities, joinConds: c.joinConds}
 	if sel.WhereClause != nil {
 		if keep(c.checkExpr(sel.WhereClause, "WHERE", "aggregate functions are not allowed in WHERE (%s); WHERE filters source rows before grouping, remove the aggregate")) {
 			if q.Where, err = c.deparse(sel.WhereClause, "WHERE"); err != nil {
@@ -715,6 +717,9 @@ func (c *selectChecker) fromItem(item *pg_query.Node, above []ColumnName) ([]int
 		}
 		lspan, rspan := spanOf(first, mid), spanOf(mid, len(c.tables))
 		if j.Quals != nil {
+			if text, err := c.deparse(j.Quals, "JOIN … ON"); err == nil {
+				c.joinConds = append(c.joinConds, text)
+			}
 			// Either side of an ON equality may name any table under the join.
 			all := spanOf(first, len(c.tables))
 			c.equalities = append(c.equalities, equalities(j.Quals, all, all)...)

@@ -332,6 +332,9 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 	if err != nil {
 		return nil, queryError(name, err)
 	}
+	if err := checkMutability(ctx, db, name, p, q); err != nil {
+		return nil, err
+	}
 	if !q.Aggregate {
 		p.Shape = ShapeRow
 		for i, t := range q.Targets {

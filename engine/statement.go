@@ -61,6 +61,8 @@ type Query struct {
 	from []*pg_query.Node
 	// columns are the names of every column reference in the query.
 	columns []string
+	// joinConds are the joins' ON conditions, deparsed.
+	joinConds []string
 	// Targets are the select-list items in order.
 	Targets []Target
 	// Where is the deparsed WHERE predicate, "" when absent.

@@ -38,6 +38,18 @@ CREATE TRANSFORM x AS SELECT id, random() AS r FROM fact;
 -- refuse validation: now() is not immutable
 CREATE TRANSFORM x AS SELECT f.id FROM fact f JOIN dim d ON d.id = f.d1 WHERE f.t < now();
 
+-- refuse validation: select list item 2 (t::date) is not immutable
+CREATE TRANSFORM x AS SELECT id, t::date AS d FROM fact;
+
+-- refuse validation: GROUP BY item 1 (to_char(t, 'YYYY')) is not immutable
+CREATE TRANSFORM x AS SELECT to_char(t, 'YYYY') AS y, count(*) AS n FROM fact GROUP BY 1;
+
+-- refuse validation: WHERE ((f.t + '1 day'::interval) > '2026-01-02'::timestamptz) is not immutable
+CREATE TRANSFORM x AS SELECT f.id FROM fact f JOIN dim d ON d.id = f.d1 WHERE f.t + interval '1 day' > '2026-01-02'::timestamptz;
+
+-- refuse validation: returns a set of rows per row
+CREATE TRANSFORM x AS SELECT id, generate_series(1, v) AS g FROM fact;
+
 -- refuse validation: LIMIT, OFFSET and FETCH are not supported
 CREATE TRANSFORM x AS SELECT id FROM fact ORDER BY id LIMIT 10;
 
