@@ -159,6 +159,7 @@ func (c *selectChecker) overState(n *pg_query.Node, clause string, items []*sele
 				if name, ok := groupName[g]; ok {
 					return columnRef(stateRef, name)
 				}
+				return columnRef(stateRef, fmt.Sprintf("__g%d", g)) // not selected: hidden
 			}
 		}
 		return nil
@@ -226,7 +227,15 @@ func (c *selectChecker) composedItems(sel *pg_query.SelectStmt, items []*selectI
 			continue
 		}
 		clause := fmt.Sprintf("select list item %d (%s)", i+1, it.t.Expr)
+		if it.grouped {
+			if err := c.checkExpr(it.node, clause, "%s"); err != nil {
+				return err
+			}
+		}
 		s, err := c.overState(it.node, clause, items, keys, q)
+		if err != nil && it.grouped {
+			return c.errf(it.loc, "%s is neither a GROUP BY expression nor an aggregate, nor computed from them (PostgreSQL: it must appear in the GROUP BY clause or be used in an aggregate function); add it to GROUP BY or wrap it in an aggregate", clause)
+		}
 		if err != nil {
 			return err
 		}

@@ -49,6 +49,9 @@ var joinDefs = []string{
 	`CREATE TRANSFORM j_star AS SELECT * FROM dim2`,
 	`CREATE TRANSFORM j_tstar AS SELECT f.*, d.name FROM fact f JOIN dim d ON d.id = f.d1`,
 	`CREATE TRANSFORM j_star_using AS SELECT * FROM fact JOIN dim USING (id)`,
+	`CREATE TRANSFORM j_group_expr AS SELECT d.name || '!' AS bang, count(*) AS n FROM fact f JOIN dim d ON d.id = f.d1 GROUP BY d.name`,
+	`CREATE TRANSFORM j_hidden_group AS SELECT count(*) AS n, sum(f.v) AS s FROM fact f JOIN dim d ON d.id = f.d1 GROUP BY d.name, f.d2`,
+	`CREATE TRANSFORM j_hidden_group_having AS SELECT sum(f.v) AS s FROM fact f GROUP BY f.d2 HAVING count(*) > 5`,
 	`CREATE TRANSFORM j_agg_full AS SELECT d.r, count(f.id) AS n, avg(f.v) AS av FROM fact f FULL JOIN dim d ON d.id = f.d1 GROUP BY d.r`,
 }
 

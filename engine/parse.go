@@ -453,6 +453,7 @@ func (c *selectChecker) errf(loc int32, format string, args ...any) error {
 type selectItem struct {
 	t        Target
 	composed bool           // an expression over aggregates (Target.Composed)
+	grouped  bool           // composed of GROUP BY expressions only, no aggregate
 	node     *pg_query.Node // the expression
 	key      string         // comparison key (see compareKey)
 	loc      int32
@@ -481,8 +482,15 @@ func parseSelect(label, script string, base, end int) (*Query, error) {
 	if selectsStar(sel) {
 		// * and t.* name the columns the tables have when the definition
 		// is applied: PostgreSQL expands them (ExpandStar) and the expanded
-		// query is validated then. Its clauses are checked now.
-		if err := c.checkClauses(sel); err != nil {
+		// query is validated then. Its clauses are checked now (a plain
+		// DISTINCT is rewritten after the expansion).
+		distinct := sel.DistinctClause
+		if len(distinct) == 1 && distinct[0].GetNode() == nil {
+			sel.DistinctClause = nil
+		}
+		err := c.checkClauses(sel)
+		sel.DistinctClause = distinct
+		if err != nil {
 			return nil, err
 		}
 		return &Query{SQL: original, Star: true}, nil
@@ -993,27 +1001,25 @@ func (c *selectChecker) groupBy(sel *pg_query.SelectStmt, items []*selectItem, q
 	if !q.Aggregate {
 		return nil
 	}
-	used := make([]bool, len(keys))
-	for i, it := range items {
+	for _, it := range items {
 		if it.t.Agg != nil || it.composed {
 			continue
 		}
 		for k, key := range keys {
 			if key == it.key {
 				it.t.Group = k
-				used[k] = true
 				break
 			}
 		}
 		if it.t.Group < 0 {
-			return c.errf(it.loc, "select list item %d (%s) is neither a GROUP BY expression nor an aggregate (PostgreSQL: it must appear in the GROUP BY clause or be used in an aggregate function); add it to GROUP BY or wrap it in an aggregate", i+1, it.t.Expr)
+			// An expression over GROUP BY expressions (region || '!'): kept
+			// as a projection of the group's state, as PostgreSQL computes
+			// it per group; composedItems refuses a column outside them.
+			it.composed, it.grouped = true, true
 		}
 	}
-	for k, ok := range used {
-		if !ok {
-			return c.errf(nodeLocation(sel.GroupClause[firstItem[k]-1]), "GROUP BY item %d (%s) is not in the select list; select it too (the target's key is the GROUP BY expressions)", firstItem[k], q.GroupBy[k])
-		}
-	}
+	// A GROUP BY expression the select list does not name is kept in a
+	// hidden column of the target: it is part of the target's key.
 	return nil
 }
 

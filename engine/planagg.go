@@ -114,5 +114,12 @@ func (p *Plan) planAggregates(ctx context.Context, db DB, name string, q *Query,
 		}
 		p.Project = append(p.Project, c)
 	}
+	// GROUP BY expressions the select list does not name stay in hidden
+	// columns: they key the target.
+	for _, g := range p.Groups {
+		if !contains(p.Visible, g.Name) {
+			p.Project = append(p.Project, Col{Name: g.Name, Type: g.Type, Expr: stateRef + "." + ident(g.Name)})
+		}
+	}
 	return nil
 }

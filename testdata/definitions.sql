@@ -108,6 +108,12 @@ CREATE TRANSFORM many_aggs AS SELECT d2, bool_and(v > 3) AS ba, string_agg(s, ',
 CREATE TRANSFORM distinct_pairs AS SELECT DISTINCT d2, s FROM fact;
 
 -- accept
+CREATE TRANSFORM distinct_star AS SELECT DISTINCT * FROM dim2;
+
+-- accept
+CREATE TRANSFORM group_hidden AS SELECT count(*) AS n FROM fact GROUP BY d2, s;
+
+-- accept
 CREATE TRANSFORM typed_keys AS SELECT u, t, date_trunc('day', t AT TIME ZONE 'UTC') AS day, j ->> 'k' AS k FROM fact;
 
 -- accept
