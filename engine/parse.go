@@ -936,7 +936,6 @@ func (c *selectChecker) selectItem(i int, n *pg_query.Node, seen map[string]int)
 // its group expression or aggregate.
 func (c *selectChecker) groupBy(sel *pg_query.SelectStmt, items []*selectItem, q *Query) error {
 	var keys []string
-	firstItem := map[int]int{} // q.GroupBy index -> 1-based GROUP BY item, for errors
 	for j, g := range sel.GroupClause {
 		if gs := g.GetGroupingSet(); gs != nil {
 			if gs.Kind == pg_query.GroupingSetKind_GROUPING_SET_EMPTY {
@@ -988,7 +987,6 @@ func (c *selectChecker) groupBy(sel *pg_query.SelectStmt, items []*selectItem, q
 			// grouping is written as a call that keeps the constant's type.
 			deparsed = "COALESCE(" + deparsed + ")"
 		}
-		firstItem[len(keys)] = j + 1
 		keys = append(keys, key)
 		q.GroupBy = append(q.GroupBy, deparsed)
 		q.GroupByAlias = append(q.GroupByAlias, alias)
