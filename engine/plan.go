@@ -240,6 +240,16 @@ func describe(ctx context.Context, db DB, sql string) ([]colType, error) {
 			Scan(&out[i].name); err != nil {
 			return nil, fmt.Errorf("format type %d: %w", f.DataTypeOID, err)
 		}
+		// Without a length, "character" and "bit" name one-character types
+		// in DDL; an expression's char/bit value can be any length.
+		if f.TypeModifier < 0 {
+			switch f.DataTypeOID {
+			case 1042:
+				out[i].name = "bpchar"
+			case 1560:
+				out[i].name = "bit varying"
+			}
+		}
 		out[i].oid = f.DataTypeOID
 	}
 	return out, nil
@@ -729,6 +739,10 @@ func queryError(name string, err error) error {
 			code = terr.NotFound
 		}
 		msg := pgErr.Message
+		if strings.HasPrefix(msg, "could not identify an equality operator for type") {
+			// GROUP BY or DISTINCT over a type without btree equality.
+			return terr.Wrap(terr.Validation, err, "transform %q: %s, so it cannot key a group: GROUP BY and DISTINCT need a type with equality — group by a cast to one that has it (json to jsonb, or to text)", name, msg)
+		}
 		if pgErr.Hint != "" {
 			msg += " (hint: " + pgErr.Hint + ")"
 		}

@@ -47,6 +47,9 @@ CREATE TRANSFORM x AS SELECT to_char(t, 'YYYY') AS y, count(*) AS n FROM fact GR
 -- refuse validation: WHERE ((f.t + '1 day'::interval) > '2026-01-02'::timestamptz) is not immutable
 CREATE TRANSFORM x AS SELECT f.id FROM fact f JOIN dim d ON d.id = f.d1 WHERE f.t + interval '1 day' > '2026-01-02'::timestamptz;
 
+-- refuse validation: could not identify an equality operator for type json, so it cannot key a group
+CREATE TRANSFORM x AS SELECT j::json AS jj, count(*) AS n FROM fact GROUP BY 1;
+
 -- refuse validation: returns a set of rows per row
 CREATE TRANSFORM x AS SELECT id, generate_series(1, v) AS g FROM fact;
 
