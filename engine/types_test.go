@@ -55,6 +55,12 @@ func TestKeyTypes(t *testing.T) {
 		{"ar", "int[]", "ARRAY[%d, %d %% 3]"},
 		{"dm", "posint", "(%d + 1)::posint"},
 	}
+	// citext where the server has it: its keys compare without case.
+	if _, err := conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS citext`); err == nil {
+		types = append(types, struct{ name, typ, gen string }{"ci", "citext", "(CASE WHEN %d %% 2 = 0 THEN 'K' ELSE 'k' END || %d)::citext"})
+	} else {
+		t.Logf("citext not installed: %v", err)
+	}
 	cfg, _ := pgx.ParseConfig(dsn)
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
 	for _, ty := range types {
