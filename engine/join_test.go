@@ -14,6 +14,23 @@ import (
 	"github.com/trellis-repl/trellis-repl/internal/pgtest"
 )
 
+// catalogDB is a fresh database with the instance catalog: its DSN, a
+// connection closed with the test, and the catalog.
+func catalogDB(t *testing.T, ctx context.Context) (string, *pgx.Conn, catalog.Catalog) {
+	t.Helper()
+	dsn := pgtest.NewDatabase(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	cat := catalog.New("trellis")
+	if err := cat.Migrate(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	return dsn, conn, cat
+}
+
 // joinDefs are the join shapes TestJoinsConverge keeps exact: every join
 // kind, comma joins, USING, self-joins, nested outer joins, a filter on
 // the preserved side, and aggregates over joins.
@@ -61,16 +78,7 @@ var joinDefs = []string{
 func TestJoinsConverge(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	dsn := pgtest.NewDatabase(t)
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	cat := catalog.New("trellis")
-	if err := cat.Migrate(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
+	dsn, conn, cat := catalogDB(t, ctx)
 	if _, err := conn.Exec(ctx, `
 		CREATE TABLE fact (id int PRIMARY KEY, d1 int, d2 int, s text, v int);
 		CREATE TABLE dim (id int PRIMARY KEY, name text, r int);
@@ -191,16 +199,7 @@ func TestJoinsConverge(t *testing.T) {
 func TestJoinRefusals(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dsn := pgtest.NewDatabase(t)
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	cat := catalog.New("trellis")
-	if err := cat.Migrate(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
+	_, conn, cat := catalogDB(t, ctx)
 	if _, err := conn.Exec(ctx, `CREATE TABLE fact (id int PRIMARY KEY, d1 int, v int);
 		CREATE TABLE dim (id int PRIMARY KEY, name text, r int); CREATE TABLE other (k int PRIMARY KEY, q int)`); err != nil {
 		t.Fatal(err)
@@ -237,16 +236,7 @@ func TestJoinRefusals(t *testing.T) {
 func TestIndexGaps(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dsn := pgtest.NewDatabase(t)
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	cat := catalog.New("trellis")
-	if err := cat.Migrate(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
+	_, conn, cat := catalogDB(t, ctx)
 	if _, err := conn.Exec(ctx, `CREATE TABLE fact (id int PRIMARY KEY, d1 int, v int);
 		CREATE TABLE dim (id int PRIMARY KEY, name text);
 		CREATE TABLE dim3 (code int, z text, PRIMARY KEY (z, code))`); err != nil {
@@ -327,16 +317,7 @@ func TestStarExpanded(t *testing.T) {
 func TestOuterJoinPendingChanges(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dsn := pgtest.NewDatabase(t)
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	cat := catalog.New("trellis")
-	if err := cat.Migrate(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
+	dsn, conn, cat := catalogDB(t, ctx)
 	for _, tc := range []struct {
 		name, setup, def, change string
 		batches                  []map[string][]string // table -> keys, in order

@@ -9,9 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/trellis-repl/trellis-repl/internal/catalog"
-	"github.com/trellis-repl/trellis-repl/internal/pgtest"
 )
 
 // TestKeyTypes keeps row, aggregate and join transforms exact over keys
@@ -21,16 +18,7 @@ import (
 func TestKeyTypes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	dsn := pgtest.NewDatabase(t)
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	cat := catalog.New("trellis")
-	if err := cat.Migrate(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
+	dsn, conn, cat := catalogDB(t, ctx)
 	if _, err := conn.Exec(ctx, `CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy'); CREATE DOMAIN posint AS int CHECK (VALUE > 0)`); err != nil {
 		t.Fatal(err)
 	}
