@@ -525,7 +525,14 @@ func (a *Applier) Reconcile(ctx context.Context) error {
 
 // Phases is the number of build phases: the cover sources' keys, then,
 // for a rebuild, the keys the stored rows hold (ADR 0010).
-func (a *Applier) Phases() (build, rebuild int) { return len(a.Plan.Cover), len(a.Stmts.Enum) }
+func (a *Applier) Phases() (build, rebuild int) {
+	for _, e := range a.Stmts.Enum {
+		if !e.Stored {
+			build++
+		}
+	}
+	return build, len(a.Stmts.Enum)
+}
 
 // Enumerate lists up to limit keys after cursor (nil = from the start) of
 // build phase phase, and the source they are keys of.

@@ -142,12 +142,40 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 			ddl = append(ddl, "CREATE INDEX ON "+p.Ledger.Ident()+" ("+cols+")")
 		}
 	}
+	ddl = append(ddl, p.mirrorDDL(id)...)
 	for _, s := range ddl {
 		if _, err := db.Exec(ctx, s); err != nil {
 			return fmt.Errorf("transform %q: create storage: %w", p.Target.Name, err)
 		}
 	}
 	return nil
+}
+
+// mirrorDDL creates the mirrors of the outer joins whose matches the
+// stored rows do not record (ADR 0010): the lineage of the join's sources
+// for each match, found by any of them.
+func (p *Plan) mirrorDDL(id int64) []string {
+	var ddl []string
+	for k := range p.Outer {
+		oj := &p.Outer[k]
+		if oj.Mirror == nil {
+			continue
+		}
+		oj.Mirror.Name = fmt.Sprintf("mirror_%d_%d", id, k)
+		var cols, all []string
+		under := underJoin(*oj)
+		for _, i := range under {
+			for j, l := range p.Sources[i].Lineage {
+				cols = append(cols, ident(l)+" "+p.Sources[i].Key[j].Type)
+				all = append(all, ident(l))
+			}
+		}
+		ddl = append(ddl, "CREATE TABLE "+oj.Mirror.Ident()+" ("+strings.Join(cols, ", ")+", UNIQUE NULLS NOT DISTINCT ("+strings.Join(all, ", ")+"))")
+		for _, i := range under[1:] {
+			ddl = append(ddl, "CREATE INDEX ON "+oj.Mirror.Ident()+" ("+identList(p.Sources[i].Lineage)+")")
+		}
+	}
+	return ddl
 }
 
 // groupKey keys an aggregate table by its groups: a primary key when no
@@ -202,6 +230,13 @@ func Uninstall(ctx context.Context, db DB, p *Plan) error {
 	if p.State != nil {
 		if _, err := db.Exec(ctx, "DROP TABLE IF EXISTS "+p.State.Ident()); err != nil {
 			return fmt.Errorf("drop aggregate state %s: %w", p.State.Ident(), err)
+		}
+	}
+	for _, oj := range p.Outer {
+		if oj.Mirror != nil {
+			if _, err := db.Exec(ctx, "DROP TABLE IF EXISTS "+oj.Mirror.Ident()); err != nil {
+				return fmt.Errorf("drop join mirror %s: %w", oj.Mirror.Ident(), err)
+			}
 		}
 	}
 	return nil

@@ -747,13 +747,13 @@ func (c *selectChecker) fromItem(item *pg_query.Node, above []ColumnName) ([]int
 		case pg_query.JoinType_JOIN_INNER:
 			return left, nil
 		case pg_query.JoinType_JOIN_LEFT:
-			c.outer = append(c.outer, OuterJoin{Kind: "left", Left: span(first, mid), Right: span(mid, len(c.tables)), Above: above})
+			c.outer = append(c.outer, OuterJoin{Kind: "left", Left: span(first, mid), Right: span(mid, len(c.tables)), Above: above, First: first, InnerCover: left, node: j})
 			return left, nil
 		case pg_query.JoinType_JOIN_RIGHT:
-			c.outer = append(c.outer, OuterJoin{Kind: "right", Left: span(first, mid), Right: span(mid, len(c.tables)), Above: above})
+			c.outer = append(c.outer, OuterJoin{Kind: "right", Left: span(first, mid), Right: span(mid, len(c.tables)), Above: above, First: first, InnerCover: left, node: j})
 			return right, nil
 		case pg_query.JoinType_JOIN_FULL:
-			c.outer = append(c.outer, OuterJoin{Kind: "full", Left: span(first, mid), Right: span(mid, len(c.tables)), Above: above})
+			c.outer = append(c.outer, OuterJoin{Kind: "full", Left: span(first, mid), Right: span(mid, len(c.tables)), Above: above, First: first, InnerCover: left, node: j})
 			return append(append([]int{}, left...), right...), nil
 		default:
 			return nil, c.errf(-1, "FROM: this kind of join is not supported; write INNER, LEFT, RIGHT, FULL or CROSS JOIN")
@@ -835,9 +835,26 @@ func columnNames(n *pg_query.Node) []ColumnName {
 // schema replaced by schemas[i] (by Tables index), so generated SQL names
 // exactly the tables resolved at define time.
 func (q *Query) FromSQL(schemas []string) (string, error) {
-	items := make([]*pg_query.Node, len(q.from))
-	i := 0
-	for k, it := range q.from {
+	return renderFrom(q.from, schemas, 0)
+}
+
+// InnerSQL renders an outer join of the query as an inner join of its two
+// sides (the same ON or USING): the matches the join makes, which a
+// mirror keeps (ADR 0010).
+func (q *Query) InnerSQL(oj OuterJoin, schemas []string) (string, error) {
+	if oj.node == nil {
+		return "", errors.New("render inner join: the join's parse tree is not kept")
+	}
+	j := proto.Clone(oj.node).(*pg_query.JoinExpr)
+	j.Jointype = pg_query.JoinType_JOIN_INNER
+	return renderFrom([]*pg_query.Node{{Node: &pg_query.Node_JoinExpr{JoinExpr: j}}}, schemas, oj.First)
+}
+
+// renderFrom deparses FROM items whose tables are schemas[first:] in order.
+func renderFrom(from []*pg_query.Node, schemas []string, first int) (string, error) {
+	items := make([]*pg_query.Node, len(from))
+	i := first
+	for k, it := range from {
 		items[k] = proto.Clone(it).(*pg_query.Node)
 		walk(items[k].ProtoReflect(), func(m proto.Message) bool {
 			if rv, ok := m.(*pg_query.RangeVar); ok {

@@ -308,8 +308,21 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 				p.Sources[i].Nullable = true
 			}
 		}
-		if err := checkAboveOuter(ctx, db, name, p.Sources, oj); err != nil {
+	}
+	for k, oj := range q.Outer {
+		filtered, err := filteredAbove(ctx, db, p.Sources, oj)
+		if err != nil {
 			return nil, err
+		}
+		if filtered {
+			// Its matches are kept in a mirror (ADR 0010): the stored rows
+			// no longer record every match the join made.
+			inner, err := q.InnerSQL(oj, schemas)
+			if err != nil {
+				return nil, terr.Wrap(terr.Internal, err, "transform %q: %v", name, err)
+			}
+			p.Outer[k].Inner = inner
+			p.Outer[k].Mirror = &Rel{Schema: instanceSchema, Name: fmt.Sprintf("mirror_%d", k)}
 		}
 	}
 	p.NoSourceIndex = st.WithoutSourceIndex
@@ -436,39 +449,40 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 	return p, nil
 }
 
-// checkAboveOuter refuses a condition that filters an outer join's rows
-// after it by a column of its NULL-extended side (WHERE b.x IS NULL above
-// a LEFT JOIN b). The stored rows then no longer record every match the
-// join made, and a change to b could not find the NULL-extended rows it
-// makes appear (ADR 0010). A condition on the preserved side keeps or
-// drops a row with or without its match alike, so it is accepted.
-func checkAboveOuter(ctx context.Context, db DB, name string, sources []Source, oj OuterJoin) error {
+// filteredAbove reports whether a condition after an outer join may keep
+// a matched row and drop its NULL-extended counterpart (or the other way
+// round): one that reads a table other than the join's preserved side —
+// its NULL-extended side (WHERE b.x IS NULL above a LEFT JOIN b), or a
+// table joined later, possibly through it. A matched row the condition
+// drops leaves no stored row, so a later change to b could not find, from
+// the stored rows alone, the preserved row whose NULL-extended row should
+// appear; the join's matches are mirrored instead (ADR 0010). A condition
+// on the preserved side alone keeps or drops a row with or without its
+// match alike.
+func filteredAbove(ctx context.Context, db DB, sources []Source, oj OuterJoin) (bool, error) {
 	for _, pair := range oj.Sides() {
 		for _, cn := range oj.Above {
-			for _, i := range pair[1] {
-				src := sources[i]
-				hit := cn.Column == "*" || cn.Ref == src.Ref
-				if cn.Ref == "" && !hit {
+			if cn.Column == "*" {
+				return true, nil
+			}
+			for i, src := range sources {
+				if containsInt(pair[0], i) {
+					continue
+				}
+				hit := cn.Ref == src.Ref
+				if cn.Ref == "" {
 					if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1 AND attname = $2
 						AND attnum > 0 AND NOT attisdropped)`, src.OID, cn.Column).Scan(&hit); err != nil {
-						return fmt.Errorf("read columns of %s: %w", src.Ident(), err)
+						return false, fmt.Errorf("read columns of %s: %w", src.Ident(), err)
 					}
 				}
 				if hit {
-					col := quoteIdents([]string{cn.Column})
-					if cn.Ref != "" {
-						col = quoteIdents([]string{cn.Ref, cn.Column})
-					}
-					if cn.Column == "*" {
-						col = "the columns of a NATURAL join"
-					}
-					return terr.New(terr.Validation, "transform %q: a condition after the %s JOIN reads %s of %s, which that join may NULL-extend; filtering an outer join's NULL-extended side after the join is not supported yet — move the condition into that join's ON clause, or use an inner join",
-						name, strings.ToUpper(oj.Kind), col, quoteIdents([]string{src.Ref}))
+					return true, nil
 				}
 			}
 		}
 	}
-	return nil
+	return false, nil
 }
 
 // resolveSource finds a FROM table in the catalog with its key.

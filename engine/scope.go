@@ -53,8 +53,16 @@ func inScope(i int, refs []string) string {
 // (a source j < i whose key is in scope) already produced. NOT EXISTS,
 // unlike NOT IN, is true for a NULL-extended source.
 func notEarlier(p *Plan, i int, refs func(int) []string) string {
+	return notEarlierAmong(p, i, refs, nil)
+}
+
+// notEarlierAmong is notEarlier over the sources among (nil: all).
+func notEarlierAmong(p *Plan, i int, refs func(int) []string, among []int) string {
 	var out []string
 	for j := 0; j < i; j++ {
+		if among != nil && !containsInt(among, j) {
+			continue
+		}
 		var eq []string
 		for c, r := range refs(j) {
 			eq = append(eq, fmt.Sprintf("__x.__k%d = %s", c, r))
@@ -147,16 +155,25 @@ func (p *Plan) ledgerKey() (cols []string, nullable []bool) {
 // a changed key of nullable-side source n matched before (stored rows) or
 // matches now (the query): their NULL-extended rows may appear or vanish
 // (ADR 0010).
-func expandSQL(p *Plan, pp, n int) string {
+func expandSQL(p *Plan, oj OuterJoin, pp, n int) string {
 	var cols, eq, notNull []string
 	for j := range p.Sources[pp].Key {
 		cols = append(cols, fmt.Sprintf("__c%d", j))
 		eq = append(eq, fmt.Sprintf("__x.__k%d = __y.__c%d", j, j))
 		notNull = append(notNull, fmt.Sprintf("__y.__c%d IS NOT NULL", j))
 	}
+	// What n matches now, and what it matched before: the query and the
+	// stored rows, or — when a condition after the join may drop matched
+	// rows — the join's own matches and their mirror.
+	now := "SELECT " + strings.Join(sourceKeyRefs(p, pp), ", ") + " FROM " + p.From + " WHERE " + userWhere(p) + " AND " + inScope(n, sourceKeyRefs(p, n))
+	before := p.storedTable()
+	if oj.Mirror != nil {
+		now = "SELECT " + strings.Join(sourceKeyRefs(p, pp), ", ") + " FROM " + oj.Inner + " WHERE " + inScope(n, sourceKeyRefs(p, n))
+		before = oj.Mirror.Ident()
+	}
 	return "INSERT INTO " + scopeKeysTable(pp) + " SELECT DISTINCT " + strings.Join(prefixed("__y.", cols), ", ") +
-		" FROM (SELECT " + strings.Join(sourceKeyRefs(p, pp), ", ") + " FROM " + p.From + " WHERE " + userWhere(p) + " AND " + inScope(n, sourceKeyRefs(p, n)) +
-		" UNION ALL SELECT " + strings.Join(storedKeyRefs(p, pp), ", ") + " FROM " + p.storedTable() + " __t WHERE " + inScope(n, storedKeyRefs(p, n)) +
+		" FROM (" + now +
+		" UNION ALL SELECT " + strings.Join(storedKeyRefs(p, pp), ", ") + " FROM " + before + " __t WHERE " + inScope(n, storedKeyRefs(p, n)) +
 		") __y(" + strings.Join(cols, ", ") + ") WHERE " + strings.Join(notNull, " AND ") +
 		" AND NOT EXISTS (SELECT 1 FROM " + scopeKeysTable(pp) + " __x WHERE " + strings.Join(eq, " AND ") + ")"
 }
@@ -190,7 +207,7 @@ func buildScope(p *Plan, merge bool) *Statements {
 		for _, pair := range oj.Sides() {
 			for _, n := range pair[1] {
 				for _, pp := range pair[0] {
-					s.Apply = append(s.Apply, Step{Role: RoleExpand, SQL: expandSQL(p, pp, n)})
+					s.Apply = append(s.Apply, Step{Role: RoleExpand, SQL: expandSQL(p, oj, pp, n)})
 					widened[pp] = true
 				}
 			}
@@ -201,13 +218,41 @@ func buildScope(p *Plan, merge bool) *Statements {
 			s.Apply = append(s.Apply, Step{Role: RoleScope, SQL: "ANALYZE " + scopeKeysTable(i)})
 		}
 	}
-	for _, c := range p.Cover {
-		first, after := enumSource(p.Sources[c])
-		s.Enum = append(s.Enum, Enum{Source: c, First: first, After: after})
+	for _, oj := range p.Outer {
+		if oj.Mirror != nil {
+			s.Apply = append(s.Apply, mirrorSteps(p, oj)...)
+		}
 	}
+	// Builds walk the cover, and each mirror's own cover (a mirrored
+	// join's matches need not reach the target); rebuilds then walk what
+	// the target and the mirrors hold.
+	type walk struct {
+		source int
+		table  string
+	}
+	var sources, stored []walk
 	for _, c := range p.Cover {
-		first, after := enumLineage(p, c)
-		s.Enum = append(s.Enum, Enum{Source: c, Stored: true, First: first, After: after})
+		sources = append(sources, walk{c, ""})
+		stored = append(stored, walk{c, p.storedTable()})
+	}
+	for _, oj := range p.Outer {
+		if oj.Mirror == nil {
+			continue
+		}
+		for _, c := range oj.InnerCover {
+			if !containsInt(p.Cover, c) {
+				sources = append(sources, walk{c, ""})
+			}
+			stored = append(stored, walk{c, oj.Mirror.Ident()})
+		}
+	}
+	for _, w := range sources {
+		first, after := enumSource(p.Sources[w.source])
+		s.Enum = append(s.Enum, Enum{Source: w.source, First: first, After: after})
+	}
+	for _, w := range stored {
+		first, after := enumLineage(p, w.source, w.table)
+		s.Enum = append(s.Enum, Enum{Source: w.source, Stored: true, First: first, After: after})
 	}
 	if p.Shape == ShapeRow {
 		scopeRows(s, p)
@@ -240,9 +285,10 @@ func buildScope(p *Plan, merge bool) *Statements {
 	return s
 }
 
-// enumLineage lists the keys of cover source c that the stored rows hold,
-// in key order, for rebuilds and truncation.
-func enumLineage(p *Plan, c int) (first, after string) {
+// enumLineage lists the keys of source c that the rows of table (the
+// stored rows, or a mirror) hold, in key order, for rebuilds and
+// truncation.
+func enumLineage(p *Plan, c int, table string) (first, after string) {
 	src := p.Sources[c]
 	var text, order, cur []string
 	for j, l := range src.Lineage {
@@ -250,7 +296,7 @@ func enumLineage(p *Plan, c int) (first, after string) {
 		order = append(order, ident(l))
 		cur = append(cur, fmt.Sprintf("$%d::%s", j+1, src.Key[j].Type))
 	}
-	from := p.storedTable() + " WHERE " + order[0] + " IS NOT NULL"
+	from := table + " WHERE " + order[0] + " IS NOT NULL"
 	first = fmt.Sprintf("SELECT %s FROM %s GROUP BY %s ORDER BY %s LIMIT $1", strings.Join(text, ", "), from,
 		strings.Join(order, ", "), strings.Join(order, ", "))
 	after = fmt.Sprintf("SELECT %s FROM %s AND (%s) > (%s) GROUP BY %s ORDER BY %s LIMIT $%d", strings.Join(text, ", "), from,
@@ -287,4 +333,33 @@ func scopeRows(s *Statements, p *Plan) {
 	}
 	s.Apply = append(s.Apply, Step{Role: RoleWrite, SQL: "INSERT INTO " + T + " AS __t (" + strings.Join(names, ", ") + ") SELECT " +
 		strings.Join(names, ", ") + " FROM " + scopeRowsTable + conflict})
+}
+
+// underJoin are the sources below an outer join.
+func underJoin(oj OuterJoin) []int { return append(append([]int{}, oj.Left...), oj.Right...) }
+
+// mirrorSteps keep a mirrored outer join's matches: the matches in scope
+// are deleted and made again from the join as an inner join. They run
+// after the widening, which reads the mirror as it was.
+func mirrorSteps(p *Plan, oj OuterJoin) []Step {
+	M := oj.Mirror.Ident()
+	under := underJoin(oj)
+	var cols, del, ins []string
+	for _, i := range under {
+		cols = append(cols, identList(p.Sources[i].Lineage))
+	}
+	st := func(j int) []string { return storedKeyRefs(p, j) }
+	src := func(j int) []string { return sourceKeyRefs(p, j) }
+	var sel []string
+	for _, i := range under {
+		sel = append(sel, strings.Join(sourceKeyRefs(p, i), ", "))
+	}
+	for _, i := range under {
+		del = append(del, "SELECT __t.ctid FROM "+M+" __t WHERE "+inScope(i, storedKeyRefs(p, i))+notEarlierAmong(p, i, st, under))
+		ins = append(ins, "SELECT "+strings.Join(sel, ", ")+" FROM "+oj.Inner+" WHERE "+inScope(i, sourceKeyRefs(p, i))+notEarlierAmong(p, i, src, under))
+	}
+	return []Step{
+		{Role: RoleScope, SQL: "DELETE FROM " + M + " WHERE ctid = ANY (ARRAY(" + strings.Join(del, " UNION ALL ") + "))"},
+		{Role: RoleScope, SQL: "INSERT INTO " + M + " (" + strings.Join(cols, ", ") + ") " + strings.Join(ins, " UNION ALL ") + " ON CONFLICT DO NOTHING"},
+	}
 }

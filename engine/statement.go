@@ -105,6 +105,17 @@ type OuterJoin struct {
 	// join's rows after it (WHERE, and the ON and USING of the joins above
 	// it); Column "*" stands for the columns a NATURAL join compares.
 	Above []ColumnName `json:"-"`
+	// First is the Tables index of the join's first table; InnerCover the
+	// tables present in every match it makes (its left side's cover).
+	First      int   `json:"first"`
+	InnerCover []int `json:"inner_cover,omitempty"`
+	// Inner and Mirror are set by the planner when a condition after the
+	// join reads its NULL-extended side: the join as an inner join over
+	// the resolved tables, and the table that keeps its matches.
+	Inner  string `json:"inner,omitempty"`
+	Mirror *Rel   `json:"mirror,omitempty"`
+
+	node *pg_query.JoinExpr // the parsed join, for InnerSQL
 }
 
 // Equality is a condition col = col of WHERE or a join (USING (c) is
