@@ -51,7 +51,7 @@ func TestCLI(t *testing.T) {
 	t.Run("apply errors carry a code", func(t *testing.T) {
 		cases := []struct{ sql, code string }{
 			{"CREATE TRANSFORM x AS SELECT id FROM missing", "not_found"},
-			{"CREATE TRANSFORM x AS SELECT id FROM items ORDER BY id", "validation"},
+			{"CREATE TRANSFORM x AS SELECT id FROM items LIMIT 3", "validation"},
 			{"CREATE TRANSFORM x AS SELEC id FROM items", "validation"},
 			{"DROP TRANSFORM nothere", "not_found"},
 		}
