@@ -93,7 +93,7 @@ func runEngine(ctx context.Context, cfg *Config, dbs Databases, wl Workload, sh 
 				continue
 			}
 			r, err := runDimChange(ctx, cfg, dimChangeCase{conn: conn, run: run, reg: reg, schema: schema, name: name,
-				sh: sh, sizes: *wl.Join, rows: wl.Rows})
+				sh: sh, sizes: *wl.Join})
 			if r.Phase != "" {
 				results = append(results, r)
 			}

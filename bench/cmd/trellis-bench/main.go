@@ -67,6 +67,8 @@ func run() error {
 		joinGroups = flag.Int("join-groups", 100, "join workload: distinct dim1.grp values, the joinagg shape's groups (at most join-dim1)")
 		joinPer    = flag.Int("join-per-commit", 1000, "join workload: fact rows per commit")
 		joinShapes = flag.String("join-shapes", "joinrow,joinagg", "join workload shapes: joinrow (fact ⋈ dim1 ⋈ dim2), joinagg (the same join grouped by dim1.grp)")
+		explain    = flag.Duration("auto-explain", 0, "throwaway server only: log EXPLAIN (ANALYZE, BUFFERS) of every statement slower than this (auto_explain; slows every statement, so figures are not comparable); see -server-log")
+		serverLog  = flag.String("server-log", "", "throwaway server only: copy the server's log to this file when the run ends")
 		dimChanges = flag.Int("dim-changes", 5, "join workload: single-row dim1 changes timed to convergence, and REFRESH MATERIALIZED VIEW timed as often (live mode; 0: skip)")
 	)
 	flag.Parse()
@@ -134,9 +136,19 @@ func run() error {
 	defer stop()
 
 	adminDSN, server := *dsn, "external (-dsn)"
+	if adminDSN != "" && (*explain > 0 || *serverLog != "") {
+		return errors.New("-auto-explain and -server-log need the throwaway server (no -dsn)")
+	}
 	if adminDSN == "" {
-		srv, err := pgserver.Start(ctx, pgserver.Options{ReapOnExit: true,
-			Settings: map[string]string{"max_wal_size": "'4GB'"}})
+		serverSettings := map[string]string{"max_wal_size": "'4GB'"}
+		if *explain > 0 {
+			for k, v := range map[string]string{"shared_preload_libraries": "'auto_explain'",
+				"auto_explain.log_min_duration": fmt.Sprintf("'%dms'", explain.Milliseconds()),
+				"auto_explain.log_analyze":      "on", "auto_explain.log_buffers": "on", "auto_explain.log_timing": "on"} {
+				serverSettings[k] = v
+			}
+		}
+		srv, err := pgserver.Start(ctx, pgserver.Options{ReapOnExit: true, Settings: serverSettings})
 		if err != nil {
 			return fmt.Errorf("start PostgreSQL: %w", err)
 		}
@@ -147,6 +159,14 @@ func run() error {
 				fmt.Fprintln(os.Stderr, "trellis-bench: stop PostgreSQL:", err)
 			}
 		}()
+		if *serverLog != "" {
+			// Before Stop (deferred earlier, so run later) removes it.
+			defer func() {
+				if err := copyFile(*serverLog, srv.LogPath()); err != nil {
+					fmt.Fprintln(os.Stderr, "trellis-bench: -server-log:", err)
+				}
+			}()
+		}
 		adminDSN, server = srv.DSN("postgres"), "throwaway pgserver (fsync=off)"
 	}
 
@@ -220,6 +240,24 @@ func buildSettings(ctx context.Context) map[string]any {
 		}
 	}
 	return out
+}
+
+// copyFile copies the file at src to dst.
+func copyFile(dst, src string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 func writeJSONFile(path string, rep bench.Report) error {
