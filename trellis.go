@@ -206,10 +206,10 @@ func (t *Trellis) AwaitConverged(ctx context.Context, token Token) error {
 	}
 }
 
-// awaitApplied is one level of AwaitConverged.
+// awaitApplied is one level of AwaitConverged. It polls quickly at first
+// (a change is usually applied within milliseconds), then every 20 ms.
 func (t *Trellis) awaitApplied(ctx context.Context, token Token) error {
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
+	delay := time.Millisecond
 	for {
 		ts, err := t.cat.List(ctx, t.pool)
 		if err != nil {
@@ -240,7 +240,8 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token) error {
 		select {
 		case <-ctx.Done():
 			return terr.Wrap(terr.Timeout, ctx.Err(), "timed out waiting for transform %q to converge to %s; is `trellis-repl run` running?", waiting, token)
-		case <-tick.C:
+		case <-time.After(delay):
 		}
+		delay = min(2*delay, 20*time.Millisecond)
 	}
 }

@@ -164,6 +164,9 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 				return err
 			}
 			if done {
+				if err := a.AnalyzeStored(ctx); err != nil {
+					return err
+				}
 				if _, err := w.r.t.cat.SetState(ctx, w.r.t.pool, w.id, catalog.StateBackfilling, catalog.StateLive); err != nil {
 					return err
 				}

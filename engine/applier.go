@@ -523,6 +523,31 @@ func (a *Applier) Reconcile(ctx context.Context) error {
 	return tx.Commit(ctx)
 }
 
+// AnalyzeStored gathers statistics on the tables the applier writes
+// (target, ledger, state, join mirrors) once a build has filled them:
+// created empty, they would otherwise be planned as empty until
+// autovacuum gets to them, and a batch would scan them whole.
+func (a *Applier) AnalyzeStored(ctx context.Context) error {
+	tables := []string{a.Plan.Target.Ident()}
+	if a.Plan.Ledger != nil {
+		tables = append(tables, a.Plan.Ledger.Ident())
+	}
+	if a.Plan.State != nil {
+		tables = append(tables, a.Plan.State.Ident())
+	}
+	for _, oj := range a.Plan.Outer {
+		if oj.Mirror != nil {
+			tables = append(tables, oj.Mirror.Ident())
+		}
+	}
+	for _, t := range tables {
+		if _, err := a.conn.Exec(ctx, "ANALYZE "+t); err != nil {
+			return fmt.Errorf("analyze %s: %w", t, err)
+		}
+	}
+	return nil
+}
+
 // Phases is the number of build phases: the cover sources' keys, then,
 // for a rebuild, the keys the stored rows hold (ADR 0010).
 func (a *Applier) Phases() (build, rebuild int) {
