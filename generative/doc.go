@@ -23,6 +23,58 @@
 // held in flight as under synchronous replication, appliers stalled by a
 // user's lock on the targets, PAUSE/RESUME, DROP and re-CREATE, concurrent
 // writers, both confirm modes, streamed transactions, tiny apply batches.
+// About a third of the programs (Profile.Join; all of profile "join") are
+// join programs.
+//
+// # Joins
+//
+// A join program has one or two plain tables and, besides them, a fact
+// table with one or two dimension tables (join.go). Each dimension has a
+// primary key over a small domain (with two dimensions the second has a
+// composite key, with one it has one half the time), so that every
+// dimension row is referenced by many facts; a text column of a few values
+// (a group key) and an integer. The fact has an integer key (sometimes
+// composite), nullable reference columns named like each dimension's key
+// columns (so USING can join them; now and then of a different but
+// comparable type), a nullable parent column referencing its own key, and
+// secondary indexes on all of them (now and then one is left out). With
+// two dimensions the first has a column referencing the second's key, for
+// joins through a dimension. Dimensions never get bulk rows; bulk facts
+// chain their parents and one in eight references a dimension, so that a
+// dimension change re-derives hundreds of facts, not thousands; tiny apply
+// batches are doubled and get a tenth of the bulk rows.
+//
+// Its first transform and then six in ten join these tables, each
+// program going round the shapes in its own order: inner joins (ON, or
+// USING, whose merged column is selected and grouped by unqualified),
+// comma joins with their conditions in WHERE, LEFT, RIGHT (either side
+// preserved) and FULL joins, CROSS joins (and comma joins without a
+// condition) of the small dimensions, self-joins of the fact through its
+// parent column (plus a dimension now and then), and nested joins of three
+// tables: LEFT after LEFT, a join in parentheses on the right, mixed kinds,
+// through the dimension's reference to the other. ON conditions sometimes
+// add a predicate on either side. Half are aggregates (count(*), count,
+// sum, avg, min, max, with or without GROUP BY), often grouped by a
+// dimension's column. The others are single-table transforms of any table.
+// In a quarter of the join transforms the conditions after an outer join
+// (WHERE, the ON of a join above it) may read its NULL-extended side too,
+// often as an anti-join (WHERE d.k IS NULL) or its opposite: the engine
+// keeps those joins' matches in a mirror (ADR 0010); the others read only
+// what no outer join NULL-extends. Not drawn: an alias on a join (refused);
+// subqueries in FROM; a dimension joined to two facts (facts squared, for
+// time).
+//
+// Writes hit every table: the usual statements (inserts, upserts, updates
+// of values, join columns and keys, deletes, TRUNCATE) pick the fact and
+// the dimensions like any table, and a third of the transactions aim at
+// the joins: a dimension row deleted while many facts reference it and
+// re-inserted in a later transaction (or in the same one), a dimension's
+// primary key or values changed, every fact of one dimension row moved to
+// another or to NULL, or deleted at once (emptying its groups), one fact's
+// references or parent changed, missing dimension rows refilled, new facts
+// of one dimension row. Every check compares each join target too (two
+// ways, with its plan query and its definition), also after kills, store
+// loss and restarts; Stats.JoinCompares counts those comparisons.
 //
 // # Regression files
 //
@@ -57,14 +109,16 @@
 // # Lanes
 //
 //   - Fast lane, part of `go test ./generative/`: TestFastLane runs
-//     FastLaneCases (fixed seeds covering every action) plus
+//     FastLaneCases (fixed seeds covering every action and every join
+//     shape, TestJoinPrograms checks the shapes) plus
 //     TRELLIS_GEN_RANDOM (default 2) random cases from
 //     TRELLIS_GEN_RANDOM_SEED (default the clock, printed).
 //   - Soak: `go run ./generative/cmd/soak -duration 30m`, or TestSoak with
 //     TRELLIS_GEN_SOAK=30m.
 //   - Planted bugs: `go run ./generative/cmd/plantsweep` runs the fast lane
-//     under `-tags trellisplant` once per planted bug and reports the catch
-//     rate.
+//     under `-tags trellisplant` once per planted bug (internal/plant, the
+//     join bugs ignore_left_join_nulls and skip_dimension_change included;
+//     -only restricts the sweep) and reports the catch rate.
 //
 // Other knobs: TRELLIS_GEN_SEED and TRELLIS_GEN_PROFILE reproduce one case
 // (TestSeed); TRELLIS_GEN_FILE replays one file (TestRegressions);

@@ -27,8 +27,8 @@ func (c Case) Program() (*Program, error) {
 }
 
 // FastLaneCases are the fixed cases of the fast lane: together they cover
-// every action (and so catch every planted bug), and each passes on the
-// current code.
+// every action and every join shape (and so catch every planted bug), and
+// each passes on the current code.
 func FastLaneCases() []Case {
 	return []Case{
 		{Seed: 1, Profile: "mixed"},
@@ -43,6 +43,11 @@ func FastLaneCases() []Case {
 		// planted bugs (skip_visibility_wait, confirm_before_record).
 		{Seed: 13, Profile: "held"},
 		{Seed: 22, Profile: "store"},
+		// Join programs: with crash/seed=2 (one too) they draw every join
+		// shape (TestJoinPrograms), and each of 82 and crash/seed=2 catches
+		// both ignore_left_join_nulls and skip_dimension_change.
+		{Seed: 79, Profile: "join"},
+		{Seed: 82, Profile: "join"},
 	}
 }
 

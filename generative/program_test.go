@@ -130,3 +130,118 @@ func TestDSNWithDatabase(t *testing.T) {
 		}
 	}
 }
+
+// joinFeatures names what the join transforms and writes of a program
+// exercise, read from its statements.
+func joinFeatures(p *Program) map[string]bool {
+	out := map[string]bool{}
+	var walk func([]Step)
+	walk = func(ss []Step) {
+		for _, s := range ss {
+			for _, st := range s.Stmts {
+				kind, _, sel := splitDefinition(st)
+				if kind != "create" {
+					switch {
+					case strings.HasPrefix(st, "DELETE FROM dim") || strings.HasPrefix(st, `DELETE FROM "Dim 0"`) || strings.HasPrefix(st, `DELETE FROM "dim-1"`):
+						out["delete a dimension row"] = true
+					case strings.HasPrefix(st, "CREATE INDEX ON"):
+						out["index"] = true
+					}
+					continue
+				}
+				from := topLevelIndex(sel, " FROM ")
+				if from < 0 {
+					continue
+				}
+				rest := sel[from+len(" FROM "):]
+				for _, cut := range []string{" WHERE ", " GROUP BY "} {
+					if i := topLevelIndex(rest, cut); i >= 0 {
+						rest = rest[:i]
+					}
+				}
+				joined := strings.Contains(rest, " JOIN ") || topLevelIndex(rest, ",") >= 0
+				if !joined {
+					continue
+				}
+				out["join"] = true
+				for _, k := range []string{"LEFT", "RIGHT", "FULL", "CROSS"} {
+					if strings.Contains(rest, " "+k+" JOIN ") {
+						out[strings.ToLower(k)] = true
+					}
+				}
+				if strings.Count(strings.ReplaceAll(strings.ReplaceAll(strings.ReplaceAll(strings.ReplaceAll(rest,
+					" LEFT JOIN ", ""), " RIGHT JOIN ", ""), " FULL JOIN ", ""), " CROSS JOIN ", ""), " JOIN ") > 0 {
+					out["inner"] = true
+				}
+				if strings.Count(rest, " JOIN ") >= 2 {
+					out["nested"] = true
+				}
+				if topLevelIndex(rest, ",") >= 0 {
+					out["comma"] = true
+				}
+				if strings.Contains(rest, " USING (") {
+					out["using"] = true
+				}
+				if strings.Count(rest, "fact ")+strings.Count(rest, `"Fact" `) >= 2 {
+					out["self"] = true
+				}
+				if strings.Contains(sel, " GROUP BY ") {
+					out["group by over a join"] = true
+				}
+				// An anti-join: WHERE tests a LEFT JOIN's right side for NULL.
+				if w := topLevelIndex(sel, " WHERE "); w >= 0 {
+					where := sel[w:]
+					for _, part := range strings.Split(rest, " LEFT JOIN ")[1:] {
+						f := strings.Fields(part)
+						alias := f[0]
+						if len(f) > 2 && f[1] == "AS" {
+							alias = f[2]
+						} else if len(f) > 1 && f[1] != "ON" && f[1] != "USING" {
+							alias = f[1]
+						}
+						if strings.Contains(where, " "+alias+".") && strings.Contains(where, " IS NULL") {
+							out["anti-join"] = true
+						}
+					}
+				}
+			}
+			for _, l := range s.Lanes {
+				walk(l)
+			}
+		}
+	}
+	walk(p.Steps)
+	return out
+}
+
+// TestJoinPrograms: join programs draw every join shape, and the fast
+// lane's fixed cases hold join programs that cover them all.
+func TestJoinPrograms(t *testing.T) {
+	want := []string{"join", "inner", "comma", "left", "right", "full", "cross", "self", "nested", "using",
+		"group by over a join", "anti-join", "delete a dimension row", "index"}
+	prof, _ := ProfileByName("join")
+	all := map[string]bool{}
+	for seed := int64(0); seed < 20; seed++ {
+		for f := range joinFeatures(Generate(seed, prof)) {
+			all[f] = true
+		}
+	}
+	lane := map[string]bool{}
+	for _, c := range FastLaneCases() {
+		p, err := c.Program()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for f := range joinFeatures(p) {
+			lane[f] = true
+		}
+	}
+	for _, f := range want {
+		if !all[f] {
+			t.Errorf("20 join programs have no %s", f)
+		}
+		if !lane[f] {
+			t.Errorf("the fast lane's fixed cases have no %s", f)
+		}
+	}
+}
