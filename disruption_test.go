@@ -1,6 +1,6 @@
 package trellis_test
 
-// End-to-end tests of capture disruptions through Run (DESIGN.md §4
+// End-to-end tests of capture disruptions through Run (docs/architecture.md §3.9
 // "Disruption"): the slot or publication is lost for real on the server
 // while the runner runs (or between runs), and the runner must pause every
 // transform with a reason naming what happened, keep running on a new

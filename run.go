@@ -137,7 +137,7 @@ func (t *Trellis) dataDir(ctx context.Context) (string, error) {
 }
 
 // prepareSlot makes sure publication and slot exist, decides where to
-// resume, and detects lost continuity (DESIGN.md §3.2, §4 "Disruption").
+// resume, and detects lost continuity (docs/architecture.md §3.6, §3.9).
 func (r *runner) prepareSlot(ctx context.Context, reason string) error {
 	t := r.t
 	if _, err := replication.EnsurePublication(ctx, t.pool, r.pub); err != nil {
@@ -539,7 +539,7 @@ func (r *runner) reconcile(ctx context.Context) error {
 // installCapture publishes the transform's sources and waits for the fence:
 // every transaction that was open when the source's changes started to be
 // routed has ended, so a build reading the source afterwards misses nothing
-// that the slot will not also deliver (DESIGN.md §2.3).
+// that the slot will not also deliver (docs/architecture.md §3.5, ADR 0007).
 func (r *runner) installCapture(ctx context.Context, p *engine.Plan) error {
 	r.captureMu.Lock()
 	tx, err := r.t.pool.Begin(ctx)

@@ -50,7 +50,7 @@ const (
 	CaptureTrigger = "trigger"
 )
 
-// Confirm modes (DESIGN.md §3.2).
+// Confirm modes (docs/architecture.md §3.6, ADR 0004).
 const (
 	// ConfirmLocal confirms the slot once changes are durable in the local
 	// store: WAL retention stays small even while a transform is slow.

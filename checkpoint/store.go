@@ -1,7 +1,7 @@
 // Package checkpoint is trellis-repl's local durable store (Pebble): one
 // coalescing dirty-key set per transform, the received and confirmed slot
 // positions, visibility entries for recorded transactions, and spilled
-// chunks of in-progress streamed transactions (DESIGN §3.2).
+// chunks of in-progress streamed transactions (docs/architecture.md §2, §3.6).
 //
 // Durability contract:
 //   - ReceivedLSN only ever reports a position that is fsynced, together with

@@ -13,7 +13,7 @@ import (
 )
 
 // XidEntry is a recorded transaction not yet known to be visible to new
-// snapshots (DESIGN §2 "Visible before re-derived").
+// snapshots (docs/architecture.md §3.4).
 type XidEntry struct {
 	LSN uint64 // commit end LSN
 	Xid uint32

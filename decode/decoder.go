@@ -14,13 +14,13 @@ import (
 
 // StreamChunkKeys is how many keys of a streamed transaction the Decoder
 // buffers before forwarding them through Sink.StreamChunk, so that a huge
-// in-progress transaction never sits in memory (DESIGN.md §3.1).
+// in-progress transaction never sits in memory (docs/architecture.md §2).
 const StreamChunkKeys = 10000
 
 // KeyError reports a change whose key cannot be read from the message: the
 // relation has no replica-identity columns, or a key column arrived as NULL,
 // as an unchanged TOAST value without data, or in binary form. The decoder
-// never guesses a key, so the caller must surface this (DESIGN.md §4, kind
+// never guesses a key, so the caller must surface this (docs/architecture.md §3.9, kind
 // `capture`) rather than skip the change.
 type KeyError struct {
 	Table  string // schema-qualified table name

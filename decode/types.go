@@ -1,6 +1,6 @@
 // Package decode turns pgoutput messages into per-transaction change batches
 // that carry only which rows changed: (relation, key values, commit end LSN).
-// Row values other than the key are never decoded (DESIGN.md §2).
+// Row values other than the key are never decoded (docs/architecture.md §3.1).
 package decode
 
 import (

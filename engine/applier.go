@@ -36,7 +36,7 @@ var sessionSettings = [][2]string{
 }
 
 // Applier re-derives keys of one transform on its own connection. Exactly
-// one Applier writes a transform's target and ledger (DESIGN.md §2).
+// one Applier writes a transform's target and ledger (docs/architecture.md §3.8).
 type Applier struct {
 	ID    int64
 	Plan  *Plan

@@ -69,7 +69,7 @@ var volatileFuncs = map[string]bool{
 }
 
 // ParseStatements parses a script of one or more definition-language
-// statements (DESIGN.md §5) separated by ';' (comments allowed) and
+// statements (docs/sql-support.md) separated by ';' (comments allowed) and
 // validates each CREATE TRANSFORM query against the supported subset.
 //
 // The statement prefixes are recognised here; the SELECT is parsed by

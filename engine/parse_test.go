@@ -147,7 +147,7 @@ func goodCases() []goodCase {
 			})},
 		},
 		{
-			name: "aggregate transform (DESIGN example without the join)",
+			name: "aggregate transform (a per-customer revenue example)",
 			script: `CREATE TRANSFORM customer_revenue AS
   SELECT o.customer_id, count(*) AS orders,
          sum(o.amount) AS revenue, max(o.created_at) AS last_order

@@ -9,7 +9,7 @@ import (
 // StatementKind says which definition-language statement was parsed.
 type StatementKind int
 
-// The statements of the definition language (DESIGN.md §5).
+// The statements of the definition language (docs/sql-support.md).
 const (
 	CreateTransform StatementKind = iota + 1
 	PauseTransform

@@ -1,7 +1,7 @@
 // Package replication manages the logical-replication publication and slot
 // and runs the streaming connection that feeds pgoutput messages to a
 // decode.Decoder, sending standby status updates on its own timer
-// (DESIGN.md §3.1).
+// (docs/architecture.md §2).
 package replication
 
 import (

@@ -36,7 +36,7 @@ const (
 
 // SlotLostError reports that capture lost continuity: changes may have been
 // missed, so the transforms fed by the slot need a rebuild (a disruption,
-// DESIGN.md §4). Run returns it at once instead of retrying.
+// docs/architecture.md §3.9). Run returns it at once instead of retrying.
 type SlotLostError struct {
 	Kind        LostKind
 	Slot        string

@@ -19,7 +19,7 @@ import (
 // DefaultSchema is the instance schema used when none is configured.
 const DefaultSchema = "trellis"
 
-// States of a transform (DESIGN.md §4).
+// States of a transform (docs/architecture.md §3.9).
 const (
 	StateWaiting     = "waiting_to_backfill"
 	StateBackfilling = "backfilling"

@@ -11,7 +11,7 @@ import (
 // Code is a stable error class that scripts and programs can branch on.
 type Code string
 
-// The stable codes (DESIGN.md §4).
+// The stable codes (README.md: "codes are stable").
 const (
 	Validation  Code = "validation"
 	NotFound    Code = "not_found"
