@@ -2,6 +2,7 @@ package trellis
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
 
@@ -27,23 +28,20 @@ func checkChainSources(ctx context.Context, tx pgx.Tx, st *engine.Statement, all
 		if tbl.Schema != "" {
 			name = pgx.Identifier{tbl.Schema, tbl.Name}
 		}
-		var oid uint32
-		if err := tx.QueryRow(ctx, `SELECT coalesce(to_regclass($1)::oid, 0)`, name.Sanitize()).Scan(&oid); err != nil {
-			return terr.Wrap(terr.Unavailable, err, "resolve %s: %v", name.Sanitize(), err)
+		// The table as the planner will resolve it, compared with each
+		// target by name (targets are named by schema and table).
+		var schema, rel string
+		err := tx.QueryRow(ctx, `SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE c.oid = to_regclass($1)`, name.Sanitize()).Scan(&schema, &rel)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // PlanCreate says it does not exist
 		}
-		if oid == 0 {
-			continue
+		if err != nil {
+			return terr.Wrap(terr.Unavailable, err, "resolve %s: %v", name.Sanitize(), err)
 		}
 		for _, o := range all {
 			op, err := engine.Decode(o.Plan)
-			if err != nil {
-				continue
-			}
-			var toid uint32
-			if err := tx.QueryRow(ctx, `SELECT coalesce(to_regclass($1)::oid, 0)`, op.Target.Ident()).Scan(&toid); err != nil {
-				return terr.Wrap(terr.Unavailable, err, "resolve %s: %v", op.Target.Ident(), err)
-			}
-			if toid != oid {
+			if err != nil || op.Target.Schema != schema || op.Target.Name != rel {
 				continue
 			}
 			if why := unkeyedTarget(op); why != "" {

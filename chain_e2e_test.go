@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	trellis "github.com/trellis-repl/trellis-repl"
 	"github.com/trellis-repl/trellis-repl/selfcheck"
@@ -208,16 +206,6 @@ func chainBehind(e *env, defs []chainDef) []string {
 	return out
 }
 
-// chainInt runs a query returning one integer.
-func (e *env) chainInt(sql string, args ...any) int64 {
-	e.t.Helper()
-	var n int64
-	if err := e.conn.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		e.t.Fatalf("%s: %v", sql, err)
-	}
-	return n
-}
-
 // chainStmt is one random write: to orders (upserts, deletes, customer
 // moves, multi-row updates, primary-key moves) or to customers (region
 // moves, upserts, deletes, primary-key moves, which leave orders dangling).
@@ -261,13 +249,6 @@ func chainStmt(rng *rand.Rand) string {
 		nid := 1 + rng.Intn(chainCustomerIDs)
 		return fmt.Sprintf(`UPDATE customers SET id = %d WHERE id = %d AND NOT EXISTS (SELECT 1 FROM customers WHERE id = %d)`, nid, id, nid)
 	}
-}
-
-// chainConflict: what concurrent writers to the same rows legitimately get;
-// such a transaction is rolled back and the writer goes on.
-func chainConflict(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "23505" || pgErr.Code == "40P01" || pgErr.Code == "40001")
 }
 
 // chainBurst writes from writers connections, in transactions of 1..3
@@ -320,7 +301,7 @@ func chainWriter(ctx context.Context, dsn string, rng *rand.Rand, start time.Tim
 		switch {
 		case err == nil:
 			commits++
-		case chainConflict(err):
+		case conflictCode(err):
 		default:
 			return commits, err
 		}
@@ -367,7 +348,7 @@ func TestChainThreeLevels(t *testing.T) {
 	// five targets while its customer has orders over 50.
 	const soloWant = 5
 	soloRows := func() int64 {
-		return e.chainInt(`SELECT (SELECT count(*) FROM chain_region WHERE region = 'solo')
+		return e.queryInt(`SELECT (SELECT count(*) FROM chain_region WHERE region = 'solo')
 			+ (SELECT count(*) FROM chain_big_by_region WHERE region = 'solo')
 			+ (SELECT count(*) FROM chain_region_totals WHERE region = 'solo')
 			+ (SELECT count(*) FROM chain_cust_current WHERE region = 'solo')
@@ -383,7 +364,7 @@ func TestChainThreeLevels(t *testing.T) {
 	// order deleted.
 	var busy, gone, goneGroups int64
 	groupsOf := func(c int64) int64 {
-		return e.chainInt(`SELECT (SELECT count(*) FROM chain_cust WHERE customer_id = $1)
+		return e.queryInt(`SELECT (SELECT count(*) FROM chain_cust WHERE customer_id = $1)
 			+ (SELECT count(*) FROM chain_cust_totals WHERE customer_id = $1)`, c)
 	}
 	solo := func(want int64) func(string) {
@@ -407,9 +388,9 @@ func TestChainThreeLevels(t *testing.T) {
 		}},
 		{name: "the busiest customer moved to another region; every order of another customer deleted (its groups empty)",
 			write: func(t *testing.T) {
-				busy = e.chainInt(`SELECT o.customer_id FROM orders o JOIN customers c ON c.id = o.customer_id
+				busy = e.queryInt(`SELECT o.customer_id FROM orders o JOIN customers c ON c.id = o.customer_id
 					WHERE c.id <> 99 GROUP BY o.customer_id ORDER BY count(*) DESC, o.customer_id LIMIT 1`)
-				gone = e.chainInt(`SELECT customer_id FROM chain_cust WHERE customer_id NOT IN (99, $1) ORDER BY n DESC, customer_id LIMIT 1`, busy)
+				gone = e.queryInt(`SELECT customer_id FROM chain_cust WHERE customer_id NOT IN (99, $1) ORDER BY n DESC, customer_id LIMIT 1`, busy)
 				goneGroups = groupsOf(gone)
 				e.exec(`UPDATE customers SET region = CASE WHEN region = 'north' THEN 'south' ELSE 'north' END WHERE id = $1`, busy)
 				e.exec(`DELETE FROM orders WHERE customer_id = $1`, gone)
@@ -529,31 +510,6 @@ func chainSnapshot(e *env) string {
 	return s
 }
 
-// chainAwaitPublished waits until the publication lists exactly want
-// (tables of schema public, sorted).
-func chainAwaitPublished(e *env, when string, want []string) {
-	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		rows, err := e.conn.Query(context.Background(), `SELECT tablename::text FROM pg_publication_tables
-			WHERE pubname = 'trellis_pub' AND schemaname = 'public' ORDER BY 1`)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		got, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		if slices.Equal(got, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%s: publication lists %v, want %v", when, got, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // TestChainRefusals: reading a target without a NOT NULL key (an aggregate
 // without GROUP BY, one with a nullable group key, a row target of an outer
 // join) is refused with code validation naming the upstream transform, and
@@ -625,7 +581,7 @@ func TestChainRefusals(t *testing.T) {
 	}
 	e.start()
 	chainConverge(e, levels, "built")
-	chainAwaitPublished(e, "built", []string{"chain_l1", "chain_l2", "customers", "orders"})
+	e.awaitPublished("built", []string{"chain_l1", "chain_l2", "customers", "orders"})
 
 	drops := []struct{ script, upstream, reader string }{
 		{`DROP TRANSFORM chain_l1`, "chain_l1", "chain_l2"},
@@ -672,7 +628,7 @@ func TestChainRefusals(t *testing.T) {
 		if _, err := e.tr.Status(ctx, s.dropped); trellis.CodeOf(err) != trellis.CodeNotFound {
 			t.Errorf("status of dropped %s: %v, want not_found", s.dropped, err)
 		}
-		chainAwaitPublished(e, "after "+s.script, s.published)
+		e.awaitPublished("after "+s.script, s.published)
 		e.exec(`UPDATE customers SET region = 'east' WHERE id % 7 = 0; DELETE FROM orders WHERE id % 17 = 0`)
 		chainConverge(e, s.remaining, "after "+s.script)
 	}

@@ -124,11 +124,13 @@ func (d starData) write(ctx context.Context, conn *pgx.Conn, p phaseSpec) (time.
 		if p.name == PhaseUpdate {
 			q = factUpdateSQL
 		}
-		for lo := 1; lo <= p.rows; lo += p.perCommit {
-			hi := min(lo+p.perCommit-1, p.rows)
+		if err := p.inCommits(func(lo, hi int) error {
 			if _, err := conn.Exec(ctx, q, lo, hi, d.Dim1Rows, d.Dim2Rows); err != nil {
-				return 0, fmt.Errorf("bench: fact %s rows %d..%d: %w", p.name, lo, hi, err)
+				return fmt.Errorf("bench: fact %s rows %d..%d: %w", p.name, lo, hi, err)
 			}
+			return nil
+		}); err != nil {
+			return 0, err
 		}
 	default:
 		return 0, fmt.Errorf("bench: phase %q is not written in bulk", p.name)

@@ -109,11 +109,13 @@ func (d srcData) write(ctx context.Context, conn *pgx.Conn, p phaseSpec) (time.D
 		if p.name == PhaseUpdate {
 			q = updateSQL
 		}
-		for lo := 1; lo <= p.rows; lo += p.perCommit {
-			hi := min(lo+p.perCommit-1, p.rows)
+		if err := p.inCommits(func(lo, hi int) error {
 			if _, err := conn.Exec(ctx, q, lo, hi, d.groups); err != nil {
-				return 0, fmt.Errorf("bench: %s rows %d..%d: %w", p.name, lo, hi, err)
+				return fmt.Errorf("bench: %s rows %d..%d: %w", p.name, lo, hi, err)
 			}
+			return nil
+		}); err != nil {
+			return 0, err
 		}
 	case PhaseRederive:
 		if _, err := conn.Exec(ctx, rederiveSQL, p.rows, d.groups); err != nil {
@@ -123,6 +125,17 @@ func (d srcData) write(ctx context.Context, conn *pgx.Conn, p phaseSpec) (time.D
 		return 0, fmt.Errorf("bench: phase %q does not apply to src", p.name)
 	}
 	return time.Since(start), nil
+}
+
+// inCommits calls write for the phase's rows 1..rows in ranges of
+// perCommit, one transaction each, stopping at the first error.
+func (p phaseSpec) inCommits(write func(lo, hi int) error) error {
+	for lo := 1; lo <= p.rows; lo += p.perCommit {
+		if err := write(lo, min(lo+p.perCommit-1, p.rows)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // currentLSN is the server's WAL write position.

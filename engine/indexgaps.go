@@ -97,12 +97,11 @@ func resolveColumn(ctx context.Context, db DB, sources []Source, cn ColumnName, 
 			}
 			continue
 		}
-		var has bool
-		if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1 AND attname = $2
-			AND attnum > 0 AND NOT attisdropped)`, src.OID, cn.Column).Scan(&has); err != nil {
-			return -1, fmt.Errorf("read columns of %s: %w", src.Ident(), err)
+		col, err := sourceColumn(ctx, db, src, cn.Column)
+		if err != nil {
+			return -1, err
 		}
-		if has {
+		if col.found {
 			if found >= 0 {
 				return -1, nil // ambiguous, or a USING column of both
 			}

@@ -31,6 +31,28 @@ func catalogDB(t *testing.T, ctx context.Context) (string, *pgx.Conn, catalog.Ca
 	return dsn, conn, cat
 }
 
+// built defines a transform, builds it by walking every build phase as
+// the worker does, checks it equals its query, and returns its applier
+// (closed with the test).
+func built(t *testing.T, ctx context.Context, dsn string, conn *pgx.Conn, cat catalog.Catalog, def string) *Applier {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, p := define(t, ctx, conn, cat, def)
+	a, err := NewApplier(ctx, cfg, cat, id, p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(context.Background()) })
+	if _, err := a.Apply(ctx, Batch{Keys: allKeys(t, ctx, a)}); err != nil {
+		t.Fatalf("build %s: %v", p.Target.Name, err)
+	}
+	mustEqual(t, ctx, conn, p, "after the build")
+	return a
+}
+
 // joinDefs are the join shapes TestJoinsConverge keeps exact: every join
 // kind, comma joins, USING, self-joins, nested outer joins, a filter on
 // the preserved side, and aggregates over joins.
@@ -96,21 +118,9 @@ func TestJoinsConverge(t *testing.T) {
 		INSERT INTO fact SELECT g, nullif(g % 14, 13), g % 7, (ARRAY['x', 'y', NULL])[1 + g % 3], g % 9 FROM generate_series(1, 60) g`); err != nil {
 		t.Fatal(err)
 	}
-	cfg, _ := pgx.ParseConfig(dsn)
 	var appliers []*Applier
 	for _, def := range joinDefs {
-		id, p := define(t, ctx, conn, cat, def)
-		a, err := NewApplier(ctx, cfg, cat, id, p, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer a.Close(ctx)
-		// The build: every phase walked as the worker does.
-		if _, err := a.Apply(ctx, Batch{Keys: allKeys(t, ctx, a)}); err != nil {
-			t.Fatalf("build %s: %v", p.Target.Name, err)
-		}
-		mustEqual(t, ctx, conn, p, "after the build")
-		appliers = append(appliers, a)
+		appliers = append(appliers, built(t, ctx, dsn, conn, cat, def))
 	}
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
 	seed := rng.Int63()
@@ -342,16 +352,8 @@ func TestOuterJoinPendingChanges(t *testing.T) {
 			if _, err := conn.Exec(ctx, `DROP SCHEMA public CASCADE; CREATE SCHEMA public; `+tc.setup); err != nil {
 				t.Fatal(err)
 			}
-			cfg, _ := pgx.ParseConfig(dsn)
-			id, p := define(t, ctx, conn, cat, tc.def)
-			a, err := NewApplier(ctx, cfg, cat, id, p, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer a.Close(ctx)
-			if _, err := a.Apply(ctx, Batch{Keys: allKeys(t, ctx, a)}); err != nil {
-				t.Fatal(err)
-			}
+			a := built(t, ctx, dsn, conn, cat, tc.def)
+			p := a.Plan
 			if _, err := conn.Exec(ctx, tc.change); err != nil {
 				t.Fatal(err)
 			}

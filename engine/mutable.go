@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 
@@ -140,14 +139,12 @@ func columnType(ctx context.Context, db DB, sources []Source, cn ColumnName) (in
 		if cn.Ref != "" && src.Ref != cn.Ref {
 			continue
 		}
-		var typ string
-		err := db.QueryRow(ctx, `SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = $1 AND attname = $2
-			AND attnum > 0 AND NOT attisdropped`, src.OID, cn.Column).Scan(&typ)
-		if err == nil {
-			return i, typ, nil
+		col, err := sourceColumn(ctx, db, src, cn.Column)
+		if err != nil {
+			return -1, "", err
 		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return -1, "", fmt.Errorf("read column %s of %s: %w", cn.Column, src.Ident(), err)
+		if col.found {
+			return i, col.typ, nil
 		}
 	}
 	return -1, "", nil

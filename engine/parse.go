@@ -742,18 +742,17 @@ func (c *selectChecker) fromItem(item *pg_query.Node, above []ColumnName) ([]int
 				return nil, err
 			}
 		}
-		span := spanOf
 		switch j.Jointype {
 		case pg_query.JoinType_JOIN_INNER:
 			return left, nil
 		case pg_query.JoinType_JOIN_LEFT:
-			c.outer = append(c.outer, OuterJoin{Kind: "left", Left: span(first, mid), Right: span(mid, len(c.tables)), Above: above, First: first, InnerCover: left, node: j})
+			c.outer = append(c.outer, OuterJoin{Kind: "left", Left: lspan, Right: rspan, Above: above, First: first, InnerCover: left, node: j})
 			return left, nil
 		case pg_query.JoinType_JOIN_RIGHT:
-			c.outer = append(c.outer, OuterJoin{Kind: "right", Left: span(first, mid), Right: span(mid, len(c.tables)), Above: above, First: first, InnerCover: left, node: j})
+			c.outer = append(c.outer, OuterJoin{Kind: "right", Left: lspan, Right: rspan, Above: above, First: first, InnerCover: left, node: j})
 			return right, nil
 		case pg_query.JoinType_JOIN_FULL:
-			c.outer = append(c.outer, OuterJoin{Kind: "full", Left: span(first, mid), Right: span(mid, len(c.tables)), Above: above, First: first, InnerCover: left, node: j})
+			c.outer = append(c.outer, OuterJoin{Kind: "full", Left: lspan, Right: rspan, Above: above, First: first, InnerCover: left, node: j})
 			return append(append([]int{}, left...), right...), nil
 		default:
 			return nil, c.errf(-1, "FROM: this kind of join is not supported; write INNER, LEFT, RIGHT, FULL or CROSS JOIN")

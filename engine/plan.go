@@ -471,10 +471,11 @@ func filteredAbove(ctx context.Context, db DB, sources []Source, oj OuterJoin) (
 				}
 				hit := cn.Ref == src.Ref
 				if cn.Ref == "" {
-					if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1 AND attname = $2
-						AND attnum > 0 AND NOT attisdropped)`, src.OID, cn.Column).Scan(&hit); err != nil {
-						return false, fmt.Errorf("read columns of %s: %w", src.Ident(), err)
+					col, err := sourceColumn(ctx, db, src, cn.Column)
+					if err != nil {
+						return false, err
 					}
+					hit = col.found
 				}
 				if hit {
 					return true, nil
@@ -653,19 +654,18 @@ func notNullColumn(ctx context.Context, db DB, sources []Source, ref, column str
 		if ref != "" && src.Ref != ref {
 			continue
 		}
-		var has, notNull bool
-		if err := db.QueryRow(ctx, `SELECT true, attnotnull FROM pg_attribute WHERE attrelid = $1 AND attname = $2
-			AND attnum > 0 AND NOT attisdropped`, src.OID, column).Scan(&has, &notNull); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				continue
-			}
-			return false, fmt.Errorf("read columns of table %s: %w", src.Ident(), err)
+		col, err := sourceColumn(ctx, db, src, column)
+		if err != nil {
+			return false, err
+		}
+		if !col.found {
+			continue
 		}
 		if found {
 			return false, nil // ambiguous: PostgreSQL refuses the query anyway
 		}
 		found = true
-		if !notNull || src.Nullable {
+		if !col.notNull || src.Nullable {
 			return false, nil
 		}
 	}
@@ -842,12 +842,11 @@ func checkGroupAliases(ctx context.Context, db DB, name string, sources []Source
 			continue
 		}
 		for _, src := range sources {
-			var exists bool
-			if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1 AND attname = $2
-				AND attnum > 0 AND NOT attisdropped)`, src.OID, alias).Scan(&exists); err != nil {
-				return fmt.Errorf("read columns: %w", err)
+			col, err := sourceColumn(ctx, db, src, alias)
+			if err != nil {
+				return err
 			}
-			if exists {
+			if col.found {
 				return terr.New(terr.Validation, "transform %q: GROUP BY %s is ambiguous: it names both a column of FROM table %s and an output column; PostgreSQL groups by the table column — write the expression itself in GROUP BY, or rename the output column",
 					name, alias, src.Ident())
 			}

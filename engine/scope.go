@@ -39,10 +39,6 @@ func storedKeyRefs(p *Plan, i int) []string {
 
 // inScope is the condition that refs (source i's key) is in its key table.
 func inScope(p *Plan, i int, refs []string) string {
-	var cols []string
-	for j := range refs {
-		cols = append(cols, fmt.Sprintf("__k%d", j))
-	}
 	if len(refs) == 1 && !strings.HasSuffix(p.Sources[i].Key[0].Type, "]") {
 		// As an array, the keys are a value the planner counts: it probes
 		// the index once per key. As a semi-join it guesses from the
@@ -50,21 +46,16 @@ func inScope(p *Plan, i int, refs []string) string {
 		// (a hash join over half the target for 10k keys, in make bench).
 		return refs[0] + " = ANY (ARRAY(SELECT __k0 FROM " + scopeKeysTable(i) + "))"
 	}
-	return "(" + strings.Join(refs, ", ") + ") IN (SELECT " + strings.Join(cols, ", ") + " FROM " + scopeKeysTable(i) + ")"
+	return "(" + strings.Join(refs, ", ") + ") IN (SELECT " + keyList("__k", len(refs)) + " FROM " + scopeKeysTable(i) + ")"
 }
 
 // notEarlier keeps branch i from repeating a row that an earlier branch
-// (a source j < i whose key is in scope) already produced. NOT EXISTS,
-// unlike NOT IN, is true for a NULL-extended source.
-func notEarlier(p *Plan, i int, refs func(int) []string) string {
-	return notEarlierAmong(p, i, refs, nil)
-}
-
-// notEarlierAmong is notEarlier over the sources among (nil: all).
-func notEarlierAmong(p *Plan, i int, refs func(int) []string, among []int) string {
+// (a source j < i of among, whose key is in scope) already produced. NOT
+// EXISTS, unlike NOT IN, is true for a NULL-extended source.
+func notEarlier(i int, refs func(int) []string, among []int) string {
 	var out []string
-	for j := 0; j < i; j++ {
-		if among != nil && !containsInt(among, j) {
+	for _, j := range among {
+		if j >= i {
 			continue
 		}
 		var eq []string
@@ -84,29 +75,34 @@ func userWhere(p *Plan) string {
 	return "(" + p.Where + ")"
 }
 
-// scopeBranches is the user's query over the rows in scope: one branch per
-// source, each restricted to its key table, so PostgreSQL starts each from
-// the few changed rows and reaches the other tables through their indexes.
-func scopeBranches(p *Plan, sel []string) string {
+// allSources are the indexes of every source of the plan.
+func allSources(p *Plan) []int { return spanOf(0, len(p.Sources)) }
+
+// scopeBranches is a query over from (the user's FROM, or a mirrored
+// join) restricted to the rows in scope: one branch per source of among,
+// each restricted to its key table, so PostgreSQL starts each from the few
+// changed rows and reaches the other tables through their indexes.
+func scopeBranches(p *Plan, from, where string, sel []string, among []int) string {
 	var b []string
 	src := func(j int) []string { return sourceKeyRefs(p, j) }
-	for i := range p.Sources {
-		b = append(b, "SELECT "+strings.Join(sel, ", ")+" FROM "+p.From+" WHERE "+userWhere(p)+" AND "+
-			inScope(p, i, sourceKeyRefs(p, i))+notEarlier(p, i, src))
+	for _, i := range among {
+		b = append(b, "SELECT "+strings.Join(sel, ", ")+" FROM "+from+" WHERE "+where+" AND "+
+			inScope(p, i, sourceKeyRefs(p, i))+notEarlier(i, src, among))
 	}
 	return strings.Join(b, " UNION ALL ")
 }
 
-// storedBranches are the stored rows (target or ledger __t) in scope that
-// pass filter ("" for all), one branch per source through its lineage index.
-func storedBranches(p *Plan, stored, sel, filter string) string {
+// storedBranches are the rows of stored (target, ledger or mirror, as __t)
+// in scope that pass filter ("" for all), one branch per source of among
+// through its lineage index.
+func storedBranches(p *Plan, stored, sel, filter string, among []int) string {
 	var b []string
 	st := func(j int) []string { return storedKeyRefs(p, j) }
 	if filter != "" {
 		filter = " AND " + filter
 	}
-	for i := range p.Sources {
-		b = append(b, "SELECT "+sel+" FROM "+stored+" __t WHERE "+inScope(p, i, storedKeyRefs(p, i))+notEarlier(p, i, st)+filter)
+	for _, i := range among {
+		b = append(b, "SELECT "+sel+" FROM "+stored+" __t WHERE "+inScope(p, i, storedKeyRefs(p, i))+notEarlier(i, st, among)+filter)
 	}
 	return strings.Join(b, " UNION ALL ")
 }
@@ -283,7 +279,8 @@ func buildScope(p *Plan, merge bool) *Statements {
 	csel = append(csel, "(__o.__p IS NOT NULL) AS __had", "(__n.__p IS NOT NULL) AS __has")
 	sel, differs := changedContributions(p)
 	changes := "SELECT " + strings.Join(append(csel, sel...), ", ") +
-		" FROM (" + scopeBranches(p, nsel) + ") __n FULL JOIN (" + storedBranches(p, p.Ledger.Ident(), "__t.*, true AS __p", "") + ") __o ON " +
+		" FROM (" + scopeBranches(p, p.From, userWhere(p), nsel, allSources(p)) + ") __n FULL JOIN (" +
+		storedBranches(p, p.Ledger.Ident(), "__t.*, true AS __p", "", allSources(p)) + ") __o ON " +
 		lineageEq(p, "__n", "__o") + " WHERE __n.__p IS NULL OR __o.__p IS NULL OR " + differs
 	buildAggregate(s, p, changes, merge)
 	return s
@@ -326,10 +323,10 @@ func scopeRows(s *Statements, p *Plan) {
 	}
 	s.Setup = append(s.Setup, "CREATE TEMP TABLE IF NOT EXISTS __trellis_n ("+strings.Join(defs, ", ")+") ON COMMIT DELETE ROWS")
 	s.Apply = append(s.Apply,
-		Step{Role: RoleScope, SQL: "INSERT INTO " + scopeRowsTable + " (" + strings.Join(names, ", ") + ") " + scopeBranches(p, sel)},
+		Step{Role: RoleScope, SQL: "INSERT INTO " + scopeRowsTable + " (" + strings.Join(names, ", ") + ") " + scopeBranches(p, p.From, userWhere(p), sel, allSources(p))},
 		Step{Role: RoleScope, SQL: "ANALYZE " + scopeRowsTable},
 		Step{Role: RoleWrite, SQL: "DELETE FROM " + T + " WHERE ctid = ANY (ARRAY(" +
-			storedBranches(p, T, "__t.ctid", "NOT EXISTS (SELECT 1 FROM "+scopeRowsTable+" __n WHERE "+lineageEq(p, "__n", "__t")+")") + "))"})
+			storedBranches(p, T, "__t.ctid", "NOT EXISTS (SELECT 1 FROM "+scopeRowsTable+" __n WHERE "+lineageEq(p, "__n", "__t")+")", allSources(p)) + "))"})
 	conflict := " ON CONFLICT (" + identList(p.Identity) + ") DO NOTHING"
 	if len(set) > 0 {
 		conflict = " ON CONFLICT (" + identList(p.Identity) + ") DO UPDATE SET " + strings.Join(set, ", ") +
@@ -348,22 +345,13 @@ func underJoin(oj OuterJoin) []int { return append(append([]int{}, oj.Left...), 
 func mirrorSteps(p *Plan, oj OuterJoin) []Step {
 	M := oj.Mirror.Ident()
 	under := underJoin(oj)
-	var cols, del, ins []string
+	var cols, sel []string
 	for _, i := range under {
 		cols = append(cols, identList(p.Sources[i].Lineage))
-	}
-	st := func(j int) []string { return storedKeyRefs(p, j) }
-	src := func(j int) []string { return sourceKeyRefs(p, j) }
-	var sel []string
-	for _, i := range under {
-		sel = append(sel, strings.Join(sourceKeyRefs(p, i), ", "))
-	}
-	for _, i := range under {
-		del = append(del, "SELECT __t.ctid FROM "+M+" __t WHERE "+inScope(p, i, storedKeyRefs(p, i))+notEarlierAmong(p, i, st, under))
-		ins = append(ins, "SELECT "+strings.Join(sel, ", ")+" FROM "+oj.Inner+" WHERE "+inScope(p, i, sourceKeyRefs(p, i))+notEarlierAmong(p, i, src, under))
+		sel = append(sel, sourceKeyRefs(p, i)...)
 	}
 	return []Step{
-		{Role: RoleScope, SQL: "DELETE FROM " + M + " WHERE ctid = ANY (ARRAY(" + strings.Join(del, " UNION ALL ") + "))"},
-		{Role: RoleScope, SQL: "INSERT INTO " + M + " (" + strings.Join(cols, ", ") + ") " + strings.Join(ins, " UNION ALL ") + " ON CONFLICT DO NOTHING"},
+		{Role: RoleScope, SQL: "DELETE FROM " + M + " WHERE ctid = ANY (ARRAY(" + storedBranches(p, M, "__t.ctid", "", under) + "))"},
+		{Role: RoleScope, SQL: "INSERT INTO " + M + " (" + strings.Join(cols, ", ") + ") " + scopeBranches(p, oj.Inner, "true", sel, under) + " ON CONFLICT DO NOTHING"},
 	}
 }

@@ -7,6 +7,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -122,4 +123,28 @@ func systemColumnError(transform string, names []string) error {
 	}
 	return terr.New(terr.Validation, "transform %q: the query reads system column(s) %s; their values change with row locks, VACUUM FULL and CLUSTER without a change being published, so the target could not be kept equal — select a user column instead",
 		transform, strings.Join(names, ", "))
+}
+
+// column is what the catalog says of one column of a source table.
+type column struct {
+	found   bool
+	typ     string // format_type, with its modifier
+	notNull bool
+}
+
+// sourceColumn looks a column of a source table up by name: the one
+// catalog lookup behind column resolution, NOT NULL inference and the
+// immutability scratch table.
+func sourceColumn(ctx context.Context, db DB, src Source, name string) (column, error) {
+	var c column
+	err := db.QueryRow(ctx, `SELECT format_type(atttypid, atttypmod), attnotnull FROM pg_attribute
+		WHERE attrelid = $1 AND attname = $2 AND attnum > 0 AND NOT attisdropped`, src.OID, name).Scan(&c.typ, &c.notNull)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return c, nil
+	case err != nil:
+		return c, fmt.Errorf("read column %s of %s: %w", name, src.Ident(), err)
+	}
+	c.found = true
+	return c, nil
 }

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // TestKeyTypes keeps row, aggregate and join transforms exact over keys
@@ -49,7 +47,6 @@ func TestKeyTypes(t *testing.T) {
 	} else {
 		t.Logf("citext not installed: %v", err)
 	}
-	cfg, _ := pgx.ParseConfig(dsn)
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
 	for _, ty := range types {
 		t.Run(ty.name, func(t *testing.T) {
@@ -92,17 +89,7 @@ func TestKeyTypes(t *testing.T) {
 				if ty.name == "id" || ty.name == "bo" {
 					def = strings.Replace(def, ", max(k) AS hi", "", 1) // no max for these types
 				}
-				id, p := define(t, ctx, conn, cat, def)
-				a, err := NewApplier(ctx, cfg, cat, id, p, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer a.Close(ctx)
-				if _, err := a.Apply(ctx, Batch{Keys: allKeys(t, ctx, a)}); err != nil {
-					t.Fatalf("build %s: %v", p.Target.Name, err)
-				}
-				mustEqual(t, ctx, conn, p, "after the build")
-				appliers = append(appliers, a)
+				appliers = append(appliers, built(t, ctx, dsn, conn, cat, def))
 			}
 			for round := 0; round < 5; round++ {
 				// Every key of both tables, as the slot would name them.

@@ -346,8 +346,7 @@ func rowSelect(r *rand.Rand, t *table) string {
 func aggSelect(r *rand.Rand, t *table) string {
 	from, pfx := fromClause(r, t)
 	e := &exprGen{r: r, t: t, pfx: pfx}
-	type item struct{ sql, name string }
-	var items []item
+	var items []aggItem
 	used := map[string]bool{}
 	var groups []string
 	ng := []int{0, 1, 1, 1, 2, 2}[r.IntN(6)]
@@ -378,11 +377,11 @@ func aggSelect(r *rand.Rand, t *table) string {
 			}
 		}
 		if isCol && r.IntN(3) > 0 {
-			items = append(items, item{sql: g})
+			items = append(items, aggItem{sql: g})
 		} else {
 			name := fmt.Sprintf("g%d", i)
 			used[name] = true
-			items = append(items, item{sql: g, name: name})
+			items = append(items, aggItem{sql: g, name: name})
 			if r.IntN(5) == 0 {
 				groupBy[i] = name // GROUP BY the output name
 			}
@@ -390,29 +389,49 @@ func aggSelect(r *rand.Rand, t *table) string {
 	}
 	na := 1 + r.IntN(5)
 	for i := 0; i < na; i++ {
-		var a string
-		switch r.IntN(6) {
-		case 0:
-			a = "count(*)"
-		case 1:
-			a = "count(" + e.anyExpr() + ")"
-		case 2:
-			a = "sum(" + e.numExpr() + ")"
-		case 3:
-			a = "avg(" + e.numExpr() + ")"
-		case 4:
-			a = "min(" + e.ordExpr() + ")"
-		default:
-			a = "max(" + e.ordExpr() + ")"
-		}
+		a := e.aggCall()
 		name := fmt.Sprintf("a%d", i)
 		used[name] = true
-		items = append(items, item{sql: a, name: name})
+		items = append(items, aggItem{sql: a, name: name})
 	}
+	q := "SELECT " + aggSelectList(r, e, items, groupBy) + " FROM " + from
+	if r.IntN(2) == 0 {
+		q += " WHERE " + e.pred(2)
+	}
+	if len(groupBy) > 0 {
+		q += " GROUP BY " + strings.Join(groupBy, ", ")
+	}
+	return q
+}
+
+// aggItem is one select-list entry of a drawn aggregate query: its SQL and
+// its alias ("" for none).
+type aggItem struct{ sql, name string }
+
+// aggCall draws one aggregate call over e's table.
+func (e *exprGen) aggCall() string {
+	switch e.r.IntN(6) {
+	case 0:
+		return "count(*)"
+	case 1:
+		return "count(" + e.anyExpr() + ")"
+	case 2:
+		return "sum(" + e.numExpr() + ")"
+	case 3:
+		return "avg(" + e.numExpr() + ")"
+	case 4:
+		return "min(" + e.ordExpr() + ")"
+	default:
+		return "max(" + e.ordExpr() + ")"
+	}
+}
+
+// aggSelectList shuffles a drawn aggregate query's items, writes some of
+// its GROUP BY entries as ordinals (a constant must be: PostgreSQL reads a
+// number in GROUP BY as an ordinal and refuses other constants), and
+// renders the select list.
+func aggSelectList(r *rand.Rand, e *exprGen, items []aggItem, groupBy []string) string {
 	r.Shuffle(len(items), func(i, j int) { items[i], items[j] = items[j], items[i] })
-	// GROUP BY an ordinal now and then.
-	// A constant cannot be written in GROUP BY itself: PostgreSQL reads a
-	// number there as an ordinal and refuses other constants.
 	for gi, g := range groupBy {
 		for ii, it := range items {
 			if it.sql == g && (r.IntN(4) == 0 || !e.mentionsColumn(g)) {
@@ -428,12 +447,5 @@ func aggSelect(r *rand.Rand, t *table) string {
 			parts = append(parts, it.sql+" AS "+it.name)
 		}
 	}
-	q := "SELECT " + strings.Join(parts, ", ") + " FROM " + from
-	if r.IntN(2) == 0 {
-		q += " WHERE " + e.pred(2)
-	}
-	if len(groupBy) > 0 {
-		q += " GROUP BY " + strings.Join(groupBy, ", ")
-	}
-	return q
+	return strings.Join(parts, ", ")
 }

@@ -931,8 +931,7 @@ func joinAggSelect(r *rand.Rand, js *joinSchema, shape string) string {
 	j := newJoinDraw(r, js, shape)
 	v := view(j.srcs)
 	e := &exprGen{r: r, t: v}
-	type item struct{ sql, name string }
-	var items []item
+	var items []aggItem
 	used := map[string]bool{}
 	var groups []string
 	var dimCols []*column
@@ -979,55 +978,22 @@ func joinAggSelect(r *rand.Rand, js *joinSchema, shape string) string {
 			used[unquote(g)] = true
 		}
 		if isCol && r.IntN(3) > 0 {
-			items = append(items, item{sql: g})
+			items = append(items, aggItem{sql: g})
 		} else {
 			name := fmt.Sprintf("g%d", i)
 			used[name] = true
-			items = append(items, item{sql: g, name: name})
+			items = append(items, aggItem{sql: g, name: name})
 			if r.IntN(5) == 0 {
 				groupBy[i] = name
 			}
 		}
 	}
 	for i := 1 + r.IntN(4); i > 0; i-- {
-		var a string
-		switch r.IntN(6) {
-		case 0:
-			a = "count(*)"
-		case 1:
-			a = "count(" + e.anyExpr() + ")"
-		case 2:
-			a = "sum(" + e.numExpr() + ")"
-		case 3:
-			a = "avg(" + e.numExpr() + ")"
-		case 4:
-			a = "min(" + e.ordExpr() + ")"
-		default:
-			a = "max(" + e.ordExpr() + ")"
-		}
 		name := fmt.Sprintf("a%d", len(items))
 		used[name] = true
-		items = append(items, item{sql: a, name: name})
+		items = append(items, aggItem{sql: e.aggCall(), name: name})
 	}
-	r.Shuffle(len(items), func(a, b int) { items[a], items[b] = items[b], items[a] })
-	// A constant cannot be written in GROUP BY itself (a number there is an
-	// ordinal): group by its position.
-	for gi, g := range groupBy {
-		for ii, it := range items {
-			if it.sql == g && (r.IntN(4) == 0 || !e.mentionsColumn(g)) {
-				groupBy[gi] = fmt.Sprint(ii + 1)
-			}
-		}
-	}
-	var parts []string
-	for _, it := range items {
-		if it.name == "" {
-			parts = append(parts, it.sql)
-		} else {
-			parts = append(parts, it.sql+" AS "+it.name)
-		}
-	}
-	q := "SELECT " + strings.Join(parts, ", ") + " FROM " + j.fromSQL() + j.whereSQL()
+	q := "SELECT " + aggSelectList(r, e, items, groupBy) + " FROM " + j.fromSQL() + j.whereSQL()
 	if len(groupBy) > 0 {
 		q += " GROUP BY " + strings.Join(groupBy, ", ")
 	}

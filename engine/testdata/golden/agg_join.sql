@@ -1,0 +1,42 @@
+-- setup
+CREATE TEMP TABLE IF NOT EXISTS __trellis_k0 (__k0 integer) ON COMMIT DELETE ROWS;
+
+-- setup
+CREATE TEMP TABLE IF NOT EXISTS __trellis_k1 (__k0 integer) ON COMMIT DELETE ROWS;
+
+-- setup
+CREATE TEMP TABLE IF NOT EXISTS __trellis_c ON COMMIT DELETE ROWS AS SELECT CASE WHEN __n.__p THEN __n."__s0_0" ELSE __o."__s0_0" END AS "__s0_0", CASE WHEN __n.__p THEN __n."__s1_0" ELSE __o."__s1_0" END AS "__s1_0", (__o.__p IS NOT NULL) AS __had, (__n.__p IS NOT NULL) AS __has, __o.__g0 AS __og0, __n.__g0 AS __ng0, __o."__a0" AS __oa0, __n."__a0" AS __na0 FROM (SELECT "f"."id" AS "__s0_0", "d"."id" AS "__s1_0", true AS __p, d.name AS __g0, f.v AS "__a0" FROM public.fact f JOIN public.dim d ON d.id = f.d1 WHERE true AND "f"."id" = ANY (ARRAY(SELECT __k0 FROM pg_temp.__trellis_k0)) UNION ALL SELECT "f"."id" AS "__s0_0", "d"."id" AS "__s1_0", true AS __p, d.name AS __g0, f.v AS "__a0" FROM public.fact f JOIN public.dim d ON d.id = f.d1 WHERE true AND "d"."id" = ANY (ARRAY(SELECT __k0 FROM pg_temp.__trellis_k1)) AND NOT EXISTS (SELECT 1 FROM pg_temp.__trellis_k0 __x WHERE __x.__k0 = "f"."id")) __n FULL JOIN (SELECT __t.*, true AS __p FROM "trellis"."ledger_4" __t WHERE __t."__s0_0" = ANY (ARRAY(SELECT __k0 FROM pg_temp.__trellis_k0)) UNION ALL SELECT __t.*, true AS __p FROM "trellis"."ledger_4" __t WHERE __t."__s1_0" = ANY (ARRAY(SELECT __k0 FROM pg_temp.__trellis_k1)) AND NOT EXISTS (SELECT 1 FROM pg_temp.__trellis_k0 __x WHERE __x.__k0 = __t."__s0_0")) __o ON __n."__s0_0" = __o."__s0_0" AND __n."__s1_0" = __o."__s1_0" WHERE __n.__p IS NULL OR __o.__p IS NULL OR (__o.__g0, __o."__a0", NULL) IS DISTINCT FROM (__n.__g0, __n."__a0", NULL) WITH NO DATA;
+
+-- load source keys
+INSERT INTO pg_temp.__trellis_k0 SELECT DISTINCT u.c0::integer FROM unnest($1::text[]) AS u(c0);
+
+-- load source keys
+INSERT INTO pg_temp.__trellis_k1 SELECT DISTINCT u.c0::integer FROM unnest($1::text[]) AS u(c0);
+
+-- apply
+INSERT INTO pg_temp.__trellis_c SELECT CASE WHEN __n.__p THEN __n."__s0_0" ELSE __o."__s0_0" END AS "__s0_0", CASE WHEN __n.__p THEN __n."__s1_0" ELSE __o."__s1_0" END AS "__s1_0", (__o.__p IS NOT NULL) AS __had, (__n.__p IS NOT NULL) AS __has, __o.__g0 AS __og0, __n.__g0 AS __ng0, __o."__a0" AS __oa0, __n."__a0" AS __na0 FROM (SELECT "f"."id" AS "__s0_0", "d"."id" AS "__s1_0", true AS __p, d.name AS __g0, f.v AS "__a0" FROM public.fact f JOIN public.dim d ON d.id = f.d1 WHERE true AND "f"."id" = ANY (ARRAY(SELECT __k0 FROM pg_temp.__trellis_k0)) UNION ALL SELECT "f"."id" AS "__s0_0", "d"."id" AS "__s1_0", true AS __p, d.name AS __g0, f.v AS "__a0" FROM public.fact f JOIN public.dim d ON d.id = f.d1 WHERE true AND "d"."id" = ANY (ARRAY(SELECT __k0 FROM pg_temp.__trellis_k1)) AND NOT EXISTS (SELECT 1 FROM pg_temp.__trellis_k0 __x WHERE __x.__k0 = "f"."id")) __n FULL JOIN (SELECT __t.*, true AS __p FROM "trellis"."ledger_4" __t WHERE __t."__s0_0" = ANY (ARRAY(SELECT __k0 FROM pg_temp.__trellis_k0)) UNION ALL SELECT __t.*, true AS __p FROM "trellis"."ledger_4" __t WHERE __t."__s1_0" = ANY (ARRAY(SELECT __k0 FROM pg_temp.__trellis_k1)) AND NOT EXISTS (SELECT 1 FROM pg_temp.__trellis_k0 __x WHERE __x.__k0 = __t."__s0_0")) __o ON __n."__s0_0" = __o."__s0_0" AND __n."__s1_0" = __o."__s1_0" WHERE __n.__p IS NULL OR __o.__p IS NULL OR (__o.__g0, __o."__a0", NULL) IS DISTINCT FROM (__n.__g0, __n."__a0", NULL);
+
+-- apply
+MERGE INTO "trellis"."ledger_4" __l USING pg_temp.__trellis_c __c ON __l."__s0_0" = __c."__s0_0" AND __l."__s1_0" = __c."__s1_0" WHEN MATCHED AND NOT __c.__has THEN DELETE WHEN MATCHED THEN UPDATE SET __g0 = __c.__ng0, "__a0" = __c.__na0 WHEN NOT MATCHED AND __c.__has THEN INSERT ("__s0_0", "__s1_0", __g0, "__a0") VALUES (__c."__s0_0", __c."__s1_0", __c.__ng0, __c.__na0);
+
+-- apply
+MERGE INTO "public"."agg_join" __t USING (SELECT __g0, sum(__dn) AS __dn, sum(__nn1) AS __nn1, sum(__s1) AS __s1 FROM (SELECT __og0 AS __g0, -1 AS __dn, -(CASE WHEN __oa0 IS NULL THEN 0 ELSE 1 END) AS __nn1, -(__oa0::bigint) AS __s1 FROM pg_temp.__trellis_c WHERE __had UNION ALL SELECT __ng0 AS __g0, 1 AS __dn, (CASE WHEN __na0 IS NULL THEN 0 ELSE 1 END) AS __nn1, (__na0::bigint) AS __s1 FROM pg_temp.__trellis_c WHERE __has) __x GROUP BY __g0 HAVING sum(__dn) <> 0 OR sum(__nn1) <> 0 OR coalesce(sum(__s1), 0) <> 0) __d ON __t."name" = __d.__g0 WHEN MATCHED AND __t."__rows" + __d.__dn = 0 THEN DELETE WHEN MATCHED THEN UPDATE SET "__rows" = __t."__rows" + __d.__dn, "n" = __t."n" + __d.__dn, "s" = CASE WHEN __t."__nn_s" + __d.__nn1 = 0 THEN NULL ELSE coalesce(__t."s", 0) + coalesce(__d.__s1, 0) END, "__nn_s" = __t."__nn_s" + __d.__nn1 WHEN NOT MATCHED THEN INSERT ("name", "__rows", "n", "s", "__nn_s") VALUES (__d.__g0, __d.__dn, __d.__dn, __d.__s1, __d.__nn1);
+
+-- walk
+SELECT "id"::text AS __e0 FROM "public"."fact" ORDER BY "id" LIMIT $1;
+
+-- walk
+SELECT "id"::text AS __e0 FROM "public"."fact" WHERE ("id") > ($1::integer) ORDER BY "id" LIMIT $2;
+
+-- walk
+SELECT "__s0_0"::text AS __e0 FROM "trellis"."ledger_4" WHERE "__s0_0" IS NOT NULL GROUP BY "__s0_0" ORDER BY "__s0_0" LIMIT $1;
+
+-- walk
+SELECT "__s0_0"::text AS __e0 FROM "trellis"."ledger_4" WHERE "__s0_0" IS NOT NULL AND ("__s0_0") > ($1::integer) GROUP BY "__s0_0" ORDER BY "__s0_0" LIMIT $2;
+
+-- reconcile
+INSERT INTO "public"."agg_join" AS __t ("name", "__rows", "n", "s", "__nn_s") SELECT "name", "__rows", "n", "s", "__nn_s" FROM (SELECT __g0 AS "name", count(*) AS "__rows", count(*) AS "n", sum("__a0") AS "s", count("__a0") AS "__nn_s" FROM "trellis"."ledger_4" __l GROUP BY __g0) __r ON CONFLICT ("name") DO UPDATE SET "__rows" = EXCLUDED."__rows", "n" = EXCLUDED."n", "s" = EXCLUDED."s", "__nn_s" = EXCLUDED."__nn_s" WHERE (__t."__rows", __t."n", __t."s", __t."__nn_s", NULL) IS DISTINCT FROM (EXCLUDED."__rows", EXCLUDED."n", EXCLUDED."s", EXCLUDED."__nn_s", NULL);
+
+-- reconcile
+DELETE FROM "public"."agg_join" __t WHERE NOT EXISTS (SELECT 1 FROM "trellis"."ledger_4" __l WHERE __l.__g0 = __t."name");
+
