@@ -326,8 +326,10 @@ func chainBurstAsync(dsn string, seed int64, d time.Duration) (wait func() error
 // order of the only customer of a region deleted (the region's groups
 // empty at levels 2 and 3), a dimension-only move, a deleted customer, a
 // customer's primary key changed, TRUNCATE and a bulk update.
-func TestChainThreeLevels(t *testing.T) {
-	e := newEnv(t, trellis.Config{})
+func TestChainThreeLevels(t *testing.T) { eachMode(t, testChainThreeLevels) }
+
+func testChainThreeLevels(t *testing.T, mode string) {
+	e := newEnv(t, trellis.Config{Capture: mode})
 	e.exec(chainSchemaSQL)
 	e.exec(chainSeedSQL)
 	e.apply(chainScript(chainDefs))
@@ -443,9 +445,10 @@ func TestChainThreeLevels(t *testing.T) {
 // upstream targets (a kill between one level's apply and the next one's).
 func TestChainSurvivesKill(t *testing.T) {
 	bin := buildCLI(t)
-	for _, confirm := range []string{trellis.ConfirmLocal, trellis.ConfirmApplied} {
-		t.Run(confirm, func(t *testing.T) {
-			e := newEnv(t, trellis.Config{Confirm: confirm})
+	for _, m := range killModes {
+		t.Run(m.name, func(t *testing.T) {
+			confirm := m.confirm
+			e := newEnv(t, trellis.Config{Confirm: confirm, Capture: m.capture})
 			e.exec(chainSchemaSQL)
 			e.exec(chainSeedSQL)
 			e.apply(chainScript(chainDefs))

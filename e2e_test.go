@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	trellis "github.com/trellis-repl/trellis-repl"
+	"github.com/trellis-repl/trellis-repl/internal/pgserver"
 	"github.com/trellis-repl/trellis-repl/internal/pgtest"
 )
 
@@ -32,9 +33,41 @@ type env struct {
 	stream trellis.StreamFunc
 }
 
+// captureModes are the capture modes the end-to-end tests run in (see
+// newEnv).
+var captureModes = []string{trellis.CaptureLogical, trellis.CaptureTrigger}
+
+// eachMode runs fn as a subtest per capture mode.
+func eachMode(t *testing.T, fn func(t *testing.T, mode string)) {
+	for _, mode := range captureModes {
+		t.Run(mode, func(t *testing.T) { fn(t, mode) })
+	}
+}
+
+// replicaServer is a server started with wal_level=replica: logical
+// replication is impossible there, so --capture=auto must pick triggers.
+func replicaServer(t *testing.T) *pgserver.Server {
+	return pgtest.ExtraServer(t, "wal_level=replica", map[string]string{"wal_level": "replica"})
+}
+
+// newEnv makes a test's database and instance. With cfg.Capture set to
+// trigger, the database is on a server with wal_level=replica and the
+// instance keeps capture auto, which must choose triggers there.
 func newEnv(t *testing.T, cfg trellis.Config) *env {
 	t.Helper()
-	dsn := pgtest.NewDatabase(t)
+	var dsn string
+	if cfg.Capture == trellis.CaptureTrigger {
+		dsn = pgtest.NewDatabaseOn(t, replicaServer(t))
+		cfg.Capture = trellis.CaptureAuto
+	} else {
+		dsn = pgtest.NewDatabase(t)
+	}
+	return newEnvOn(t, dsn, cfg)
+}
+
+// newEnvOn makes an instance with cfg on the database dsn.
+func newEnvOn(t *testing.T, dsn string, cfg trellis.Config) *env {
+	t.Helper()
 	conn, err := pgx.Connect(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -187,13 +220,28 @@ func workload(e *env, rng *rand.Rand, txns, maxRows int) {
 	}
 }
 
-func TestPipelineConverges(t *testing.T) {
-	e := newEnv(t, trellis.Config{})
+func TestPipelineConverges(t *testing.T) { eachMode(t, testPipelineConverges) }
+
+func testPipelineConverges(t *testing.T, mode string) {
+	e := newEnv(t, trellis.Config{Capture: mode})
 	e.exec(schemaSQL)
 	e.exec(`INSERT INTO orders SELECT g, g % 7, 'new', g % 50, g % 4, NULL FROM generate_series(1, 200) g`)
 	e.apply(defsSQL)
 	e.start()
 	e.converge("after build")
+	if mode == trellis.CaptureTrigger {
+		// auto, on a server with wal_level=replica: triggers, and why.
+		st, err := e.tr.Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range st {
+			if s.CaptureMode == nil || *s.CaptureMode != trellis.CaptureTrigger || s.CaptureReason == nil ||
+				!strings.Contains(*s.CaptureReason, "wal_level") || s.SlotName != nil {
+				t.Fatalf("%s: capture_mode %v, reason %v, slot %v; want trigger because of wal_level, no slot", s.Name, s.CaptureMode, s.CaptureReason, s.SlotName)
+			}
+		}
+	}
 	rng := rand.New(rand.NewSource(42))
 	for round := 0; round < 5; round++ {
 		workload(e, rng, 20, 30)
@@ -210,9 +258,13 @@ func TestPipelineConverges(t *testing.T) {
 }
 
 func TestRestartResumes(t *testing.T) {
-	for _, confirm := range []string{trellis.ConfirmLocal, trellis.ConfirmApplied} {
-		t.Run(confirm, func(t *testing.T) {
-			e := newEnv(t, trellis.Config{Confirm: confirm})
+	for _, mode := range []string{trellis.ConfirmLocal, trellis.ConfirmApplied, trellis.CaptureTrigger} {
+		t.Run(mode, func(t *testing.T) {
+			cfg := trellis.Config{Confirm: mode}
+			if mode == trellis.CaptureTrigger {
+				cfg = trellis.Config{Capture: mode}
+			}
+			e := newEnv(t, cfg)
 			e.exec(schemaSQL)
 			e.apply(defsSQL)
 			e.start()

@@ -382,8 +382,10 @@ func (e *env) queryInt(sql string, args ...any) int64 {
 // TestJoinTransformsLive builds join transforms over existing data, then
 // keeps them exact through concurrent writes to every table and through
 // the dimension changes that only lineage and outer-join expansion handle.
-func TestJoinTransformsLive(t *testing.T) {
-	e := newEnv(t, trellis.Config{})
+func TestJoinTransformsLive(t *testing.T) { eachMode(t, testJoinTransformsLive) }
+
+func testJoinTransformsLive(t *testing.T, mode string) {
+	e := newEnv(t, trellis.Config{Capture: mode})
 	e.exec(joinSchemaSQL)
 	e.exec(joinSeedSQL(400))
 	e.apply(joinScript(joinLiveDefs))
@@ -469,9 +471,10 @@ func TestJoinTransformsLive(t *testing.T) {
 // and checks exact convergence, in both confirm modes.
 func TestJoinSurvivesKill(t *testing.T) {
 	bin := buildCLI(t)
-	for _, confirm := range []string{trellis.ConfirmLocal, trellis.ConfirmApplied} {
-		t.Run(confirm, func(t *testing.T) {
-			e := newEnv(t, trellis.Config{Confirm: confirm})
+	for _, m := range killModes {
+		t.Run(m.name, func(t *testing.T) {
+			confirm := m.confirm
+			e := newEnv(t, trellis.Config{Confirm: confirm, Capture: m.capture})
 			e.exec(joinSchemaSQL)
 			// Enough rows that the first kill lands inside the build.
 			e.exec(joinSeedSQL(20000))

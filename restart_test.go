@@ -55,14 +55,24 @@ func (r *runner) kill() {
 	}
 }
 
+// killModes are the runs of the kill -9 tests: logical capture in both
+// confirm modes, and trigger capture (a server with wal_level=replica,
+// see newEnv), where the confirm mode has no slot to confirm.
+var killModes = []struct{ name, confirm, capture string }{
+	{trellis.ConfirmLocal, trellis.ConfirmLocal, ""},
+	{trellis.ConfirmApplied, trellis.ConfirmApplied, ""},
+	{trellis.CaptureTrigger, trellis.ConfirmLocal, trellis.CaptureTrigger},
+}
+
 // TestKillNineMidStream kills the runner process with SIGKILL while
 // changes stream and applies run, restarts it, and checks exact
 // convergence with no double counting, in both confirm modes.
 func TestKillNineMidStream(t *testing.T) {
 	bin := buildCLI(t)
-	for _, confirm := range []string{trellis.ConfirmLocal, trellis.ConfirmApplied} {
-		t.Run(confirm, func(t *testing.T) {
-			e := newEnv(t, trellis.Config{Confirm: confirm})
+	for _, m := range killModes {
+		t.Run(m.name, func(t *testing.T) {
+			confirm := m.confirm
+			e := newEnv(t, trellis.Config{Confirm: confirm, Capture: m.capture})
 			e.exec(schemaSQL)
 			e.apply(defsSQL)
 			dir := t.TempDir()

@@ -12,40 +12,37 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/trellis-repl/trellis-repl/capture"
 	"github.com/trellis-repl/trellis-repl/checkpoint"
-	"github.com/trellis-repl/trellis-repl/decode"
 	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
 	"github.com/trellis-repl/trellis-repl/internal/terr"
 	"github.com/trellis-repl/trellis-repl/replication"
 )
 
-// runner is one Run: the slot stream feeding the local store, and one worker
-// per transform re-deriving what the store marks dirty.
+// runner is one Run: a capture (logical slot or triggers) feeding the
+// local store, and one worker per transform re-deriving what the store
+// marks dirty.
 type runner struct {
 	t       *Trellis
 	store   *checkpoint.Store
 	metrics *Metrics
-	slot    string
-	pub     string
+	capture capture.Capture
 	intake  *intake
-	// streamFn is the slot stream: replication.Run, except in tests that
-	// need a failure the server cannot produce on demand.
-	streamFn streamFunc
 
 	mu      sync.Mutex
 	workers map[int64]*worker
 
 	confirmed atomic.Uint64
-	captureMu sync.Mutex // serialises publication changes and fences
 }
 
 // streamFunc streams a slot into a sink until ctx ends or capture fails;
 // replication.Run is the only one outside tests.
-type streamFunc func(ctx context.Context, cfg replication.Config, sink decode.Sink) error
+type streamFunc = capture.StreamFunc
 
-// Run maintains every transform until ctx ends: it captures changes from
-// the instance's replication slot, builds new transforms and keeps live ones
+// Run maintains every transform until ctx ends: it captures changes (from
+// the instance's replication slot, or with triggers where logical
+// replication is not available), builds new transforms and keeps live ones
 // exact. Only one Run per instance schema may be active; a second one
 // fails with code conflict.
 func (t *Trellis) Run(ctx context.Context) error { return t.run(ctx, replication.Run) }
@@ -82,26 +79,16 @@ func (t *Trellis) run(ctx context.Context, streamFn streamFunc) error {
 	if !got {
 		return terr.New(terr.Conflict, "another `trellis-repl run` is already maintaining instance %q on this database; stop it first (one runner per instance)", t.cat.Schema)
 	}
-	switch t.cfg.Capture {
-	case CaptureTrigger:
-		return terr.New(terr.Unavailable, "trigger capture is not available in this version; use --capture=logical (requires wal_level=logical and the REPLICATION attribute)")
-	}
-	avail, err := replication.Check(ctx, t.pool)
-	if err != nil {
-		return terr.Wrap(terr.Unavailable, err, "check logical replication: %v", err)
-	}
-	reason := "logical replication is available"
-	if !avail.Possible() {
-		if t.cfg.Capture == CaptureAuto {
-			return terr.New(terr.Unavailable, "logical capture is not possible here (%s) and trigger capture is not available in this version; fix the server settings above", avail.Reason())
-		}
-		return terr.New(terr.Unavailable, "logical capture is not possible: %s", avail.Reason())
-	}
 	var dbOID uint32
 	if err := t.pool.QueryRow(ctx, `SELECT oid FROM pg_database WHERE datname = current_database()`).Scan(&dbOID); err != nil {
 		return terr.Wrap(terr.Unavailable, err, "identify the database: %v", err)
 	}
-	r := &runner{t: t, slot: t.cat.SlotName(dbOID), pub: t.cat.PublicationName(), workers: map[int64]*worker{}, metrics: t.cfg.Metrics, streamFn: streamFn}
+	slot := t.cat.SlotName(dbOID)
+	mode, reason, err := t.chooseCapture(ctx, slot)
+	if err != nil {
+		return err
+	}
+	r := &runner{t: t, workers: map[int64]*worker{}, metrics: t.cfg.Metrics}
 	if r.metrics == nil {
 		r.metrics = NewMetrics(nil)
 	}
@@ -115,11 +102,51 @@ func (t *Trellis) run(ctx context.Context, streamFn streamFunc) error {
 	}
 	defer store.Close()
 	r.store = store
-	if err := r.prepareSlot(ctx, reason); err != nil {
+	logical := capture.NewLogical(capture.LogicalConfig{
+		DSN: t.cfg.DSN, Slot: slot, Publication: t.cat.PublicationName(), Pool: t.pool,
+		Position: store, Confirmed: r.confirmed.Load, ConfirmApplied: t.cfg.Confirm == ConfirmApplied,
+		Stream: streamFn, OnReconnect: r.metrics.Reconnects.Inc, Logger: t.log,
+	})
+	trigger := capture.NewTrigger(capture.TriggerConfig{
+		Schema: t.cat.Schema, Pool: t.pool, Conn: t.connConfig(), Position: store, Logger: t.log,
+	})
+	r.capture = logical
+	if mode == capture.ModeTrigger {
+		r.capture = trigger
+	}
+	t.log.Info("capture mode chosen", "mode", mode, "reason", reason)
+	r.intake = newIntake(r)
+	if err := r.prepare(ctx, mode, reason, slot, logical, trigger); err != nil {
 		return err
 	}
-	r.intake = newIntake(r)
 	return r.loop(ctx, lockConn)
+}
+
+// chooseCapture picks the capture mode and says why: --capture=logical and
+// trigger are taken as given (logical refused where it cannot work), auto
+// takes logical replication where the server and role allow it.
+func (t *Trellis) chooseCapture(ctx context.Context, slot string) (mode, reason string, err error) {
+	if t.cfg.Capture == CaptureTrigger {
+		return capture.ModeTrigger, "--capture=trigger was given", nil
+	}
+	opts := []replication.CheckOption{replication.WithSlot(slot), replication.WithPublication(t.cat.PublicationName())}
+	if t.cfg.Capture == CaptureAuto {
+		opts = append(opts, replication.WithReplicationProbe(t.cfg.DSN))
+	}
+	avail, err := replication.Check(ctx, t.pool, opts...)
+	if err != nil {
+		return "", "", terr.Wrap(terr.Unavailable, err, "check logical replication: %v", err)
+	}
+	if avail.Possible() {
+		if t.cfg.Capture == CaptureLogical {
+			return capture.ModeLogical, "--capture=logical was given", nil
+		}
+		return capture.ModeLogical, "logical replication is available", nil
+	}
+	if t.cfg.Capture == CaptureLogical {
+		return "", "", terr.New(terr.Unavailable, "%s Or run with --capture=trigger (or auto) to capture with triggers.", avail.Reason())
+	}
+	return capture.ModeTrigger, avail.Reason() + " Capturing with triggers instead.", nil
 }
 
 // dataDir is the configured directory, else one per database and schema.
@@ -136,101 +163,65 @@ func (t *Trellis) dataDir(ctx context.Context) (string, error) {
 	return filepath.Join("trellis-repl-data", fmt.Sprintf("%s-%d-%s", sysid, dboid, t.cat.Schema)), nil
 }
 
-// prepareSlot makes sure publication and slot exist, decides where to
-// resume, and detects lost continuity (docs/architecture.md §3.6, §3.9).
-func (r *runner) prepareSlot(ctx context.Context, reason string) error {
+// prepare readies the capture, restarts builds or pauses transforms as
+// continuity with the previous run requires, and records the start.
+func (r *runner) prepare(ctx context.Context, mode, reason, slot string, logical *capture.Logical, trigger *capture.Trigger) error {
 	t := r.t
-	if _, err := replication.EnsurePublication(ctx, t.pool, r.pub); err != nil {
-		return terr.Wrap(terr.Unavailable, err, "create publication %q: %v; the role needs CREATE on the database", r.pub, err)
-	}
 	inst, err := t.cat.GetInstance(ctx, t.pool)
 	if err != nil {
 		return terr.Wrap(terr.Unavailable, err, "%v", err)
 	}
 	ranBefore := inst.StoreID != ""
-	// A runner killed while creating the slot leaves its backend finishing
-	// the creation: wait for the slot's start, or the transforms would be
-	// built before it and miss the commits in between.
-	slot, err := replication.AwaitSlot(ctx, t.pool, r.slot)
+	prev := capture.Continuity{
+		RanBefore:      ranBefore,
+		StoreLost:      ranBefore && (r.store.Created() || r.store.StoreID() != inst.StoreID),
+		ConfirmApplied: t.cfg.Confirm == ConfirmApplied,
+	}
+	var switched capture.Prepared
+	if inst.CaptureMode != "" && inst.CaptureMode != mode {
+		if switched, err = r.switchCapture(ctx, inst.CaptureMode, mode, prev, logical, trigger); err != nil {
+			return err
+		}
+		// The switch judged continuity; the new path starts afresh.
+		prev.RanBefore, prev.StoreLost = false, false
+	}
+	p, err := r.capture.Prepare(ctx, prev)
 	if err != nil {
-		return terr.Wrap(terr.Unavailable, err, "read slot %q: %v", r.slot, err)
+		return err
 	}
-	var disruption string
-	if slot.Exists && slot.WALStatus == "lost" {
-		disruption = fmt.Sprintf("replication slot %q was invalidated (the server removed WAL it needed; see max_slot_wal_keep_size)", r.slot)
-		if err := replication.DropSlot(ctx, t.pool, r.slot); err != nil {
-			return terr.Wrap(terr.Unavailable, err, "drop invalidated slot: %v", err)
-		}
-		slot.Exists = false
-	} else if !slot.Exists && ranBefore {
-		disruption = fmt.Sprintf("replication slot %q disappeared (dropped, or lost in a failover or restore)", r.slot)
+	if p.Disruption == "" {
+		p.Disruption = switched.Disruption
 	}
-	freshSlot := false
-	if !slot.Exists {
-		_, lsn, err := replication.EnsureSlot(ctx, t.pool, r.slot)
+	p.RestartBuilds = p.RestartBuilds || switched.RestartBuilds
+	if p.RestartBuilds {
+		ts, err := t.cat.List(ctx, t.pool)
 		if err != nil {
-			return terr.Wrap(terr.Unavailable, err, "create replication slot %q: %v", r.slot, err)
+			return terr.Wrap(terr.Unavailable, err, "%v", err)
 		}
-		slot.ConfirmedFlush = lsn
-		freshSlot = true
-	}
-	storeLost := ranBefore && (r.store.Created() || r.store.StoreID() != inst.StoreID)
-	start := r.store.ReceivedLSN()
-	if storeLost || freshSlot || start == 0 {
-		start = uint64(slot.ConfirmedFlush)
-		if storeLost && !freshSlot && t.cfg.Confirm == ConfirmApplied {
-			// The slot was confirmed only up to what was applied: resume from
-			// there; transforms still building restart their build.
-			ts, err := t.cat.List(ctx, t.pool)
-			if err != nil {
-				return terr.Wrap(terr.Unavailable, err, "%v", err)
-			}
-			for _, tr := range ts {
-				if tr.State == catalog.StateBackfilling {
-					if _, err := t.cat.SetState(ctx, t.pool, tr.ID, catalog.StateBackfilling, catalog.StateWaiting); err != nil {
-						return err
-					}
-					if err := t.cat.SetBuildCursor(ctx, t.pool, tr.ID, 0, nil); err != nil {
-						return err
-					}
+		for _, tr := range ts {
+			if tr.State == catalog.StateBackfilling {
+				if _, err := t.cat.SetState(ctx, t.pool, tr.ID, catalog.StateBackfilling, catalog.StateWaiting); err != nil {
+					return err
+				}
+				if err := t.cat.SetBuildCursor(ctx, t.pool, tr.ID, 0, nil); err != nil {
+					return err
 				}
 			}
-		} else if storeLost && disruption == "" {
-			disruption = fmt.Sprintf("the local checkpoint store is not the one this instance last used (lost or replaced) and --confirm=%s confirmed the slot past what was applied", t.cfg.Confirm)
-		}
-		if err := r.store.AdvanceReceived(start); err != nil {
-			return err
-		}
-		if err := r.store.Flush(); err != nil {
-			return err
-		}
-	} else if uint64(slot.ConfirmedFlush) > start {
-		// Under --confirm=applied the slot is confirmed only up to what every
-		// running transform applied, so a stale store (an older copy) is
-		// harmless: resume at the slot. Under local it means lost changes.
-		if t.cfg.Confirm != ConfirmApplied {
-			disruption = fmt.Sprintf("replication slot %q is confirmed at %s, past the local checkpoint %s (the checkpoint store is stale, or the slot was advanced or recreated)",
-				r.slot, catalog.FormatLSN(uint64(slot.ConfirmedFlush)), catalog.FormatLSN(start))
-		}
-		if err := r.store.AdvanceReceived(uint64(slot.ConfirmedFlush)); err != nil {
-			return err
-		}
-		if err := r.store.Flush(); err != nil {
-			return err
 		}
 	}
-	if disruption != "" {
+	if p.Disruption != "" {
 		// No worker runs yet: a transform still waiting for its build will
-		// install its capture on the slot as it is now, so it missed nothing
+		// install its capture as it is now, so it missed nothing
 		// (typically one RESUMEd just before this start).
-		if err := r.pauseAll(ctx, disruption, true); err != nil {
+		if err := r.pauseAll(ctx, p.Disruption, true); err != nil {
 			return err
 		}
 	}
-	// Start from what the slot already has: under --confirm=applied the
-	// received position may be ahead of what is applied.
-	r.confirmed.Store(uint64(slot.ConfirmedFlush))
-	if err := t.cat.StartInstance(ctx, t.pool, r.store.StoreID(), t.cfg.Confirm, CaptureLogical, reason, r.slot); err != nil {
+	r.confirmed.Store(p.Confirmed)
+	if mode != capture.ModeLogical {
+		slot = ""
+	}
+	if err := t.cat.StartInstance(ctx, t.pool, r.store.StoreID(), t.cfg.Confirm, mode, reason, slot); err != nil {
 		return terr.Wrap(terr.Unavailable, err, "record runner start: %v", err)
 	}
 	return nil
@@ -336,78 +327,12 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 	return nil
 }
 
-// stream runs the replication connection, recovering from a lost slot by
-// pausing the transforms (disruption) and starting a new slot.
+// stream runs the capture into the intake; a disruption pauses every
+// transform (they must be rebuilt) before capture goes on.
 func (r *runner) stream(ctx context.Context) error {
-	for {
-		err := r.streamFn(ctx, replication.Config{
-			DSN: r.t.cfg.DSN, Slot: r.slot, Publication: r.pub, Logger: r.t.log,
-			StartLSN: r.store.ReceivedLSN,
-			FlushLSN: r.confirmed.Load,
-		}, r.intake)
-		if ctx.Err() != nil {
-			return nil
-		}
-		var lost *replication.SlotLostError
-		if errors.As(err, &lost) && lost.Kind == replication.SlotAhead && r.t.cfg.Confirm == ConfirmApplied {
-			// See prepareSlot: under applied, resuming at the slot is safe.
-			if err := r.resumeAtSlot(ctx); err != nil {
-				return err
-			}
-			continue
-		}
-		if errors.As(err, &lost) {
-			r.metrics.Reconnects.Inc()
-			r.t.log.Error("capture disruption", "err", err)
-			if perr := r.pauseAll(ctx, lost.Error(), false); perr != nil {
-				return perr
-			}
-			switch lost.Kind {
-			case replication.SlotInvalidated, replication.SlotUndecodable:
-				r.dropLostSlot(ctx)
-			case replication.PublicationMissing:
-				// pgoutput resolves the publication at the slot's position, so
-				// a recreated publication needs a new slot too.
-				if _, err := replication.EnsurePublication(ctx, r.t.pool, r.pub); err != nil {
-					return err
-				}
-				r.dropLostSlot(ctx)
-			}
-			if _, _, err := replication.EnsureSlot(ctx, r.t.pool, r.slot); err != nil {
-				return terr.Wrap(terr.Unavailable, err, "recreate slot %q: %v", r.slot, err)
-			}
-			if err := r.resumeAtSlot(ctx); err != nil {
-				return err
-			}
-			continue
-		}
-		if err != nil {
-			return terr.Wrap(terr.Unavailable, err, "capture stopped: %v", err)
-		}
-		return nil
-	}
-}
-
-// dropLostSlot drops the slot after a disruption while streaming. Should
-// the slot stay held, the next stream reports the same disruption and the
-// drop is tried again, so a failure is only logged.
-func (r *runner) dropLostSlot(ctx context.Context) {
-	if err := replication.DropSlot(ctx, r.t.pool, r.slot); err != nil {
-		r.t.log.Warn("drop the lost replication slot", "slot", r.slot, "err", err)
-	}
-}
-
-// resumeAtSlot moves the durable received position to the slot's
-// confirmed position, where the next stream starts.
-func (r *runner) resumeAtSlot(ctx context.Context) error {
-	slot, err := replication.SlotInfo(ctx, r.t.pool, r.slot)
-	if err != nil {
-		return terr.Wrap(terr.Unavailable, err, "read slot %q: %v", r.slot, err)
-	}
-	if err := r.store.AdvanceReceived(uint64(slot.ConfirmedFlush)); err != nil {
-		return err
-	}
-	return r.store.Flush()
+	return r.capture.Stream(ctx, r.intake, func(ctx context.Context, d capture.Disruption) error {
+		return r.pauseAll(ctx, d.Reason, false)
+	})
 }
 
 // updateConfirmed decides what the slot may be confirmed up to.
@@ -431,13 +356,21 @@ func (r *runner) updateConfirmed() {
 	r.metrics.ConfirmedLSN.Set(float64(r.confirmed.Load()))
 }
 
+// slotReporter is what a capture with a replication slot reports for the
+// slot metrics.
+type slotReporter interface {
+	SlotStats(ctx context.Context) (lagBytes, retainedBytes int64, ok bool)
+}
+
 func (r *runner) heartbeat(ctx context.Context) {
 	if err := r.t.cat.Heartbeat(ctx, r.t.pool, r.store.ReceivedLSN(), r.confirmed.Load()); err != nil && ctx.Err() == nil {
 		r.t.log.Warn("heartbeat", "err", err)
 	}
-	if s, err := replication.SlotInfo(ctx, r.t.pool, r.slot); err == nil && s.Exists {
-		r.metrics.SlotLagBytes.Set(float64(s.ConfirmLagBytes))
-		r.metrics.RetainedBytes.Set(float64(s.RetainedWALBytes))
+	if sr, ok := r.capture.(slotReporter); ok {
+		if lag, retained, ok := sr.SlotStats(ctx); ok {
+			r.metrics.SlotLagBytes.Set(float64(lag))
+			r.metrics.RetainedBytes.Set(float64(retained))
+		}
 	}
 	r.mu.Lock()
 	ws := make([]*worker, 0, len(r.workers))
@@ -456,21 +389,21 @@ func (r *runner) heartbeat(ctx context.Context) {
 }
 
 // reconcile starts workers for transforms that should run and stops the
-// others, and drops publication membership nobody needs.
+// others, and removes capture from tables nobody reads.
 func (r *runner) reconcile(ctx context.Context) error {
 	ts, err := r.t.cat.List(ctx, r.t.pool)
 	if err != nil {
 		return err
 	}
 	want := map[int64]*catalog.Transform{}
-	needed := map[string]bool{}
+	var needed []capture.Table
+	complete := true
 	for _, tr := range ts {
 		if p, err := engine.Decode(tr.Plan); err == nil {
-			for _, src := range p.Tables() {
-				needed[src.Ident()] = true
-			}
+			needed = append(needed, captureTables(p)...)
 		} else {
-			needed[tr.SourceTable] = true
+			// A plan this version cannot read: remove no capture it may need.
+			complete = false
 		}
 		if tr.State != catalog.StatePaused {
 			want[tr.ID] = tr
@@ -515,53 +448,40 @@ func (r *runner) reconcile(ctx context.Context) error {
 			}
 		}
 	}
-	// Drop publication membership of tables no transform reads.
-	r.captureMu.Lock()
-	defer r.captureMu.Unlock()
-	pubd, err := replication.PublishedTables(ctx, r.t.pool, r.pub)
-	if err != nil {
-		return err
+	if !complete {
+		return nil
 	}
-	var drop []pgx.Identifier
-	for _, id := range pubd {
-		if !needed[id.Sanitize()] {
-			drop = append(drop, id)
-		}
-	}
-	if len(drop) > 0 {
-		if err := replication.DropTables(ctx, r.t.pool, r.pub, drop); err != nil {
-			return err
-		}
-	}
-	return nil
+	return r.capture.Retain(ctx, needed)
 }
 
-// installCapture publishes the transform's sources and waits for the fence:
-// every transaction that was open when the source's changes started to be
-// routed has ended, so a build reading the source afterwards misses nothing
-// that the slot will not also deliver (docs/architecture.md §3.5, ADR 0007).
-func (r *runner) installCapture(ctx context.Context, p *engine.Plan) error {
-	r.captureMu.Lock()
-	tx, err := r.t.pool.Begin(ctx)
-	if err != nil {
-		r.captureMu.Unlock()
-		return err
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck
-	var tables []pgx.Identifier
+// captureTables are the tables a plan reads, as capture names them.
+func captureTables(p *engine.Plan) []capture.Table {
+	var out []capture.Table
 	for _, src := range p.Tables() {
-		tables = append(tables, pgx.Identifier{src.Schema, src.Name})
+		key := make([]string, len(src.Key))
+		for i, k := range src.Key {
+			key[i] = k.Name
+		}
+		out = append(out, capture.Table{Schema: src.Schema, Name: src.Name, OID: src.OID, Key: key})
 	}
-	if err := replication.AddTables(ctx, tx, r.pub, tables); err != nil {
-		r.captureMu.Unlock()
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		r.captureMu.Unlock()
-		return err
-	}
-	r.captureMu.Unlock()
-	return replication.Fence(ctx, r.t.pool)
+	return out
+}
+
+// installCapture captures the transform's sources; when it returns, a
+// build reading them misses nothing capture will not also deliver
+// (docs/architecture.md §3.5, ADR 0007).
+// While a lock on a source is waited for, the transform's capture_wait
+// says so.
+func (r *runner) installCapture(ctx context.Context, id int64, p *engine.Plan) error {
+	return r.capture.Install(ctx, captureTables(p), func(w *capture.Wait) {
+		var v any
+		if w != nil {
+			v = w
+		}
+		if err := r.t.cat.SetCaptureWait(context.WithoutCancel(ctx), r.t.pool, id, v); err != nil {
+			r.t.log.Warn("record capture wait", "err", err)
+		}
+	})
 }
 
 // pruneVisibility drops visibility entries of transactions that new

@@ -2,10 +2,13 @@ package trellis
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/trellis-repl/trellis-repl/capture"
 	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
 	"github.com/trellis-repl/trellis-repl/internal/terr"
@@ -14,6 +17,11 @@ import (
 
 // Failure is why a transform was paused by the system.
 type Failure = catalog.Failure
+
+// CaptureWait describes an install of capture waiting for a lock on a
+// source table: table, operation, lock mode, since when, and the sessions
+// holding the lock (nothing is cancelled; the wait ends when they let go).
+type CaptureWait = capture.Wait
 
 // BackfillFailure describes a build that keeps failing.
 type BackfillFailure = catalog.BackfillFailure
@@ -33,20 +41,22 @@ type TransformStatus struct {
 	PausedBy        *string           `json:"paused_by"`
 	CaptureFailure  *Failure          `json:"capture_failure"`
 	BackfillFailure *BackfillFailure  `json:"backfill_failure"`
-	CaptureWait     *string           `json:"capture_wait"`
+	CaptureWait     *CaptureWait      `json:"capture_wait"`
 	DrainFailure    *string           `json:"drain_failure"`
 	HeldKeys        *HeldKeys         `json:"held_keys"`
 	SourceIndexGaps []engine.IndexGap `json:"source_index_gaps"`
 	CorrectingNodes []string          `json:"correcting_nodes"`
 	CaptureMode     *string           `json:"capture_mode"`
-	SlotName        *string           `json:"slot_name"`
-	AppliedLSN      string            `json:"applied_lsn"`
-	AppliedAt       *time.Time        `json:"applied_at"`
-	LagBytes        *int64            `json:"lag_bytes"`
-	KeysApplied     int64             `json:"keys_applied"`
-	Target          string            `json:"target"`
-	Source          string            `json:"source"`
-	StateChangedAt  time.Time         `json:"state_changed_at"`
+	// CaptureReason says why the runner chose CaptureMode.
+	CaptureReason  *string    `json:"capture_reason"`
+	SlotName       *string    `json:"slot_name"`
+	AppliedLSN     string     `json:"applied_lsn"`
+	AppliedAt      *time.Time `json:"applied_at"`
+	LagBytes       *int64     `json:"lag_bytes"`
+	KeysApplied    int64      `json:"keys_applied"`
+	Target         string     `json:"target"`
+	Source         string     `json:"source"`
+	StateChangedAt time.Time  `json:"state_changed_at"`
 	// Replaces names the transform a redefinition in progress will
 	// replace once live; NotCarried is what the last swap did not carry
 	// over (grants, indexes, views).
@@ -101,12 +111,22 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 				s.Replaces = &n
 			}
 		}
+		if len(tr.CaptureWait) > 0 {
+			s.CaptureWait = new(CaptureWait)
+			if err := json.Unmarshal(tr.CaptureWait, s.CaptureWait); err != nil {
+				return nil, fmt.Errorf("decode capture_wait of %s: %w", tr.Name, err)
+			}
+		}
 		if tr.HeldKeys > 0 {
 			s.HeldKeys = &HeldKeys{Count: tr.HeldKeys}
 		}
 		if inst.CaptureMode != "" {
-			m, sl := inst.CaptureMode, inst.SlotName
-			s.CaptureMode, s.SlotName = &m, &sl
+			m, why := inst.CaptureMode, inst.CaptureReason
+			s.CaptureMode, s.CaptureReason = &m, &why
+			if inst.SlotName != "" {
+				sl := inst.SlotName
+				s.SlotName = &sl
+			}
 		}
 		if tr.AppliedLSN > 0 && curLSN >= tr.AppliedLSN {
 			lag := int64(curLSN - tr.AppliedLSN)

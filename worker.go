@@ -148,7 +148,7 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 		}
 		switch tr.State {
 		case catalog.StateWaiting:
-			if err := w.r.installCapture(ctx, w.plan); err != nil {
+			if err := w.r.installCapture(ctx, w.id, w.plan); err != nil {
 				return err
 			}
 			if _, err := w.r.t.cat.SetState(ctx, w.r.t.pool, w.id, catalog.StateWaiting, catalog.StateBackfilling); err != nil {

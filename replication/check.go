@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -33,6 +34,69 @@ type Availability struct {
 	// ReplicationConnError is why the probe replication connection failed
 	// ("" when it worked or WithReplicationProbe was not given).
 	ReplicationConnError string
+	// ReplicationConnCode is the SQLSTATE of that failure, when the server
+	// sent one.
+	ReplicationConnCode string
+	// ReplicationProbed: WithReplicationProbe was given.
+	ReplicationProbed bool
+	// Database is the current database.
+	Database string
+}
+
+// Finding is one line of the availability check: what was checked, its
+// result (ok, fail or skip), what was found and, when it failed, the fix.
+type Finding struct {
+	Check  string `json:"check"`
+	Result string `json:"result"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+// Findings lists every check with its result, in the order an operator
+// fixes them.
+func (a Availability) Findings() []Finding {
+	var out []Finding
+	add := func(check string, ok bool, detail, fix string) {
+		f := Finding{Check: check, Result: "ok", Detail: detail}
+		if !ok {
+			f.Result, f.Fix = "fail", fix
+		}
+		out = append(out, f)
+	}
+	add("server_version", a.ServerVersion >= 130000, fmt.Sprintf("PostgreSQL %d.%d", a.ServerVersion/10000, a.ServerVersion%10000),
+		"upgrade to PostgreSQL 13 or later")
+	add("wal_level", a.WALLevel == "logical", "wal_level = "+a.WALLevel,
+		"ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL")
+	role := "primary"
+	if a.InRecovery {
+		role = "standby (in recovery)"
+	}
+	add("primary", !a.InRecovery, "the server is a "+role, "connect to the primary")
+	add("replication_privilege", a.ReplicationPrivilege, fmt.Sprintf("role %s: REPLICATION attribute or superuser = %v", quoteIdent(a.Role), a.ReplicationPrivilege),
+		fmt.Sprintf("ALTER ROLE %s REPLICATION;", quoteIdent(a.Role)))
+	slotDetail := fmt.Sprintf("%d of %d replication slots free", max(a.FreeReplicationSlots, 0), a.MaxReplicationSlots)
+	if a.SlotExists {
+		slotDetail += " (the instance's slot exists)"
+	}
+	add("replication_slots", a.SlotExists || a.FreeReplicationSlots > 0, slotDetail,
+		fmt.Sprintf("ALTER SYSTEM SET max_replication_slots = %d; then restart PostgreSQL (or drop unused slots)", a.MaxReplicationSlots+1))
+	add("wal_senders", a.FreeWALSenders > 0, fmt.Sprintf("%d of %d WAL senders free", max(a.FreeWALSenders, 0), a.MaxWALSenders),
+		fmt.Sprintf("ALTER SYSTEM SET max_wal_senders = %d; then restart PostgreSQL", a.MaxWALSenders+1))
+	add("create_publication", a.PublicationExists || a.CanCreatePublication,
+		fmt.Sprintf("role %s may create a publication = %v (exists = %v)", quoteIdent(a.Role), a.CanCreatePublication, a.PublicationExists),
+		fmt.Sprintf("GRANT CREATE ON DATABASE %s TO %s;", quoteIdent(a.Database), quoteIdent(a.Role)))
+	switch {
+	case !a.ReplicationProbed:
+		out = append(out, Finding{Check: "replication_connection", Result: "skip", Detail: "not tried"})
+	case a.ReplicationConnError == "":
+		add("replication_connection", true, "IDENTIFY_SYSTEM over a replication=database connection worked", "")
+	case a.ReplicationConnCode == "42501":
+		add("replication_connection", false, a.ReplicationConnError, fmt.Sprintf("ALTER ROLE %s REPLICATION;", quoteIdent(a.Role)))
+	default:
+		add("replication_connection", false, a.ReplicationConnError,
+			"let the role connect to this database in pg_hba.conf (a logical replication connection matches the database's own line, not the \"replication\" one) and connect directly, not through a pooler")
+	}
+	return out
 }
 
 // CheckOption refines Check.
@@ -72,7 +136,7 @@ func Check(ctx context.Context, q Querier, opts ...CheckOption) (Availability, e
 		SELECT current_setting('server_version_num')::int,
 		       current_setting('wal_level'),
 		       pg_is_in_recovery(),
-		       current_user::text,
+		       current_user::text, current_database()::text,
 		       coalesce((SELECT rolsuper OR rolreplication FROM pg_roles WHERE rolname = current_user), false)
 		         OR coalesce((SELECT pg_has_role(current_user, oid, 'MEMBER') FROM pg_roles WHERE rolname = 'rds_replication'), false),
 		       has_database_privilege(current_database(), 'CREATE'),
@@ -83,7 +147,7 @@ func Check(ctx context.Context, q Querier, opts ...CheckOption) (Availability, e
 		       EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1),
 		       EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $2)`,
 		o.slot, o.publication).Scan(
-		&a.ServerVersion, &a.WALLevel, &a.InRecovery, &a.Role, &a.ReplicationPrivilege,
+		&a.ServerVersion, &a.WALLevel, &a.InRecovery, &a.Role, &a.Database, &a.ReplicationPrivilege,
 		&a.CanCreatePublication, &a.MaxReplicationSlots, &usedSlots, &a.MaxWALSenders, &usedSenders,
 		&a.SlotExists, &a.PublicationExists)
 	if err != nil {
@@ -92,11 +156,22 @@ func Check(ctx context.Context, q Querier, opts ...CheckOption) (Availability, e
 	a.FreeReplicationSlots = a.MaxReplicationSlots - usedSlots
 	a.FreeWALSenders = a.MaxWALSenders - usedSenders
 	if o.probeDSN != "" {
+		a.ReplicationProbed = true
 		if err := probe(ctx, o.probeDSN); err != nil {
-			a.ReplicationConnError = err.Error()
+			a.ReplicationConnError, a.ReplicationConnCode = probeReason(err), pgCode(err)
 		}
 	}
 	return a, nil
+}
+
+// probeReason names why a replication connection failed, from its SQLSTATE
+// where the server gave one.
+func probeReason(err error) string {
+	var un *UnavailableError
+	if c := classify(err, "", ""); errors.As(c, &un) {
+		return un.Reason + ": " + err.Error()
+	}
+	return err.Error()
 }
 
 func probe(ctx context.Context, dsn string) error {

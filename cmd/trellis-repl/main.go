@@ -5,6 +5,7 @@
 //	trellis-repl run    --dsn URL [--data-dir DIR] [--capture auto|logical|trigger]
 //	                    [--confirm local|applied] [--metrics-addr HOST:PORT]
 //	trellis-repl status --dsn URL [--json] [NAME]
+//	trellis-repl doctor --dsn URL [--json]
 //
 // --dsn defaults to TRELLIS_DATABASE_URL, then the libpq PG* variables.
 package main
@@ -37,6 +38,7 @@ const usage = `usage:
   trellis-repl run    --dsn URL [--data-dir DIR] [--capture auto|logical|trigger]
                       [--confirm local|applied] [--metrics-addr HOST:PORT] [--schema NAME]
   trellis-repl status --dsn URL [--json] [--schema NAME] [NAME]
+  trellis-repl doctor --dsn URL [--json] [--schema NAME]
 --dsn defaults to TRELLIS_DATABASE_URL, then the libpq PG* variables.
 `
 
@@ -56,7 +58,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func runWithContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		fmt.Fprintln(stderr, "validation: no command given; use apply, run or status")
+		fmt.Fprintln(stderr, "validation: no command given; use apply, run, status or doctor")
 		return 2
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -71,6 +73,8 @@ func runWithContext(ctx context.Context, args []string, stdout, stderr io.Writer
 		err = cmdRun(ctx, args[1:], stderr)
 	case "status":
 		err = cmdStatus(ctx, args[1:], stdout)
+	case "doctor":
+		err = cmdDoctor(ctx, args[1:], stdout)
 	default:
 		fmt.Fprintf(stderr, "validation: unknown command %q; run 'trellis-repl --help' for usage\n", args[0])
 		return 2
@@ -252,4 +256,44 @@ func cmdStatus(ctx context.Context, args []string, stdout io.Writer) error {
 			strings.ReplaceAll(problem, "\n", " "))
 	}
 	return tw.Flush()
+}
+
+// cmdDoctor prints each capture check, the mode --capture=auto would pick
+// and why, and what to change to get logical replication.
+func cmdDoctor(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	var c common
+	c.register(fs)
+	asJSON := fs.Bool("json", false, "print a JSON object")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{"doctor takes no arguments"}
+	}
+	r, err := trellis.Doctor(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHECK\tRESULT\tFOUND")
+	for _, f := range r.Checks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Check, f.Result, oneLine(f.Detail))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\n--capture=auto would use: %s (%s)\n", r.AutoMode, r.Reason)
+	if len(r.ToGetLogical) > 0 {
+		fmt.Fprintln(stdout, "\nTo get logical replication:")
+		for _, f := range r.ToGetLogical {
+			fmt.Fprintf(stdout, "  - %s\n", f)
+		}
+	}
+	return nil
 }

@@ -131,6 +131,9 @@ type Transform struct {
 	Replaces int64
 	// ReplaceNotes are what the swap did not carry over (set when it ran).
 	ReplaceNotes []string
+	// CaptureWait is the runner's JSON description of an install of
+	// capture waiting for a lock, or nil.
+	CaptureWait json.RawMessage
 }
 
 var migrations = []string{
@@ -181,6 +184,9 @@ var migrations = []string{
 	// names once live.
 	`ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS replaces bigint REFERENCES {{s}}.transforms (id) ON DELETE CASCADE;
 	 ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS replace_notes text[];`,
+	// 3: capture waits: an install of capture waiting for a lock on a user
+	// table, with the sessions holding it (JSON written by the runner).
+	`ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS capture_wait jsonb;`,
 }
 
 // Migrate creates or upgrades the instance schema to the newest version. It
@@ -256,7 +262,7 @@ const transformCols = `t.id, t.schema_name, t.name, t.definition, t.shape, t.pla
 	coalesce(t.paused_by, ''), t.rebuild, t.build_cursor, t.build_phase, t.capture_failure, t.backfill_failure,
 	t.source_table, t.source_oid, t.created_at, t.state_changed_at,
 	coalesce(p.applied_lsn, '0/0')::text, p.applied_at, coalesce(p.keys_applied, 0), coalesce(p.held_keys, 0),
-	coalesce(t.replaces, 0), t.replace_notes`
+	coalesce(t.replaces, 0), t.replace_notes, t.capture_wait`
 
 func scanTransform(row pgx.Row) (*Transform, error) {
 	var t Transform
@@ -265,7 +271,7 @@ func scanTransform(row pgx.Row) (*Transform, error) {
 	var cursor []string
 	if err := row.Scan(&t.ID, &t.Schema, &t.Name, &t.Definition, &t.Shape, &t.Plan, &t.State,
 		&t.PausedBy, &t.Rebuild, &cursor, &t.BuildPhase, &cf, &bf, &t.SourceTable, &t.SourceOID,
-		&t.CreatedAt, &t.StateChangedAt, &lsn, &t.AppliedAt, &t.KeysApplied, &t.HeldKeys, &t.Replaces, &t.ReplaceNotes); err != nil {
+		&t.CreatedAt, &t.StateChangedAt, &lsn, &t.AppliedAt, &t.KeysApplied, &t.HeldKeys, &t.Replaces, &t.ReplaceNotes, &t.CaptureWait); err != nil {
 		return nil, err
 	}
 	t.BuildCursor = cursor
@@ -459,6 +465,23 @@ func (c Catalog) RecordProgress(ctx context.Context, q Querier, id int64, lsn ui
 func (c Catalog) SetHeldKeys(ctx context.Context, q Querier, id int64, n int64) error {
 	_, err := q.Exec(ctx, `UPDATE `+c.T("progress")+` SET held_keys = $2 WHERE transform_id = $1 AND held_keys <> $2`, id, n)
 	return err
+}
+
+// SetCaptureWait records (v not nil, marshalled to JSON) or clears (nil)
+// the transform's capture wait.
+func (c Catalog) SetCaptureWait(ctx context.Context, q Querier, id int64, v any) error {
+	var js []byte
+	if v != nil {
+		var err error
+		if js, err = json.Marshal(v); err != nil {
+			return fmt.Errorf("encode capture wait: %w", err)
+		}
+	}
+	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET capture_wait = $2 WHERE id = $1 AND capture_wait IS DISTINCT FROM $2::jsonb`, id, js)
+	if err != nil {
+		return fmt.Errorf("record capture wait: %w", err)
+	}
+	return nil
 }
 
 // Instance is the singleton instance row.

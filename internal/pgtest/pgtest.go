@@ -52,6 +52,10 @@ type harness struct {
 	kind     backendKind
 	server   *pgserver.Server // set only for backendLocal
 	adminDSN string           // superuser DSN of an existing database
+	binDir   string           // backendLocal: the binaries extra servers use
+
+	mu     sync.Mutex
+	extras map[string]*pgserver.Server // ExtraServer's, by name
 }
 
 var current *harness
@@ -126,7 +130,18 @@ func startBackend(b backend) (*harness, func(context.Context) error, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("pgtest: start PostgreSQL: %w", err)
 		}
-		return &harness{kind: b.kind, server: srv, adminDSN: srv.DSN("postgres")}, srv.Stop, nil
+		h := &harness{kind: b.kind, server: srv, adminDSN: srv.DSN("postgres"), binDir: b.binDir}
+		return h, func(ctx context.Context) error {
+			err := srv.Stop(ctx)
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			for _, x := range h.extras {
+				if xerr := x.Stop(ctx); xerr != nil && err == nil {
+					err = xerr
+				}
+			}
+			return err
+		}, nil
 	case backendContainer:
 		// Pulling the image on first use can take minutes.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -158,17 +173,55 @@ func Server(t testing.TB) *pgserver.Server {
 	return h.server
 }
 
+// ExtraServer returns a second throwaway server with settings over the
+// defaults (for example wal_level=replica), started on the first call with
+// that name and stopped when Main ends. It skips the test when the harness
+// has no local binaries (an external server or a container).
+func ExtraServer(t testing.TB, name string, settings map[string]string) *pgserver.Server {
+	t.Helper()
+	h := mustHarness(t)
+	if h.kind != backendLocal {
+		t.Skipf("pgtest: test needs a server of its own (%s); skipped with the %v", name, h.kind)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s := h.extras[name]; s != nil {
+		return s
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv, err := pgserver.Start(ctx, pgserver.Options{BinDir: h.binDir, ReapOnExit: true, Settings: settings})
+	if err != nil {
+		t.Fatalf("pgtest: start server %s: %v", name, err)
+	}
+	if h.extras == nil {
+		h.extras = map[string]*pgserver.Server{}
+	}
+	h.extras[name] = srv
+	return srv
+}
+
+// NewDatabaseOn is NewDatabase on srv (an ExtraServer).
+func NewDatabaseOn(t testing.TB, srv *pgserver.Server) string {
+	t.Helper()
+	return newDatabase(t, srv.DSN("postgres"))
+}
+
 // NewDatabase creates a fresh, empty database for this test and returns its
 // DSN. The database (and any replication slot on it) is dropped when the
 // test ends. The server has wal_level=logical.
 func NewDatabase(t testing.TB) string {
 	t.Helper()
-	h := mustHarness(t)
+	return newDatabase(t, mustHarness(t).adminDSN)
+}
+
+func newDatabase(t testing.TB, adminDSN string) string {
+	t.Helper()
 	name := DatabaseName(t.Name())
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, h.adminDSN)
+	conn, err := pgx.Connect(ctx, adminDSN)
 	if err != nil {
 		t.Fatalf("pgtest: connect to the test server: %v", err)
 	}
@@ -176,7 +229,7 @@ func NewDatabase(t testing.TB) string {
 	if err := pgserver.CreateDatabaseOn(ctx, conn, name); err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
-	dsn, err := withDatabase(h.adminDSN, name)
+	dsn, err := withDatabase(adminDSN, name)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
@@ -184,7 +237,7 @@ func NewDatabase(t testing.TB) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		conn, err := pgx.Connect(ctx, h.adminDSN)
+		conn, err := pgx.Connect(ctx, adminDSN)
 		if err != nil {
 			t.Errorf("pgtest: drop database %s: connect: %v", name, err)
 			return

@@ -28,6 +28,10 @@ const (
 	// SkipDimensionChange: a change to any source but the first of a join
 	// re-derives nothing.
 	SkipDimensionChange = "skip_dimension_change"
+	// DrainSkipsOpenTxn: the trigger drain takes a position-based cut (rows
+	// after the highest one it took), so rows of a transaction still open
+	// below the cut are skipped when it commits.
+	DrainSkipsOpenTxn = "drain_skips_open_txn"
 )
 
 // EnvVar names the environment variable that selects a planted bug.

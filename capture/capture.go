@@ -1,0 +1,125 @@
+// Package capture gets the changes of source tables into the runner's
+// intake, by one of two paths behind one interface:
+//
+//	          logical (a slot)                         trigger (no slot)
+//	source ──WAL──▶ walsender ──pgoutput──▶ decode ─┐   source ──statement triggers──▶ capture log
+//	                                                │                                       │ drain
+//	                                                ▼                                       ▼
+//	                                    decode.Sink (the runner's intake) ◀──────────────────┘
+//	                                                │ (table, key) per committed transaction
+//	                                                ▼
+//	                                    checkpoint store: dirty keys ──▶ workers re-derive
+//
+// Both paths deliver only which rows changed (table and primary key), in
+// commit order, into the same decode.Sink; neither applies row images
+// (docs/architecture.md §3.1). Capture never decides what a lost
+// continuity means for a transform: it reports a Disruption and the
+// runner pauses what it must (docs/architecture.md §3.9). This package
+// never imports the root package.
+package capture
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/trellis-repl/trellis-repl/decode"
+)
+
+// The capture modes a Capture implements (and the runner's --capture values
+// besides auto).
+const (
+	ModeLogical = "logical"
+	ModeTrigger = "trigger"
+)
+
+// Capture is one way of capturing changes: the runner prepares it once per
+// run, installs it for the tables transforms read, removes it from tables
+// nobody reads, and streams its changes into the intake.
+type Capture interface {
+	// Mode is ModeLogical or ModeTrigger.
+	Mode() string
+	// Prepare readies capture at the start of a run (publication and slot,
+	// or the capture log) and says where it resumes and whether continuity
+	// with the previous run was lost.
+	Prepare(ctx context.Context, prev Continuity) (Prepared, error)
+	// Install captures tables; when it returns, every change to them that
+	// a later snapshot does not see will be delivered (the fence,
+	// docs/architecture.md §3.5). Locks on the tables are waited for with
+	// a short lock_timeout, retried; waiting is told meanwhile.
+	Install(ctx context.Context, tables []Table, waiting WaitFunc) error
+	// Retain removes capture from every table not in keep.
+	Retain(ctx context.Context, keep []Table) error
+	// Stream delivers changes into sink until ctx ends (nil) or capture
+	// fails for good. Continuity lost while streaming is reported to
+	// disrupted, which pauses what it must, before capture starts again
+	// from a new position.
+	Stream(ctx context.Context, sink decode.Sink, disrupted func(context.Context, Disruption) error) error
+}
+
+// Table is a source table: its name, OID (changes are routed by it) and
+// the key columns a change must carry, in the order capture reports them.
+type Table struct {
+	Schema, Name string
+	OID          uint32
+	Key          []string
+}
+
+// Ident is the table as a pgx identifier.
+func (t Table) Ident() pgx.Identifier { return pgx.Identifier{t.Schema, t.Name} }
+
+// Continuity is what the runner knows about the previous run.
+type Continuity struct {
+	// RanBefore: the instance has run before (it recorded a store).
+	RanBefore bool
+	// StoreLost: the local checkpoint store is not the one the previous
+	// run used (lost, replaced, or a new one).
+	StoreLost bool
+	// ConfirmApplied: capture may release a change only once every
+	// transform applied it (--confirm=applied).
+	ConfirmApplied bool
+}
+
+// Prepared is where capture stands after Prepare.
+type Prepared struct {
+	// Disruption is "" or the sentence saying how continuity was lost:
+	// changes may have been missed, so the transforms must be rebuilt.
+	Disruption string
+	// RestartBuilds: builds in progress must restart (the store that held
+	// their changes is gone but capture kept everything since what was
+	// applied).
+	RestartBuilds bool
+	// Confirmed is the position capture has already released.
+	Confirmed uint64
+	// Slot names the replication slot ("" in trigger mode).
+	Slot string
+}
+
+// Disruption is continuity lost while streaming.
+type Disruption struct {
+	// Reason is a sentence naming what was lost and why.
+	Reason string
+}
+
+// Position is the durable received position of the local store: where
+// capture resumes, advanced as changes are recorded.
+type Position interface {
+	ReceivedLSN() uint64
+	AdvanceReceived(lsn uint64) error
+	Flush() error
+}
+
+// Querier is what capture needs from a normal connection: *pgx.Conn,
+// *pgxpool.Pool and pgx.Tx all fit.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Beginner is a Querier that can start a transaction.
+type Beginner interface {
+	Querier
+	Begin(ctx context.Context) (pgx.Tx, error)
+}

@@ -1,0 +1,311 @@
+package capture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/trellis-repl/trellis-repl/decode"
+	"github.com/trellis-repl/trellis-repl/internal/catalog"
+	"github.com/trellis-repl/trellis-repl/internal/terr"
+	"github.com/trellis-repl/trellis-repl/replication"
+)
+
+// StreamFunc streams a slot into a sink until ctx ends or capture fails;
+// replication.Run is the only one outside tests.
+type StreamFunc func(ctx context.Context, cfg replication.Config, sink decode.Sink) error
+
+// LogicalConfig configures a Logical capture.
+type LogicalConfig struct {
+	// DSN is the connection string of the replication connection.
+	DSN         string
+	Slot        string
+	Publication string
+	// Pool runs the management statements.
+	Pool Beginner
+	// Position is the local store's received position.
+	Position Position
+	// Confirmed is the position the slot may be confirmed up to.
+	Confirmed func() uint64
+	// ConfirmApplied: the slot is confirmed only up to what was applied.
+	ConfirmApplied bool
+	// Stream is replication.Run unless a test injects a failure.
+	Stream StreamFunc
+	// OnReconnect is called when the slot is recreated after a disruption.
+	OnReconnect func()
+	Logger      *slog.Logger
+	// LockTimeout bounds each wait for a table's lock when publishing it
+	// (default 200ms; retried).
+	LockTimeout time.Duration
+}
+
+// Logical captures through a publication and a logical-replication slot.
+type Logical struct {
+	cfg LogicalConfig
+	mu  sync.Mutex // serialises publication changes
+}
+
+// NewLogical returns logical capture for cfg.
+func NewLogical(cfg LogicalConfig) *Logical {
+	if cfg.Stream == nil {
+		cfg.Stream = replication.Run
+	}
+	if cfg.OnReconnect == nil {
+		cfg.OnReconnect = func() {}
+	}
+	return &Logical{cfg: cfg}
+}
+
+// Mode is ModeLogical.
+func (l *Logical) Mode() string { return ModeLogical }
+
+// Prepare makes sure publication and slot exist, decides where to resume,
+// and detects lost continuity (docs/architecture.md §3.6, §3.9).
+func (l *Logical) Prepare(ctx context.Context, prev Continuity) (Prepared, error) {
+	c := l.cfg
+	if _, err := replication.EnsurePublication(ctx, c.Pool, c.Publication); err != nil {
+		return Prepared{}, terr.Wrap(terr.Unavailable, err, "create publication %q: %v; the role needs CREATE on the database", c.Publication, err)
+	}
+	// A runner killed while creating the slot leaves its backend finishing
+	// the creation: wait for the slot's start, or the transforms would be
+	// built before it and miss the commits in between.
+	slot, err := replication.AwaitSlot(ctx, c.Pool, c.Slot)
+	if err != nil {
+		return Prepared{}, terr.Wrap(terr.Unavailable, err, "read slot %q: %v", c.Slot, err)
+	}
+	var out Prepared
+	out.Slot = c.Slot
+	if slot.Exists && slot.WALStatus == "lost" {
+		out.Disruption = fmt.Sprintf("replication slot %q was invalidated (the server removed WAL it needed; see max_slot_wal_keep_size)", c.Slot)
+		if err := replication.DropSlot(ctx, c.Pool, c.Slot); err != nil {
+			return Prepared{}, terr.Wrap(terr.Unavailable, err, "drop invalidated slot: %v", err)
+		}
+		slot.Exists = false
+	} else if !slot.Exists && prev.RanBefore {
+		out.Disruption = fmt.Sprintf("replication slot %q disappeared (dropped, or lost in a failover or restore)", c.Slot)
+	}
+	freshSlot := false
+	if !slot.Exists {
+		_, lsn, err := replication.EnsureSlot(ctx, c.Pool, c.Slot)
+		if err != nil {
+			return Prepared{}, terr.Wrap(terr.Unavailable, err, "create replication slot %q: %v", c.Slot, err)
+		}
+		slot.ConfirmedFlush = lsn
+		freshSlot = true
+	}
+	start := c.Position.ReceivedLSN()
+	if prev.StoreLost || freshSlot || start == 0 {
+		start = uint64(slot.ConfirmedFlush)
+		if prev.StoreLost && !freshSlot && prev.ConfirmApplied {
+			// The slot was confirmed only up to what was applied: resume from
+			// there; transforms still building restart their build.
+			out.RestartBuilds = true
+		} else if prev.StoreLost && out.Disruption == "" {
+			out.Disruption = "the local checkpoint store is not the one this instance last used (lost or replaced) and --confirm=local confirmed the slot past what was applied"
+		}
+		if err := l.advance(start); err != nil {
+			return Prepared{}, err
+		}
+	} else if uint64(slot.ConfirmedFlush) > start {
+		// Under --confirm=applied the slot is confirmed only up to what every
+		// running transform applied, so a stale store (an older copy) is
+		// harmless: resume at the slot. Under local it means lost changes.
+		if !prev.ConfirmApplied {
+			out.Disruption = fmt.Sprintf("replication slot %q is confirmed at %s, past the local checkpoint %s (the checkpoint store is stale, or the slot was advanced or recreated)",
+				c.Slot, catalog.FormatLSN(uint64(slot.ConfirmedFlush)), catalog.FormatLSN(start))
+		}
+		if err := l.advance(uint64(slot.ConfirmedFlush)); err != nil {
+			return Prepared{}, err
+		}
+	}
+	// Start from what the slot already has: under --confirm=applied the
+	// received position may be ahead of what is applied.
+	out.Confirmed = uint64(slot.ConfirmedFlush)
+	return out, nil
+}
+
+func (l *Logical) advance(lsn uint64) error {
+	if err := l.cfg.Position.AdvanceReceived(lsn); err != nil {
+		return err
+	}
+	return l.cfg.Position.Flush()
+}
+
+// Install publishes the tables and waits for the fence: every transaction
+// that was open when their changes started to be published has ended, so a
+// build reading them afterwards misses nothing that the slot will not also
+// deliver (docs/architecture.md §3.5, ADR 0007).
+func (l *Logical) Install(ctx context.Context, tables []Table, waiting WaitFunc) error {
+	if err := l.publish(ctx, tables, waiting); err != nil {
+		return err
+	}
+	return replication.Fence(ctx, l.cfg.Pool)
+}
+
+// Publish creates the publication if needed and publishes tables before a
+// slot exists (a switch from trigger capture), fence included.
+func (l *Logical) Publish(ctx context.Context, tables []Table) error {
+	if _, err := replication.EnsurePublication(ctx, l.cfg.Pool, l.cfg.Publication); err != nil {
+		return terr.Wrap(terr.Unavailable, err, "create publication %q: %v; the role needs CREATE on the database", l.cfg.Publication, err)
+	}
+	return l.Install(ctx, tables, nil)
+}
+
+// publish adds the tables to the publication one by one (ALTER PUBLICATION
+// takes SHARE UPDATE EXCLUSIVE on each), waiting for their locks with a
+// short lock_timeout.
+func (l *Logical) publish(ctx context.Context, tables []Table, waiting WaitFunc) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lw := lockWaiter{pool: l.cfg.Pool, timeout: l.lockTimeout()}
+	for _, t := range tables {
+		err := lw.run(ctx, t, "install", "ShareUpdateExclusiveLock", waiting, func(tx pgx.Tx) error {
+			return replication.AddTables(ctx, tx, l.cfg.Publication, []pgx.Identifier{t.Ident()})
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *Logical) lockTimeout() time.Duration {
+	if l.cfg.LockTimeout > 0 {
+		return l.cfg.LockTimeout
+	}
+	return 200 * time.Millisecond
+}
+
+// Retain drops publication membership of tables not in keep.
+func (l *Logical) Retain(ctx context.Context, keep []Table) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	needed := map[string]bool{}
+	for _, t := range keep {
+		needed[t.Ident().Sanitize()] = true
+	}
+	pubd, err := replication.PublishedTables(ctx, l.cfg.Pool, l.cfg.Publication)
+	if err != nil {
+		return err
+	}
+	var drop []pgx.Identifier
+	for _, id := range pubd {
+		if !needed[id.Sanitize()] {
+			drop = append(drop, id)
+		}
+	}
+	if len(drop) == 0 {
+		return nil
+	}
+	return replication.DropTables(ctx, l.cfg.Pool, l.cfg.Publication, drop)
+}
+
+// Stream runs the replication connection, recovering from a lost slot:
+// disrupted pauses the transforms, then a new slot starts.
+func (l *Logical) Stream(ctx context.Context, sink decode.Sink, disrupted func(context.Context, Disruption) error) error {
+	c := l.cfg
+	for {
+		err := c.Stream(ctx, replication.Config{
+			DSN: c.DSN, Slot: c.Slot, Publication: c.Publication, Logger: c.Logger,
+			StartLSN: c.Position.ReceivedLSN,
+			FlushLSN: c.Confirmed,
+		}, sink)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var lost *replication.SlotLostError
+		if errors.As(err, &lost) && lost.Kind == replication.SlotAhead && c.ConfirmApplied {
+			// See Prepare: under applied, resuming at the slot is safe.
+			if err := l.resumeAtSlot(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if errors.As(err, &lost) {
+			c.OnReconnect()
+			if c.Logger != nil {
+				c.Logger.Error("capture disruption", "err", err)
+			}
+			if perr := disrupted(ctx, Disruption{Reason: lost.Error()}); perr != nil {
+				return perr
+			}
+			switch lost.Kind {
+			case replication.SlotInvalidated, replication.SlotUndecodable:
+				l.dropLostSlot(ctx)
+			case replication.PublicationMissing:
+				// pgoutput resolves the publication at the slot's position, so
+				// a recreated publication needs a new slot too.
+				if _, err := replication.EnsurePublication(ctx, c.Pool, c.Publication); err != nil {
+					return err
+				}
+				l.dropLostSlot(ctx)
+			}
+			if _, _, err := replication.EnsureSlot(ctx, c.Pool, c.Slot); err != nil {
+				return terr.Wrap(terr.Unavailable, err, "recreate slot %q: %v", c.Slot, err)
+			}
+			if err := l.resumeAtSlot(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return terr.Wrap(terr.Unavailable, err, "capture stopped: %v", err)
+		}
+		return nil
+	}
+}
+
+// dropLostSlot drops the slot after a disruption while streaming. Should
+// the slot stay held, the next stream reports the same disruption and the
+// drop is tried again, so a failure is only logged.
+func (l *Logical) dropLostSlot(ctx context.Context) {
+	if err := replication.DropSlot(ctx, l.cfg.Pool, l.cfg.Slot); err != nil && l.cfg.Logger != nil {
+		l.cfg.Logger.Warn("drop the lost replication slot", "slot", l.cfg.Slot, "err", err)
+	}
+}
+
+// resumeAtSlot moves the durable received position to the slot's
+// confirmed position, where the next stream starts.
+func (l *Logical) resumeAtSlot(ctx context.Context) error {
+	slot, err := replication.SlotInfo(ctx, l.cfg.Pool, l.cfg.Slot)
+	if err != nil {
+		return terr.Wrap(terr.Unavailable, err, "read slot %q: %v", l.cfg.Slot, err)
+	}
+	return l.advance(uint64(slot.ConfirmedFlush))
+}
+
+// SlotExists reports whether the instance's slot exists.
+func (l *Logical) SlotExists(ctx context.Context) (bool, error) {
+	s, err := replication.SlotInfo(ctx, l.cfg.Pool, l.cfg.Slot)
+	if err != nil {
+		return false, terr.Wrap(terr.Unavailable, err, "read slot %q: %v", l.cfg.Slot, err)
+	}
+	return s.Exists, nil
+}
+
+// SlotStats reports the slot's confirm lag and retained WAL in bytes (ok
+// false when the slot cannot be read).
+func (l *Logical) SlotStats(ctx context.Context) (lag, retained int64, ok bool) {
+	s, err := replication.SlotInfo(ctx, l.cfg.Pool, l.cfg.Slot)
+	if err != nil || !s.Exists {
+		return 0, 0, false
+	}
+	return s.ConfirmLagBytes, s.RetainedWALBytes, true
+}
+
+// Remove drops the slot and the publication: logical capture is no longer
+// used by this instance (a switch to trigger capture).
+func (l *Logical) Remove(ctx context.Context) error {
+	if err := replication.DropSlot(ctx, l.cfg.Pool, l.cfg.Slot); err != nil {
+		return fmt.Errorf("drop replication slot %q: %w", l.cfg.Slot, err)
+	}
+	if _, err := l.cfg.Pool.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{l.cfg.Publication}.Sanitize()); err != nil {
+		return fmt.Errorf("drop publication %q: %w", l.cfg.Publication, err)
+	}
+	return nil
+}

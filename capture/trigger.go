@@ -1,0 +1,392 @@
+package capture
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/trellis-repl/trellis-repl/internal/terr"
+)
+
+// ringSize is the number of capture log partitions. Writers append to the
+// current one; the drain recycles the others by TRUNCATE once every
+// transaction that could write to them has ended (ADR 0012).
+const ringSize = 4
+
+// TriggerConfig configures a Trigger capture.
+type TriggerConfig struct {
+	// Schema is the instance schema: the capture log, its ring pointer, the
+	// registry of captured tables and the trigger functions live there, and
+	// the triggers are named after it.
+	Schema string
+	// Pool runs installs, removals and the objects' setup.
+	Pool Beginner
+	// Conn is the configuration of the drain's own connection.
+	Conn *pgx.ConnConfig
+	// Position is the local store's received position.
+	Position Position
+	Logger   *slog.Logger
+	// PollMin and PollMax bound the drain's polling interval: PollMin after
+	// a drain that found changes, doubling while idle up to PollMax.
+	PollMin, PollMax time.Duration
+	// RotateEvery is how often the ring moves on to its next partition
+	// once the current one was written (default 1s).
+	RotateEvery time.Duration
+	// BatchRows caps the rows one drain transaction moves (default 20000).
+	BatchRows int
+	// LockTimeout bounds every wait for a lock on a user table or a used
+	// capture partition (default 200ms; retried).
+	LockTimeout time.Duration
+}
+
+func (c TriggerConfig) withDefaults() TriggerConfig {
+	if c.PollMin <= 0 {
+		c.PollMin = 2 * time.Millisecond
+	}
+	if c.PollMax <= 0 {
+		c.PollMax = 100 * time.Millisecond
+	}
+	if c.RotateEvery <= 0 {
+		c.RotateEvery = time.Second
+	}
+	if c.BatchRows <= 0 {
+		c.BatchRows = 20000
+	}
+	if c.LockTimeout <= 0 {
+		c.LockTimeout = 200 * time.Millisecond
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Trigger captures with statement-level triggers that append (table, key)
+// to a capture log the drain moves into the intake.
+type Trigger struct {
+	cfg TriggerConfig
+	mu  sync.Mutex // serialises installs and removals
+}
+
+// NewTrigger returns trigger capture for cfg.
+func NewTrigger(cfg TriggerConfig) *Trigger { return &Trigger{cfg: cfg.withDefaults()} }
+
+// Mode is ModeTrigger.
+func (t *Trigger) Mode() string { return ModeTrigger }
+
+func (t *Trigger) obj(name string) string { return pgx.Identifier{t.cfg.Schema, name}.Sanitize() }
+
+func (t *Trigger) part(i int) string { return t.obj(fmt.Sprintf("capture_log_%d", i)) }
+
+// funcName is the trigger function of a source table, by its OID.
+func funcName(oid uint32) string { return fmt.Sprintf("capture_%d", oid) }
+
+// triggerName names one of the instance's triggers on a source table: the
+// instance schema keeps two instances' triggers apart, within PostgreSQL's
+// 63-byte names.
+func (t *Trigger) triggerName(op string) string {
+	n := "trellis_" + t.cfg.Schema + "_" + op
+	if len(n) <= 63 {
+		return n
+	}
+	h := sha256.Sum256([]byte(t.cfg.Schema))
+	return "trellis_" + hex.EncodeToString(h[:8]) + "_" + op
+}
+
+// triggerOps are the four triggers on every captured table.
+var triggerOps = []struct{ op, event, referencing string }{
+	{"ins", "INSERT", "REFERENCING NEW TABLE AS new_rows"},
+	{"upd", "UPDATE", "REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows"},
+	{"del", "DELETE", "REFERENCING OLD TABLE AS old_rows"},
+	{"trunc", "TRUNCATE", ""},
+}
+
+// Prepare creates the capture log, its ring and the registry when missing.
+// Trigger capture keeps no position on the server: what the drain moved is
+// in the local store, so a lost store loses it (a disruption).
+func (t *Trigger) Prepare(ctx context.Context, prev Continuity) (Prepared, error) {
+	stmts := []string{
+		`CREATE TABLE IF NOT EXISTS ` + t.obj("capture_log") + ` (
+			part smallint NOT NULL,
+			rel oid NOT NULL,
+			key text[],
+			truncated boolean NOT NULL DEFAULT false
+		) PARTITION BY LIST (part)`,
+		`CREATE TABLE IF NOT EXISTS ` + t.obj("capture_ring") + ` (
+			one boolean PRIMARY KEY DEFAULT true CHECK (one),
+			current smallint NOT NULL
+		)`,
+		`INSERT INTO ` + t.obj("capture_ring") + ` (current) VALUES (0) ON CONFLICT DO NOTHING`,
+		`CREATE TABLE IF NOT EXISTS ` + t.obj("capture_tables") + ` (
+			rel oid PRIMARY KEY,
+			schema_name text NOT NULL,
+			table_name text NOT NULL,
+			key_columns text[] NOT NULL,
+			installed_at timestamptz NOT NULL DEFAULT now()
+		)`,
+	}
+	for i := 0; i < ringSize; i++ {
+		stmts = append(stmts, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s PARTITION OF %s FOR VALUES IN (%d)`,
+			t.part(i), t.obj("capture_log"), i))
+	}
+	for _, s := range stmts {
+		if _, err := t.cfg.Pool.Exec(ctx, s); err != nil {
+			return Prepared{}, terr.Wrap(terr.Unavailable, err, "create the trigger capture log in schema %q: %v", t.cfg.Schema, err)
+		}
+	}
+	var out Prepared
+	if prev.RanBefore && prev.StoreLost {
+		out.Disruption = "the local checkpoint store is not the one this instance last used (lost or replaced), and trigger capture removed the changes it had moved into it from the capture log"
+	}
+	out.Confirmed = t.cfg.Position.ReceivedLSN()
+	return out, nil
+}
+
+// Install puts the capture triggers on every table that lacks them. A
+// transaction that wrote a table before its triggers exist holds a lock the
+// install waits for, so once Install returns every change a later snapshot
+// does not see fires a trigger: no separate fence is needed.
+func (t *Trigger) Install(ctx context.Context, tables []Table, waiting WaitFunc) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, tb := range tables {
+		ok, err := t.installed(ctx, tb)
+		if err != nil {
+			return err
+		}
+		if ok {
+			continue
+		}
+		lw := lockWaiter{pool: t.cfg.Pool, timeout: t.cfg.LockTimeout}
+		if err := lw.run(ctx, tb, "install", "ShareRowExclusiveLock", waiting, func(tx pgx.Tx) error { return t.installOne(ctx, tx, tb) }); err != nil {
+			return err
+		}
+		t.cfg.Logger.Info("trigger capture installed", "table", tb.Ident().Sanitize())
+	}
+	return nil
+}
+
+// installed reports whether tb has all four triggers of this instance and
+// a registry entry with the same key.
+func (t *Trigger) installed(ctx context.Context, tb Table) (bool, error) {
+	names := make([]string, len(triggerOps))
+	for i, o := range triggerOps {
+		names[i] = t.triggerName(o.op)
+	}
+	var n int
+	var key []string
+	err := t.cfg.Pool.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM pg_trigger WHERE tgrelid = $1 AND tgname = ANY($2)),
+		       (SELECT key_columns FROM `+t.obj("capture_tables")+` WHERE rel = $1)`,
+		tb.OID, names).Scan(&n, &key)
+	if err != nil {
+		return false, fmt.Errorf("look up the capture triggers of %s: %w", tb.Ident().Sanitize(), err)
+	}
+	return n == len(triggerOps) && equalStrings(key, tb.Key), nil
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// functionSQL is the trigger function of a table: one INSERT … SELECT per
+// statement from its transition tables, keys as text in the settings the
+// re-derive parses them with. SECURITY DEFINER with a fixed search_path: a
+// writer needs no privilege on the capture log and cannot redirect it.
+func (t *Trigger) functionSQL(tb Table) string {
+	keyArray := func(alias string) string {
+		parts := make([]string, len(tb.Key))
+		for i, k := range tb.Key {
+			parts[i] = alias + "." + pgx.Identifier{k}.Sanitize() + "::text"
+		}
+		return "ARRAY[" + strings.Join(parts, ", ") + "]"
+	}
+	logT, ring := t.obj("capture_log"), t.obj("capture_ring")
+	oid := fmt.Sprint(tb.OID)
+	return `CREATE OR REPLACE FUNCTION ` + t.obj(funcName(tb.OID)) + `() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET datestyle = 'ISO, MDY' SET intervalstyle = 'postgres' SET extra_float_digits = '3'
+SET bytea_output = 'hex' SET timezone = 'UTC'
+AS $trellis$
+BEGIN
+	IF TG_OP = 'INSERT' THEN
+		INSERT INTO ` + logT + ` (part, rel, key)
+		SELECT r.current, ` + oid + `, ` + keyArray("n") + ` FROM new_rows n CROSS JOIN ` + ring + ` r;
+	ELSIF TG_OP = 'UPDATE' THEN
+		INSERT INTO ` + logT + ` (part, rel, key)
+		SELECT r.current, ` + oid + `, c.k FROM (
+			SELECT ` + keyArray("o") + ` FROM old_rows o
+			UNION
+			SELECT ` + keyArray("n") + ` FROM new_rows n) AS c(k)
+		CROSS JOIN ` + ring + ` r;
+	ELSIF TG_OP = 'DELETE' THEN
+		INSERT INTO ` + logT + ` (part, rel, key)
+		SELECT r.current, ` + oid + `, ` + keyArray("o") + ` FROM old_rows o CROSS JOIN ` + ring + ` r;
+	ELSE
+		INSERT INTO ` + logT + ` (part, rel, truncated)
+		SELECT r.current, ` + oid + `, true FROM ` + ring + ` r;
+	END IF;
+	RETURN NULL;
+END
+$trellis$`
+}
+
+// installOne creates the function and the triggers of tb in tx.
+func (t *Trigger) installOne(ctx context.Context, tx pgx.Tx, tb Table) error {
+	table := tb.Ident().Sanitize()
+	if _, err := tx.Exec(ctx, t.functionSQL(tb)); err != nil {
+		return fmt.Errorf("create the capture function of %s: %w", table, err)
+	}
+	if _, err := tx.Exec(ctx, `REVOKE ALL ON FUNCTION `+t.obj(funcName(tb.OID))+`() FROM PUBLIC`); err != nil {
+		return fmt.Errorf("revoke the capture function of %s from PUBLIC: %w", table, err)
+	}
+	var owner bool
+	if err := tx.QueryRow(ctx, `SELECT pg_has_role(relowner, 'USAGE') FROM pg_class WHERE oid = $1`, tb.OID).Scan(&owner); err != nil {
+		return fmt.Errorf("look up the owner of %s: %w", table, err)
+	}
+	for _, o := range triggerOps {
+		name := pgx.Identifier{t.triggerName(o.op)}.Sanitize()
+		if _, err := tx.Exec(ctx, `DROP TRIGGER IF EXISTS `+name+` ON `+table); err != nil {
+			return fmt.Errorf("replace trigger %s on %s: %w", name, table, err)
+		}
+		if _, err := tx.Exec(ctx, `CREATE TRIGGER `+name+` AFTER `+o.event+` ON `+table+` `+o.referencing+
+			` FOR EACH STATEMENT EXECUTE FUNCTION `+t.obj(funcName(tb.OID))+`()`); err != nil {
+			return fmt.Errorf("create trigger %s on %s: %w", name, table, err)
+		}
+		// ENABLE ALWAYS: the triggers fire under session_replication_role =
+		// replica too (a logical replica's apply, pg_restore). Only the
+		// table's owner may set it; a role with the TRIGGER privilege gets
+		// triggers that fire in the default role only.
+		if owner {
+			if _, err := tx.Exec(ctx, `ALTER TABLE `+table+` ENABLE ALWAYS TRIGGER `+name); err != nil {
+				return fmt.Errorf("enable trigger %s on %s always: %w", name, table, err)
+			}
+		}
+	}
+	if !owner {
+		t.cfg.Logger.Warn("capture triggers do not fire under session_replication_role = replica: the role does not own the table", "table", table)
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO `+t.obj("capture_tables")+` (rel, schema_name, table_name, key_columns)
+		VALUES ($1, $2, $3, $4)
+		ON CONFLICT (rel) DO UPDATE SET schema_name = excluded.schema_name, table_name = excluded.table_name,
+			key_columns = excluded.key_columns, installed_at = now()`, tb.OID, tb.Schema, tb.Name, tb.Key)
+	if err != nil {
+		return fmt.Errorf("register the capture of %s: %w", table, err)
+	}
+	return nil
+}
+
+// Retain removes the triggers and function of every registered table not
+// in keep. A removal that would wait for a lock is left for the next call.
+func (t *Trigger) Retain(ctx context.Context, keep []Table) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	want := map[uint32]bool{}
+	for _, tb := range keep {
+		want[tb.OID] = true
+	}
+	regs, err := t.registered(ctx)
+	if err != nil {
+		return err
+	}
+	for _, tb := range regs {
+		if want[tb.OID] {
+			continue
+		}
+		lw := lockWaiter{pool: t.cfg.Pool, timeout: t.cfg.LockTimeout}
+		err := lw.once(ctx, func(tx pgx.Tx) error { return t.removeOne(ctx, tx, tb) })
+		if isLockTimeout(err) {
+			t.cfg.Logger.Info("capture removal waits for a lock; retried later", "table", tb.Ident().Sanitize())
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		t.cfg.Logger.Info("trigger capture removed", "table", tb.Ident().Sanitize())
+	}
+	return nil
+}
+
+// registered lists the tables in the capture registry.
+func (t *Trigger) registered(ctx context.Context) ([]Table, error) {
+	rows, err := t.cfg.Pool.Query(ctx, `SELECT rel, schema_name, table_name, key_columns FROM `+t.obj("capture_tables")+` ORDER BY rel`)
+	if err != nil {
+		return nil, fmt.Errorf("list captured tables: %w", err)
+	}
+	var out []Table
+	for rows.Next() {
+		var tb Table
+		if err := rows.Scan(&tb.OID, &tb.Schema, &tb.Name, &tb.Key); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, tb)
+	}
+	rows.Close()
+	return out, rows.Err()
+}
+
+// removeOne drops the triggers (when the table still exists), the function
+// and the registry entry of tb.
+func (t *Trigger) removeOne(ctx context.Context, tx pgx.Tx, tb Table) error {
+	var name *string
+	if err := tx.QueryRow(ctx, `SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`, tb.OID).Scan(&name); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("look up captured table %d: %w", tb.OID, err)
+	}
+	if name != nil {
+		for _, o := range triggerOps {
+			if _, err := tx.Exec(ctx, `DROP TRIGGER IF EXISTS `+pgx.Identifier{t.triggerName(o.op)}.Sanitize()+` ON `+*name); err != nil {
+				return fmt.Errorf("drop the capture triggers of %s: %w", *name, err)
+			}
+		}
+	}
+	if _, err := tx.Exec(ctx, `DROP FUNCTION IF EXISTS `+t.obj(funcName(tb.OID))+`()`); err != nil {
+		return fmt.Errorf("drop the capture function of %s: %w", tb.Ident().Sanitize(), err)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM `+t.obj("capture_tables")+` WHERE rel = $1`, tb.OID); err != nil {
+		return fmt.Errorf("unregister the capture of %s: %w", tb.Ident().Sanitize(), err)
+	}
+	return nil
+}
+
+// Remove drops every trigger, function and the capture log: trigger
+// capture is no longer used by this instance.
+func (t *Trigger) Remove(ctx context.Context) error {
+	var exists bool
+	if err := t.cfg.Pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, t.obj("capture_tables")).Scan(&exists); err != nil || !exists {
+		return err
+	}
+	if err := t.Retain(ctx, nil); err != nil {
+		return err
+	}
+	regs, err := t.registered(ctx)
+	if err != nil {
+		return err
+	}
+	if len(regs) > 0 {
+		return fmt.Errorf("trigger capture is still installed on %d table(s) whose lock could not be taken; retried at the next start", len(regs))
+	}
+	for _, n := range []string{"capture_log", "capture_ring", "capture_tables"} {
+		if _, err := t.cfg.Pool.Exec(ctx, `DROP TABLE IF EXISTS `+t.obj(n)); err != nil {
+			return fmt.Errorf("drop %s: %w", t.obj(n), err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+package trellis
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/trellis-repl/trellis-repl/internal/catalog"
+	"github.com/trellis-repl/trellis-repl/internal/terr"
+	"github.com/trellis-repl/trellis-repl/replication"
+)
+
+// Finding is one check of Doctor: what was checked, ok, fail or skip, what
+// was found, and the fix when it failed.
+type Finding = replication.Finding
+
+// DoctorReport is what Doctor found: every check, the capture mode
+// --capture=auto would pick and why, and what to change to get logical
+// replication (empty when it is available).
+type DoctorReport struct {
+	Checks []Finding `json:"checks"`
+	// AutoMode is the mode --capture=auto picks here (logical or trigger).
+	AutoMode string `json:"auto_mode"`
+	// Reason says why.
+	Reason string `json:"reason"`
+	// ToGetLogical are the fixes of the failed checks, in order.
+	ToGetLogical []string `json:"to_get_logical"`
+}
+
+// Doctor checks, without changing anything, whether logical replication
+// is available to cfg's role on cfg's server (wal_level, the REPLICATION
+// attribute, free slots and WAL senders, primary or standby, version, and
+// a real replication connection, which pg_hba.conf or a pooler may refuse),
+// and reports the mode --capture=auto would choose.
+func Doctor(ctx context.Context, cfg Config) (*DoctorReport, error) {
+	dsn := ResolveDSN(cfg.DSN)
+	cc, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, terr.Wrap(terr.Validation, err, "the connection string is not valid: %v; pass --dsn postgres://user@host/db or set TRELLIS_DATABASE_URL", err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return nil, terr.Wrap(terr.Unavailable, err, "cannot connect to PostgreSQL at %s:%d: %v; check --dsn and that the server is running", cc.Host, cc.Port, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var dbOID uint32
+	if err := conn.QueryRow(ctx, `SELECT oid FROM pg_database WHERE datname = current_database()`).Scan(&dbOID); err != nil {
+		return nil, terr.Wrap(terr.Unavailable, err, "identify the database: %v", err)
+	}
+	cat := catalog.New(cfg.Schema)
+	avail, err := replication.Check(ctx, conn, replication.WithSlot(cat.SlotName(dbOID)),
+		replication.WithPublication(cat.PublicationName()), replication.WithReplicationProbe(dsn))
+	if err != nil {
+		return nil, terr.Wrap(terr.Unavailable, err, "check logical replication: %v", err)
+	}
+	r := &DoctorReport{Checks: avail.Findings()}
+	for _, f := range r.Checks {
+		if f.Result == "fail" && !slices.Contains(r.ToGetLogical, f.Fix) {
+			r.ToGetLogical = append(r.ToGetLogical, f.Fix)
+		}
+	}
+	if avail.Possible() {
+		r.AutoMode, r.Reason = CaptureLogical, "logical replication is available"
+	} else {
+		r.AutoMode = CaptureTrigger
+		r.Reason = strings.TrimSuffix(avail.Reason(), ".") + "; --capture=auto captures with triggers instead."
+	}
+	return r, nil
+}

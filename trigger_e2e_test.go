@@ -1,0 +1,244 @@
+package trellis_test
+
+import (
+	"context"
+	"math/rand"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	trellis "github.com/trellis-repl/trellis-repl"
+	"github.com/trellis-repl/trellis-repl/internal/pgtest"
+)
+
+// TestTriggerCapture asks for trigger capture on a server where logical
+// replication works: no slot or publication is made, status says trigger
+// and why, a long transaction open across drains loses nothing, and
+// dropping the transforms removes the triggers and functions.
+func TestTriggerCapture(t *testing.T) {
+	ctx := context.Background()
+	e := newEnvOn(t, pgtest.NewDatabase(t), trellis.Config{Capture: trellis.CaptureTrigger})
+	e.exec(schemaSQL)
+	e.exec(`INSERT INTO orders SELECT g, g % 7, 'new', g % 50, g % 4, NULL FROM generate_series(1, 200) g`)
+	e.apply(defsSQL)
+	e.start()
+	e.converge("after build")
+	st, err := e.tr.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st {
+		if s.CaptureMode == nil || *s.CaptureMode != trellis.CaptureTrigger || s.CaptureReason == nil || *s.CaptureReason != "--capture=trigger was given" {
+			t.Fatalf("%s: capture_mode = %v (%v), want trigger because it was given", s.Name, s.CaptureMode, s.CaptureReason)
+		}
+	}
+	var slots, pubs int
+	if err := e.conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_replication_slots), (SELECT count(*) FROM pg_publication)`).Scan(&slots, &pubs); err != nil {
+		t.Fatal(err)
+	}
+	if slots+pubs != 0 {
+		t.Fatalf("trigger capture created %d replication slot(s) and %d publication(s)", slots, pubs)
+	}
+
+	// A transaction open across many drains and ring rotations: its rows
+	// are taken when it commits, the others' meanwhile.
+	lc, err := pgx.Connect(ctx, e.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close(ctx)
+	long, err := lc.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := long.Exec(ctx, `INSERT INTO orders VALUES (5000, 3, 'paid', 77, 2, 'long')`); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(3))
+	workload(e, rng, 20, 10)
+	e.converge("with a transaction open")
+	time.Sleep(2500 * time.Millisecond) // past two ring rotations
+	workload(e, rng, 5, 10)
+	if err := long.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.converge("after the long transaction committed")
+	var n int
+	if err := e.conn.QueryRow(ctx, `SELECT count(*) FROM big_orders WHERE id = 5000`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("the long transaction's row is in big_orders %d times, want once", n)
+	}
+
+	e.apply(`DROP TRANSFORM big_orders; DROP TRANSFORM by_customer; DROP TRANSFORM totals;`)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var trig, funcs int
+		if err := e.conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_trigger WHERE tgrelid = 'orders'::regclass),
+			(SELECT count(*) FROM pg_proc WHERE proname LIKE 'capture\_%')`).Scan(&trig, &funcs); err != nil {
+			t.Fatal(err)
+		}
+		if trig+funcs == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d capture trigger(s) and %d function(s) left after every transform was dropped", trig, funcs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestCaptureWaitsForLock holds a lock on the source that capture's install
+// conflicts with: status shows capture_wait naming the holding session,
+// nothing is cancelled, and once it lets go capture installs and the
+// transform goes live. Both capture modes.
+func TestCaptureWaitsForLock(t *testing.T) {
+	eachMode(t, func(t *testing.T, mode string) {
+		ctx := context.Background()
+		e := newEnv(t, trellis.Config{Capture: mode})
+		e.exec(schemaSQL)
+		e.exec(`INSERT INTO orders SELECT g, g % 7, 'new', g % 50, g % 4, NULL FROM generate_series(1, 50) g`)
+		holder, err := pgx.Connect(ctx, e.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Close(ctx)
+		if _, err := holder.Exec(ctx, `SET application_name = 'lock-holder'`); err != nil {
+			t.Fatal(err)
+		}
+		var pid int
+		if err := holder.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		tx, err := holder.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `LOCK TABLE orders IN SHARE MODE`); err != nil {
+			t.Fatal(err)
+		}
+		e.apply(`CREATE TRANSFORM big_orders AS SELECT o.id, o.amount FROM orders o WHERE o.amount > 10`)
+		e.start()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			st, err := e.tr.Status(ctx, "big_orders")
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := st[0].CaptureWait
+			if w != nil && len(w.Blockers) > 0 {
+				b := w.Blockers[0]
+				if w.Operation != "install" || !strings.Contains(w.Table, "orders") || w.LockMode == "" || w.Since.IsZero() ||
+					b.PID != pid || b.ApplicationName != "lock-holder" || st[0].State == "live" {
+					t.Fatalf("capture_wait %+v (state %s), want an install on orders blocked by pid %d (lock-holder)", *w, st[0].State, pid)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no capture_wait while the source is locked (state %s)", st[0].State)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		// Nothing was cancelled: the holder's transaction is still usable.
+		if _, err := tx.Exec(ctx, `SELECT count(*) FROM orders`); err != nil {
+			t.Fatalf("the lock holder's transaction was disturbed: %v", err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		e.exec(`UPDATE orders SET amount = amount + 20 WHERE id <= 10`)
+		e.converge("after the lock was released")
+		st, err := e.tr.Status(ctx, "big_orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st[0].CaptureWait != nil || st[0].State != "live" {
+			t.Fatalf("after the wait: capture_wait %+v, state %s; want none, live", st[0].CaptureWait, st[0].State)
+		}
+	})
+}
+
+// TestCaptureSwitch switches the capture mode twice while writers keep
+// committing: logical → trigger → logical. The targets stay exact, the
+// slot and publication are gone after the switch to triggers, the
+// triggers and capture log after the switch back.
+func TestCaptureSwitch(t *testing.T) {
+	ctx := context.Background()
+	e := newEnvOn(t, pgtest.NewDatabase(t), trellis.Config{Capture: trellis.CaptureLogical})
+	e.exec(schemaSQL)
+	e.exec(`INSERT INTO orders SELECT g, g % 7, 'new', g % 50, g % 4, NULL FROM generate_series(1, 200) g`)
+	e.apply(defsSQL)
+	e.start()
+	e.converge("logical, built")
+	count := func(sql string) int {
+		t.Helper()
+		var n int
+		if err := e.conn.QueryRow(ctx, sql).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	writers := func(seed int64) (stop func()) {
+		done := make(chan struct{})
+		finished := make(chan struct{})
+		go func() {
+			defer close(finished)
+			we := &env{t: t, dsn: e.dsn}
+			c, err := pgx.Connect(ctx, e.dsn)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close(ctx)
+			we.conn = c
+			rng := rand.New(rand.NewSource(seed))
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				workload(we, rng, 2, 5)
+			}
+		}()
+		return func() { close(done); <-finished }
+	}
+	for i, mode := range []string{trellis.CaptureTrigger, trellis.CaptureLogical} {
+		stop := writers(int64(i + 1))
+		time.Sleep(300 * time.Millisecond)
+		e.stop()
+		e.cfg.Capture = mode
+		e.tr.Close()
+		e.open()
+		e.start()
+		time.Sleep(700 * time.Millisecond)
+		stop()
+		e.converge("after switching to " + mode)
+		st, err := e.tr.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range st {
+			if s.CaptureMode == nil || *s.CaptureMode != mode || s.State != "live" {
+				t.Fatalf("after the switch to %s: %s is %s in capture mode %v", mode, s.Name, s.State, s.CaptureMode)
+			}
+		}
+		slots := count(`SELECT count(*) FROM pg_replication_slots`)
+		pubs := count(`SELECT count(*) FROM pg_publication`)
+		trig := count(`SELECT count(*) FROM pg_trigger WHERE tgrelid = 'orders'::regclass`)
+		logs := count(`SELECT count(*) FROM pg_class WHERE relname = 'capture_log'`)
+		switch mode {
+		case trellis.CaptureTrigger:
+			if slots+pubs != 0 || trig != 4 {
+				t.Fatalf("in trigger mode: %d slot(s), %d publication(s), %d trigger(s); want 0, 0, 4", slots, pubs, trig)
+			}
+		case trellis.CaptureLogical:
+			if slots != 1 || pubs != 1 || trig+logs != 0 {
+				t.Fatalf("back in logical mode: %d slot(s), %d publication(s), %d trigger(s), %d capture log(s); want 1, 1, 0, 0", slots, pubs, trig, logs)
+			}
+		}
+	}
+}
