@@ -69,14 +69,27 @@ func (c *selectChecker) flattenDerived(sel *pg_query.SelectStmt) error {
 		})
 	}
 	for _, w := range extraWhere {
-		if sel.WhereClause == nil {
-			sel.WhereClause = w
-		} else {
-			sel.WhereClause = &pg_query.Node{Node: &pg_query.Node_BoolExpr{BoolExpr: &pg_query.BoolExpr{
-				Boolop: pg_query.BoolExprType_AND_EXPR, Args: []*pg_query.Node{sel.WhereClause, w}, Location: -1}}}
-		}
+		sel.WhereClause = andOf(sel.WhereClause, w)
 	}
 	return nil
+}
+
+// andOf is a AND b as PostgreSQL's parser builds it: one flat AND over
+// the conjuncts of both (a nested AND would not read back as deparsed).
+func andOf(a, b *pg_query.Node) *pg_query.Node {
+	if a == nil {
+		return b
+	}
+	var args []*pg_query.Node
+	for _, n := range []*pg_query.Node{a, b} {
+		if be := n.GetBoolExpr(); be != nil && be.Boolop == pg_query.BoolExprType_AND_EXPR {
+			args = append(args, be.Args...)
+		} else {
+			args = append(args, n)
+		}
+	}
+	return &pg_query.Node{Node: &pg_query.Node_BoolExpr{BoolExpr: &pg_query.BoolExpr{
+		Boolop: pg_query.BoolExprType_AND_EXPR, Args: args, Location: -1}}}
 }
 
 // derived is one flattened subquery: its alias and its output columns.

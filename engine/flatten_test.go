@@ -17,6 +17,10 @@ func TestFlattenDerived(t *testing.T) {
 			`SELECT a AS c, u.k FROM t JOIN u ON u.k = a WHERE u.z AND b > 0`},
 		{`SELECT q FROM (SELECT p AS q FROM (SELECT t.a AS p FROM t WHERE t.a > 1) i WHERE p < 9) o`,
 			`SELECT t.a AS q FROM t WHERE t.a < 9 AND t.a > 1`},
+		// Both WHEREs already conjunctions: one flat AND, as the parser
+		// reads the deparsed text back (found by the generative suite).
+		{`SELECT s.k FROM (SELECT c0 AS k, c1 AS v FROM s0 WHERE c1 IS NOT NULL AND c1 > 0) s WHERE (s.k >= 2.5 AND s.k < 9)`,
+			`SELECT c0 AS k FROM s0 WHERE c0 >= 2.5 AND c0 < 9 AND c1 IS NOT NULL AND c1 > 0`},
 	} {
 		sts, err := ParseStatements("CREATE TRANSFORM x AS " + tc.in)
 		if err != nil {

@@ -33,6 +33,7 @@ func TestGeneratedSQL(t *testing.T) {
 		{"row_join", `CREATE TRANSFORM row_join AS SELECT f.id, d.name, e.w FROM fact f JOIN dim d ON d.id = f.d1 LEFT JOIN dim2 e ON e.a = f.d2 AND e.b = f.s`},
 		{"agg_join", `CREATE TRANSFORM agg_join AS SELECT d.name, count(*) AS n, sum(f.v) AS s FROM fact f JOIN dim d ON d.id = f.d1 GROUP BY d.name`},
 		{"anti_join", `CREATE TRANSFORM anti_join AS SELECT f.id FROM fact f LEFT JOIN dim d ON d.id = f.d1 WHERE d.id IS NULL`},
+		{"agg_total_extreme", `CREATE TRANSFORM agg_total_extreme AS SELECT max(v) AS hi, count(*) + 1 AS q FROM src`},
 		{"having", `CREATE TRANSFORM having_pct AS SELECT d.name, 100.0 * sum(f.v) / nullif(count(*), 0) AS pct FROM fact f JOIN dim d ON d.id = f.d1 GROUP BY d.name HAVING count(*) > 2`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -514,7 +514,7 @@ func buildAggregate(s *Statements, p *Plan, changes string, merge bool) {
 		s.Apply = append(s.Apply, Step{Role: RoleEmptyGroups, SQL: "DELETE FROM " + T + " WHERE ctid = ANY (ARRAY(SELECT __tid FROM " + emptyTable + "))"})
 	default:
 		// One row that always exists: update it in place.
-		s.Apply = append(s.Apply, Step{Role: RoleTarget, SQL: "UPDATE " + T + " SET " + oneRowSet(p) + " FROM (" + grouped + ") __d"})
+		s.Apply = append(s.Apply, Step{Role: RoleTarget, SQL: "UPDATE " + T + " __t SET " + oneRowSet(p) + " FROM (" + grouped + ") __d"})
 	}
 	if st, ok := extremeRecompute(p); ok {
 		s.Apply = append(s.Apply, Step{Role: RoleRecompute, SQL: st})
@@ -803,28 +803,30 @@ func targetSet(p *Plan, delta func(col string) string) []string {
 	return set
 }
 
-// oneRowSet is the SET list applying deltas __d to the single row of an
-// aggregate without GROUP BY.
+// oneRowSet is the SET list applying deltas __d to the single row __t of
+// an aggregate without GROUP BY. Reads of the row are qualified: its state
+// columns may share names with the deltas' (__x<i>).
 func oneRowSet(p *Plan) string {
+	q := func(c string) string { return "__t." + c }
 	r := ident(RowsCol)
-	set := []string{r + " = " + r + " + __d.__dn"}
+	set := []string{r + " = " + q(r) + " + __d.__dn"}
 	for i, a := range p.Aggs {
 		c := ident(a.Name)
 		switch a.Mode {
 		case ModeCountStar:
-			set = append(set, c+" = "+c+" + __d.__dn")
+			set = append(set, c+" = "+q(c)+" + __d.__dn")
 		case ModeCount:
-			set = append(set, fmt.Sprintf("%s = %s + __d.__nn%d", c, c, i))
+			set = append(set, fmt.Sprintf("%s = %s + __d.__nn%d", c, q(c), i))
 		case ModeExtreme:
-			set = append(set, fmt.Sprintf("%s = %s(%s, __d.__x%d)", c, extremeFunc(a.Func), c, i))
+			set = append(set, fmt.Sprintf("%s = %s(%s, __d.__x%d)", c, extremeFunc(a.Func), q(c), i))
 		case ModeSum:
 			nn := ident(a.NNCol())
-			set = append(set, fmt.Sprintf("%s = CASE WHEN %s + __d.__nn%d = 0 THEN NULL ELSE coalesce(%s, 0) + coalesce(__d.__s%d, 0) END", c, nn, i, c, i),
-				fmt.Sprintf("%s = %s + __d.__nn%d", nn, nn, i))
+			set = append(set, fmt.Sprintf("%s = CASE WHEN %s + __d.__nn%d = 0 THEN NULL ELSE coalesce(%s, 0) + coalesce(__d.__s%d, 0) END", c, q(nn), i, q(c), i),
+				fmt.Sprintf("%s = %s + __d.__nn%d", nn, q(nn), i))
 		case ModeAvg:
 			nn, sm := ident(a.NNCol()), ident(a.SumCol())
-			set = append(set, fmt.Sprintf("%s = CASE WHEN %s + __d.__nn%d = 0 THEN NULL ELSE (%s + coalesce(__d.__s%d, 0)) / (%s + __d.__nn%d) END", c, nn, i, sm, i, nn, i),
-				fmt.Sprintf("%s = %s + coalesce(__d.__s%d, 0)", sm, sm, i), fmt.Sprintf("%s = %s + __d.__nn%d", nn, nn, i))
+			set = append(set, fmt.Sprintf("%s = CASE WHEN %s + __d.__nn%d = 0 THEN NULL ELSE (%s + coalesce(__d.__s%d, 0)) / (%s + __d.__nn%d) END", c, q(nn), i, q(sm), i, q(nn), i),
+				fmt.Sprintf("%s = %s + coalesce(__d.__s%d, 0)", sm, q(sm), i), fmt.Sprintf("%s = %s + __d.__nn%d", nn, q(nn), i))
 		}
 	}
 	return strings.Join(set, ", ")
