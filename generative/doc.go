@@ -61,8 +61,8 @@
 // often as an anti-join (WHERE d.k IS NULL) or its opposite: the engine
 // keeps those joins' matches in a mirror (ADR 0010); the others read only
 // what no outer join NULL-extends. Not drawn: an alias on a join (refused);
-// subqueries in FROM; a dimension joined to two facts (facts squared, for
-// time).
+// a derived table joined to other FROM items; a dimension joined to two
+// facts (facts squared, for time).
 //
 // Writes hit every table: the usual statements (inserts, upserts, updates
 // of values, join columns and keys, deletes, TRUNCATE) pick the fact and
@@ -75,6 +75,58 @@
 // of one dimension row. Every check compares each join target too (two
 // ways, with its plan query and its definition), also after kills, store
 // loss and restarts; Stats.JoinCompares counts those comparisons.
+//
+// # Aggregates, DISTINCT, derived tables and chains
+//
+// These are drawn from a stream of their own (features.go: a second
+// generator seeded from the seed), so that the main stream draws what it
+// drew before they existed and a feature changes only what it lands on:
+//
+//   - Three in ten aggregate calls are one of the newer ones:
+//     count(DISTINCT x), sum and avg DISTINCT, bool_and, bool_or, every,
+//     bit_and, bit_or, bit_xor (integer inputs), string_agg, array_agg and
+//     jsonb_agg with an ORDER BY inside the call made total (the value,
+//     then every FROM item's key columns; written DISTINCT when no key is
+//     known, which merges the ties), jsonb_object_agg keyed by the text of
+//     the single table's key (unique per group; not over a date key, whose
+//     text is not immutable), and FILTER (WHERE …) on any of them or on a
+//     plain one.
+//   - Aggregate queries get expressions over their aggregates (a
+//     sum / nullif(count(*), 0), a percentage of a CASE sum, count(*) -
+//     count(x), round(avg(x)::numeric, 2), a CASE on the count, max IS
+//     DISTINCT FROM min) in three in ten, and HAVING (counts, IS NOT NULL,
+//     bool_or, ANDs and ORs of those) in a quarter.
+//   - One row transform in eight is a SELECT DISTINCT of 1–3 columns or
+//     expressions, over one table or a join.
+//   - One transform in eight reads a derived table the engine flattens: a
+//     subquery that only projects and filters (one table, or any join
+//     shape), its key columns among its items (k0, …, so aggregates over it
+//     can order totally), sometimes with column aliases (AS s(k0, v1)),
+//     read by a row or an aggregate query (as TPC-H Q7, Q8, Q9).
+//   - A quarter of the programs define a chain during their body (a
+//     quarter of those a second one): two or three levels, each reading
+//     the target of the one below (chains.go). A level read by another is
+//     keyed by NOT NULL columns: a row transform of one table selecting its
+//     key, an aggregate grouped by NOT NULL columns (part of a composite
+//     key, the key, a NOT NULL value; in join programs a dimension's key
+//     over the fact joined to it), the fact joined to a dimension, a row
+//     transform of the level below, an aggregate grouped by its key, or the
+//     level below joined back to the table its key comes from; the last
+//     level is anything the generators draw over the one below (features
+//     included), LEFT JOINs back too. The levels are applied one after
+//     another (now and then two in one script) with fresh bulk rows and
+//     transactions after each and a kill of the runner (or loss of its
+//     store) right after those, so that a crash lands while the upper
+//     levels are behind; every program with a chain draws such kills.
+//     Chain levels are not among the transforms the program's PAUSE, DROP
+//     and redefinitions pick (the engine refuses to drop or redefine a
+//     target another transform reads); their own actions, after one body
+//     event in 25, pause or resume any level and drop and re-create only
+//     the last. The checks wait for every level (AwaitConverged waits
+//     level by level) and compare every level with its definition.
+//
+// TestFeaturePrograms checks that programs draw each of them and that the
+// fast lane's fixed cases do.
 //
 // # Regression files
 //
@@ -127,9 +179,11 @@
 // TRELLIS_GEN_KEEP_DB=1 keeps each run's database for inspection.
 //
 // Bugs the suite found are fixed and pinned by a program in
-// testdata/regressions. The generator avoids only shapes the library
-// refuses or pauses on by design: one GROUP BY expression selected twice
+// testdata/regressions. The generator avoids shapes the library refuses
+// or pauses on by design: one GROUP BY expression selected twice
 // (refused), and a group key longer than a btree entry (paused, halt).
+// Two engine bugs the aggregate and derived-table programs found are fixed
+// and pinned: total-extreme-state-ambiguous and derived-where-flat-and.
 //
 // A slot the server itself cannot decode (PostgreSQL 15's "could not map
 // filenode", seen about once in 250 soak programs, never replayed) is a

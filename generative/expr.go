@@ -12,6 +12,13 @@ type exprGen struct {
 	r   *rand.Rand
 	t   *table
 	pfx string
+	// fr is the feature stream (features.go): nil draws none. keys are
+	// references to columns that identify a row of the FROM, to make the
+	// ORDER BY inside an ordered aggregate total; objKey is a text
+	// expression unique per row (jsonb_object_agg's key), "" for none.
+	fr     *rand.Rand
+	keys   []string
+	objKey string
 }
 
 func (e *exprGen) pick(cs []*column) *column { return cs[e.r.IntN(len(cs))] }
@@ -299,8 +306,9 @@ func fromClause(r *rand.Rand, t *table) (from, pfx string) {
 	return t.name, t.name
 }
 
-// rowSelect draws a row transform over t.
-func rowSelect(r *rand.Rand, t *table) string {
+// rowSelect draws a row transform over t; fr (the feature stream, nil for
+// none) now and then makes it a SELECT DISTINCT instead.
+func rowSelect(r, fr *rand.Rand, t *table) string {
 	from, pfx := fromClause(r, t)
 	e := &exprGen{r: r, t: t, pfx: pfx}
 	used := map[string]bool{}
@@ -339,13 +347,23 @@ func rowSelect(r *rand.Rand, t *table) string {
 	if r.IntN(2) == 0 {
 		q += " WHERE " + e.pred(2)
 	}
+	if fr != nil && fr.IntN(100) < featDistinctPct {
+		f := &exprGen{r: fr, t: t, pfx: pfx}
+		q = "SELECT DISTINCT " + f.distinctList(false) + " FROM " + from
+		if fr.IntN(2) == 0 {
+			q += " WHERE " + f.pred(2)
+		}
+	}
 	return q
 }
 
-// aggSelect draws an aggregate transform over t.
-func aggSelect(r *rand.Rand, t *table) string {
+// aggSelect draws an aggregate transform over t; fr (the feature stream,
+// nil for none) adds the newer aggregates, expressions over aggregates and
+// HAVING now and then.
+func aggSelect(r, fr *rand.Rand, t *table) string {
 	from, pfx := fromClause(r, t)
-	e := &exprGen{r: r, t: t, pfx: pfx}
+	e := &exprGen{r: r, t: t, pfx: pfx, fr: fr}
+	e.keys, e.objKey = tableKeys(t)
 	var items []aggItem
 	used := map[string]bool{}
 	var groups []string
@@ -394,36 +412,44 @@ func aggSelect(r *rand.Rand, t *table) string {
 		used[name] = true
 		items = append(items, aggItem{sql: a, name: name})
 	}
-	q := "SELECT " + aggSelectList(r, e, items, groupBy) + " FROM " + from
+	list := aggSelectList(r, e, items, groupBy)
+	composed, having := e.aggFeatures(list, len(items), len(groupBy) > 0)
+	q := "SELECT " + list + composed + " FROM " + from
 	if r.IntN(2) == 0 {
 		q += " WHERE " + e.pred(2)
 	}
 	if len(groupBy) > 0 {
 		q += " GROUP BY " + strings.Join(groupBy, ", ")
 	}
-	return q
+	return q + having
 }
 
 // aggItem is one select-list entry of a drawn aggregate query: its SQL and
 // its alias ("" for none).
 type aggItem struct{ sql, name string }
 
-// aggCall draws one aggregate call over e's table.
+// aggCall draws one aggregate call over e's table: now and then (from
+// the feature stream) one of the newer aggregates or a FILTER instead.
 func (e *exprGen) aggCall() string {
+	var a string
 	switch e.r.IntN(6) {
 	case 0:
-		return "count(*)"
+		a = "count(*)"
 	case 1:
-		return "count(" + e.anyExpr() + ")"
+		a = "count(" + e.anyExpr() + ")"
 	case 2:
-		return "sum(" + e.numExpr() + ")"
+		a = "sum(" + e.numExpr() + ")"
 	case 3:
-		return "avg(" + e.numExpr() + ")"
+		a = "avg(" + e.numExpr() + ")"
 	case 4:
-		return "min(" + e.ordExpr() + ")"
+		a = "min(" + e.ordExpr() + ")"
 	default:
-		return "max(" + e.ordExpr() + ")"
+		a = "max(" + e.ordExpr() + ")"
 	}
+	if e.fr != nil && e.fr.IntN(100) < featAggPct {
+		return e.feat().featAggCall()
+	}
+	return a
 }
 
 // aggSelectList shuffles a drawn aggregate query's items, writes some of

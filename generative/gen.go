@@ -63,7 +63,8 @@ func ProfileByName(name string) (Profile, bool) {
 // give the same program.
 func Generate(seed int64, prof Profile) *Program {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))
-	g := &gen{r: r, prof: prof, defs: map[string]transformDef{}, paused: map[string]bool{}}
+	g := &gen{r: r, prof: prof, defs: map[string]transformDef{}, paused: map[string]bool{},
+		fr: rand.New(rand.NewPCG(uint64(seed), 0x66656174)), chainPaused: map[string]string{}}
 	// Whether it is a join program is drawn apart, so that the programs
 	// without joins are what they were before joins existed.
 	g.join = prof.Join > 0 && rand.New(rand.NewPCG(uint64(seed), 0x6a6f696e)).IntN(100) < prof.Join
@@ -83,6 +84,12 @@ type gen struct {
 	join   bool
 	js     *joinSchema
 	shapes []string
+	// fr is the feature stream (features.go); chains the program's
+	// chains, level 1 first (chains.go), chainPaused their paused levels
+	// (by name as stored, to name as written).
+	fr          *rand.Rand
+	chains      [][]*chainLevel
+	chainPaused map[string]string
 }
 
 func (g *gen) pct(p int) bool { return g.r.IntN(100) < p }
@@ -175,13 +182,28 @@ func (g *gen) program(seed int64) *Program {
 
 	// Body.
 	n := g.prof.MinEvents + r.IntN(g.prof.MaxEvents-g.prof.MinEvents+1)
+	chainAt, chainDepth := g.chainPlan(n)
 	for i := 0; i < n; i++ {
 		p.Steps = append(p.Steps, g.event()...)
+		for c, at := range chainAt {
+			if at == i {
+				p.Steps = append(p.Steps, g.chainSteps(len(g.chains), chainDepth[c])...)
+			}
+		}
+		if len(g.chains) > 0 && g.fr.IntN(100) < featChainEventPct {
+			p.Steps = append(p.Steps, g.chainEvent()...)
+		}
 	}
 	for _, name := range g.sortedPaused() {
 		if r.IntN(5) > 0 {
 			p.Steps = append(p.Steps, Step{Kind: StepApply, Stmts: []string{"RESUME TRANSFORM " + name}})
 			delete(g.paused, name)
+		}
+	}
+	for _, name := range g.sortedChainPaused() {
+		if g.fr.IntN(5) > 0 {
+			p.Steps = append(p.Steps, Step{Kind: StepApply, Stmts: []string{"RESUME TRANSFORM " + name}})
+			delete(g.chainPaused, unquote(name))
 		}
 	}
 	p.Steps = append(p.Steps, Step{Kind: StepCheck})
@@ -224,12 +246,21 @@ func (g *gen) newDef(name string) transformDef {
 	t := g.tables[g.r.IntN(len(g.tables))]
 	d := transformDef{name: name, table: t}
 	if g.r.IntN(100) < 55 {
-		d.sql = aggSelect(g.r, t)
+		d.sql = aggSelect(g.r, g.fr, t)
 	} else {
-		d.sql = rowSelect(g.r, t)
+		d.sql = rowSelect(g.r, g.fr, t)
 	}
+	g.derived(&d)
 	g.defs[name] = d
 	return d
+}
+
+// derived now and then (from the feature stream) replaces a drawn
+// definition by one over a derived table.
+func (g *gen) derived(d *transformDef) {
+	if g.fr.IntN(100) < featDerivedPct {
+		d.sql = g.derivedSelect(g.fr)
+	}
 }
 
 // newJoinDef draws a transform over a join, of the next shape of the
@@ -243,10 +274,11 @@ func (g *gen) newJoinDef(name string) transformDef {
 	g.shapes = g.shapes[1:]
 	d := transformDef{name: name, table: g.js.fact, join: shape}
 	if g.r.IntN(100) < 50 {
-		d.sql = joinAggSelect(g.r, g.js, shape)
+		d.sql = joinAggSelect(g.r, g.fr, g.js, shape)
 	} else {
-		d.sql = joinRowSelect(g.r, g.js, shape)
+		d.sql = joinRowSelect(g.r, g.fr, g.js, shape)
 	}
+	g.derived(&d)
 	g.defs[name] = d
 	return d
 }

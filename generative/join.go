@@ -880,8 +880,9 @@ func bareName(qualified string) string {
 	return unquote(qualified[i+1:])
 }
 
-// joinRowSelect draws a row transform over a join of the shape.
-func joinRowSelect(r *rand.Rand, js *joinSchema, shape string) string {
+// joinRowSelect draws a row transform over a join of the shape; fr (the
+// feature stream, nil for none) now and then makes it a SELECT DISTINCT.
+func joinRowSelect(r, fr *rand.Rand, js *joinSchema, shape string) string {
 	j := newJoinDraw(r, js, shape)
 	v := view(j.srcs)
 	e := &exprGen{r: r, t: v}
@@ -922,15 +923,20 @@ func joinRowSelect(r *rand.Rand, js *joinSchema, shape string) string {
 			items = append(items, m)
 		}
 	}
-	return "SELECT " + strings.Join(items, ", ") + " FROM " + j.fromSQL() + j.whereSQL()
+	where := j.whereSQL()
+	if fr != nil && fr.IntN(100) < featDistinctPct {
+		f := &exprGen{r: fr, t: v}
+		return "SELECT DISTINCT " + f.distinctList(true) + " FROM " + j.fromSQL() + where
+	}
+	return "SELECT " + strings.Join(items, ", ") + " FROM " + j.fromSQL() + where
 }
 
 // joinAggSelect draws an aggregate transform over a join of the shape:
 // often grouped by a dimension's column.
-func joinAggSelect(r *rand.Rand, js *joinSchema, shape string) string {
+func joinAggSelect(r, fr *rand.Rand, js *joinSchema, shape string) string {
 	j := newJoinDraw(r, js, shape)
 	v := view(j.srcs)
-	e := &exprGen{r: r, t: v}
+	e := &exprGen{r: r, t: v, fr: fr, keys: j.keyRefs()}
 	var items []aggItem
 	used := map[string]bool{}
 	var groups []string
@@ -993,9 +999,23 @@ func joinAggSelect(r *rand.Rand, js *joinSchema, shape string) string {
 		used[name] = true
 		items = append(items, aggItem{sql: e.aggCall(), name: name})
 	}
-	q := "SELECT " + aggSelectList(r, e, items, groupBy) + " FROM " + j.fromSQL() + j.whereSQL()
+	list := aggSelectList(r, e, items, groupBy)
+	composed, having := e.aggFeatures(list, len(items), len(groupBy) > 0)
+	q := "SELECT " + list + composed + " FROM " + j.fromSQL() + j.whereSQL()
 	if len(groupBy) > 0 {
 		q += " GROUP BY " + strings.Join(groupBy, ", ")
 	}
-	return q
+	return q + having
+}
+
+// keyRefs are the key columns of every FROM item, qualified: together
+// they identify a joined row (a NULL-extended side's are NULL).
+func (j *joinGen) keyRefs() []string {
+	var out []string
+	for _, s := range j.srcs {
+		for _, k := range s.t.key {
+			out = append(out, s.ref+"."+k.name)
+		}
+	}
+	return out
 }

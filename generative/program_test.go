@@ -1,6 +1,7 @@
 package generative
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -239,6 +240,125 @@ func TestJoinPrograms(t *testing.T) {
 	for _, f := range want {
 		if !all[f] {
 			t.Errorf("20 join programs have no %s", f)
+		}
+		if !lane[f] {
+			t.Errorf("the fast lane's fixed cases have no %s", f)
+		}
+	}
+}
+
+// featureNames are the features of the feature stream (features.go,
+// chains.go) TestFeaturePrograms requires.
+var featureNames = []string{
+	"count(DISTINCT", "bool_and", "bool_or", "every", "bit_and", "bit_or", "bit_xor",
+	"string_agg", "array_agg", "jsonb_agg", "jsonb_object_agg", "FILTER",
+	"expression over aggregates", "HAVING", "SELECT DISTINCT", "derived table",
+	"aggregate over a derived table", "derived join",
+	"chain of 2", "chain of 3", "chain through a join", "kill between chain levels",
+}
+
+// programFeatures names what a program's definitions draw of the feature
+// stream, read from its statements.
+func programFeatures(p *Program) map[string]bool {
+	out := map[string]bool{}
+	type def struct {
+		written, sel string
+		step         int
+	}
+	var defs []def
+	var crashes []int
+	for i, s := range p.Steps {
+		switch s.Kind {
+		case StepKill, StepLoseStore:
+			crashes = append(crashes, i)
+		case StepApply:
+			for _, st := range s.Stmts {
+				kind, _, sel := splitDefinition(st)
+				if kind != "create" {
+					continue
+				}
+				written := strings.TrimPrefix(st[:strings.Index(st, " AS ")], "CREATE TRANSFORM ")
+				defs = append(defs, def{written, sel, i})
+			}
+		}
+	}
+	depth := map[string]int{}
+	for _, d := range defs {
+		sel := d.sel
+		for _, f := range []string{"count(DISTINCT", "bool_and", "bool_or", "every(", "bit_and", "bit_or", "bit_xor",
+			"string_agg", "array_agg", "jsonb_agg", "jsonb_object_agg", "FILTER", "HAVING", "SELECT DISTINCT"} {
+			if strings.Contains(sel, f) {
+				out[strings.TrimSuffix(f, "(")] = true
+			}
+		}
+		if strings.Contains(sel, " AS q") {
+			out["expression over aggregates"] = true
+		}
+		if strings.Contains(sel, "FROM (SELECT ") {
+			out["derived table"] = true
+			if strings.Contains(sel, " GROUP BY ") || strings.Contains(sel, "count(") || strings.Contains(sel, "sum(") {
+				out["aggregate over a derived table"] = true
+			}
+			if strings.Contains(sel, " JOIN ") || strings.Contains(sel, " WHERE d.") {
+				out["derived join"] = true
+			}
+		}
+		lvl := 1
+		for _, u := range defs {
+			if u.written == d.written {
+				continue
+			}
+			reads := strings.Contains(sel, " FROM "+u.written+" ") || strings.HasSuffix(sel, " FROM "+u.written) ||
+				strings.Contains(sel, " JOIN "+u.written+" ")
+			if !reads {
+				continue
+			}
+			if depth[u.written]+1 > lvl {
+				lvl = depth[u.written] + 1
+			}
+			if strings.Contains(sel, " JOIN ") {
+				out["chain through a join"] = true
+			}
+			for _, c := range crashes {
+				if c > u.step && c < d.step {
+					out["kill between chain levels"] = true
+				}
+			}
+		}
+		depth[d.written] = lvl
+		if lvl >= 2 {
+			out[fmt.Sprintf("chain of %d", lvl)] = true
+		}
+	}
+	return out
+}
+
+// TestFeaturePrograms: across seeds, programs draw every feature of the
+// feature stream (each new aggregate, FILTER, expressions over aggregates,
+// HAVING, DISTINCT, derived tables, chains of 2 and 3 levels with kills
+// between their applies), and the fast lane's fixed cases draw them all.
+func TestFeaturePrograms(t *testing.T) {
+	all := map[string]bool{}
+	for _, prof := range Profiles() {
+		for seed := int64(0); seed < 15; seed++ {
+			for f := range programFeatures(Generate(seed, prof)) {
+				all[f] = true
+			}
+		}
+	}
+	lane := map[string]bool{}
+	for _, c := range FastLaneCases() {
+		p, err := c.Program()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for f := range programFeatures(p) {
+			lane[f] = true
+		}
+	}
+	for _, f := range featureNames {
+		if !all[f] {
+			t.Errorf("135 programs have no %s", f)
 		}
 		if !lane[f] {
 			t.Errorf("the fast lane's fixed cases have no %s", f)
