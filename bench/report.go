@@ -13,6 +13,9 @@ type Report struct {
 	// Settings describes the run (rows, rows per commit, server, …).
 	Settings map[string]any `json:"settings"`
 	Results  []Result       `json:"results"`
+	// WriteTax is the write-tax scenario's outcome (see writetax.go), when
+	// it ran.
+	WriteTax *WriteTaxReport `json:"write_tax,omitempty"`
 	// Error is set when the run stopped early.
 	Error string `json:"error,omitempty"`
 }

@@ -2,7 +2,10 @@
 // against pg_recvlogical draining the same WAL, in one run on one server,
 // and prints the figures as a table (or JSON with -json). The join
 // workload (-join-facts) also times single-row dimension changes against
-// REFRESH MATERIALIZED VIEW of the same query.
+// REFRESH MATERIALIZED VIEW of the same query. The write-tax scenario
+// (-scenarios write-tax) measures what capture costs the writers: rows/s
+// and commit latency with no capture, logical capture and trigger
+// capture, as ratios to no capture, and the trigger path end to end.
 //
 // Machines are shared and noisy: compare the ratios measured in one run,
 // not absolute rates across runs.
@@ -70,6 +73,15 @@ func run() error {
 		explain    = flag.Duration("auto-explain", 0, "throwaway server only: log EXPLAIN (ANALYZE, BUFFERS) of every statement slower than this (auto_explain; slows every statement, so figures are not comparable); see -server-log")
 		serverLog  = flag.String("server-log", "", "throwaway server only: copy the server's log to this file when the run ends")
 		dimChanges = flag.Int("dim-changes", 5, "join workload: single-row dim1 changes timed to convergence, and REFRESH MATERIALIZED VIEW timed as often (live mode; 0: skip)")
+
+		scenarios  = flag.String("scenarios", "src,join,write-tax", "scenarios to run: src (the -per-commit workloads), join (-join-facts), write-tax")
+		taxWriters = flag.Int("tax-writers", 4, "write tax: concurrent writer connections")
+		taxPer     = flag.String("tax-per-commit", "1,100", "write tax: comma-separated rows per commit")
+		taxDur     = flag.Duration("tax-duration", 10*time.Second, "write tax: how long the writers write at each point")
+		taxRounds  = flag.Int("tax-rounds", 2, "write tax: rounds (no capture, logical, trigger alternating); ratios are the median over rounds")
+		taxRows    = flag.Int("tax-table-rows", 50_000, "write tax: rows in the source table before the writers start (what the updates hit)")
+		taxIdle    = flag.Bool("tax-idle", false, "write tax: also measure logical-idle and trigger-idle (capture installed, Run stopped during the writes: capture's own cost without the engine's)")
+		taxE2E     = flag.String("tax-e2e", "1:20000,1000:200000", "write tax: end-to-end sizes as rows-per-commit:rows, comma-separated (empty: skip)")
 	)
 	flag.Parse()
 	if *cpuprof != "" {
@@ -86,6 +98,22 @@ func run() error {
 	if *quick {
 		*rows, *rows1 = 50_000, 5_000
 		*joinFacts = 50_000
+		*taxDur, *taxRows, *taxE2E = 2*time.Second, 10_000, "1:4000,1000:50000"
+	}
+	want := map[string]bool{}
+	for _, s := range splitList(*scenarios) {
+		switch s {
+		case "src", "join", "write-tax":
+			want[s] = true
+		default:
+			return fmt.Errorf("-scenarios: unknown scenario %q; use src, join, write-tax", s)
+		}
+	}
+	if !want["src"] {
+		*perCommit = ""
+	}
+	if !want["join"] {
+		*joinFacts = 0
 	}
 	if *rederive < 0 {
 		*rederive = *rows / 10
@@ -128,8 +156,34 @@ func run() error {
 		cfg.Workloads = append(cfg.Workloads, bench.Workload{Rows: *joinFacts, PerCommit: *joinPer, Shapes: js,
 			Join: &bench.JoinSizes{Dim1Rows: *joinDim1, Dim2Rows: *joinDim2, Groups: *joinGroups, DimChanges: *dimChanges}})
 	}
-	if len(cfg.Workloads) == 0 {
-		return errors.New("no workload: give -per-commit or -join-facts")
+	var taxCfg *bench.WriteTaxConfig
+	if want["write-tax"] {
+		tc := bench.WriteTaxConfig{Writers: *taxWriters, Duration: *taxDur, Rounds: *taxRounds, TableRows: *taxRows,
+			EndToEnd: []bench.EndToEndSize{}, Idle: *taxIdle, ProgressInterval: *progress, BatchSize: *batch, PhaseTimeout: *timeout,
+			Logger: cfg.Logger, Progress: os.Stderr}
+		for _, s := range splitList(*taxPer) {
+			n, err := strconv.Atoi(s)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("-tax-per-commit: %q is not a positive number", s)
+			}
+			tc.PerCommit = append(tc.PerCommit, n)
+		}
+		if len(tc.PerCommit) == 0 {
+			return errors.New("-tax-per-commit: no size")
+		}
+		for _, s := range splitList(*taxE2E) {
+			k, n, ok := strings.Cut(s, ":")
+			pk, err1 := strconv.Atoi(k)
+			rows, err2 := strconv.Atoi(n)
+			if !ok || err1 != nil || err2 != nil || pk <= 0 || rows <= 0 {
+				return fmt.Errorf("-tax-e2e: %q is not rows-per-commit:rows", s)
+			}
+			tc.EndToEnd = append(tc.EndToEnd, bench.EndToEndSize{PerCommit: pk, Rows: rows})
+		}
+		taxCfg = &tc
+	}
+	if len(cfg.Workloads) == 0 && taxCfg == nil {
+		return errors.New("no workload: give -per-commit, -join-facts or -scenarios write-tax")
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -174,22 +228,39 @@ func run() error {
 	for k, v := range map[string]any{"server": server, "rows": *rows, "rows_1_per_commit": *rows1, "per_commit": *perCommit,
 		"rederive_keys": *rederive, "shapes": *shapes, "shapes_1_per_commit": *shapes1, "modes": *modes, "progress_interval": progress.String(), "batch_size": *batch,
 		"join_facts": *joinFacts, "join_dim1": *joinDim1, "join_dim2": *joinDim2, "join_groups": *joinGroups,
-		"join_per_commit": *joinPer, "join_shapes": *joinShapes, "dim_changes": *dimChanges,
+		"join_per_commit": *joinPer, "join_shapes": *joinShapes, "dim_changes": *dimChanges, "scenarios": *scenarios,
+		"tax_writers": *taxWriters, "tax_per_commit": *taxPer, "tax_duration": taxDur.String(), "tax_rounds": *taxRounds,
+		"tax_table_rows": *taxRows, "tax_e2e": *taxE2E, "tax_idle": *taxIdle,
 		"cpus": runtime.NumCPU(), "started_at": time.Now().UTC().Format(time.RFC3339)} {
 		settings[k] = v
 	}
 	if rev, ok := settings["vcs.revision"]; ok {
 		fmt.Fprintf(os.Stderr, "trellis-bench: code %v (modified: %v)\n", rev, settings["vcs.modified"])
 	}
-	fmt.Fprintf(os.Stderr, "trellis-bench: %d rows per workload (%d at 1 row/commit), shapes %s (%s at 1 row/commit), modes %s, re-derive %d keys, server %s\n",
-		*rows, *rows1, *shapes, *shapes1, *modes, *rederive, server)
+	if *perCommit != "" {
+		fmt.Fprintf(os.Stderr, "trellis-bench: %d rows per workload (%d at 1 row/commit), shapes %s (%s at 1 row/commit), modes %s, re-derive %d keys, server %s\n",
+			*rows, *rows1, *shapes, *shapes1, *modes, *rederive, server)
+	}
 	if *joinFacts > 0 {
 		fmt.Fprintf(os.Stderr, "trellis-bench: join workload: %d facts (%d per commit) ⋈ dim1 %d rows ⋈ dim2 %d rows, %d groups, shapes %s, %d dimension changes\n",
 			*joinFacts, *joinPer, *joinDim1, *joinDim2, *joinGroups, *joinShapes, *dimChanges)
 	}
 
-	results, err := bench.Run(ctx, cfg, bench.ServerDatabases{AdminDSN: adminDSN})
+	if taxCfg != nil {
+		fmt.Fprintf(os.Stderr, "trellis-bench: write tax: %d writers at %s rows/commit, %s per point, %d rounds, %d rows preloaded; end to end %s; server %s\n",
+			*taxWriters, *taxPer, *taxDur, *taxRounds, *taxRows, *taxE2E, server)
+	}
+
+	dbs := bench.ServerDatabases{AdminDSN: adminDSN}
+	var results []bench.Result
+	if len(cfg.Workloads) > 0 {
+		results, err = bench.Run(ctx, cfg, dbs)
+	}
 	rep := bench.Report{Settings: settings, Results: results}
+	if taxCfg != nil && err == nil {
+		tax, terr := bench.RunWriteTax(ctx, *taxCfg, dbs)
+		rep.WriteTax, err = &tax, terr
+	}
 	if err != nil {
 		rep.Error = err.Error()
 	}
@@ -203,7 +274,7 @@ func run() error {
 		if werr := bench.WriteJSON(out, rep); werr != nil {
 			return errors.Join(err, werr)
 		}
-	} else {
+	} else if len(results) > 0 {
 		fmt.Fprintf(out, "\nrows/s = rows / end-to-end; ratio = engine rows/s / pg_recvlogical rows/s (same run, same phase)\n")
 		fmt.Fprintf(out, "end-to-end: live = first write -> converged (writer and engine share the machine); catchup = Run started\n")
 		fmt.Fprintf(out, "after the phase was written -> converged; drain = pg_recvlogical draining WAL written beforehand\n")
@@ -212,6 +283,17 @@ func run() error {
 		fmt.Fprintf(out, "data star = the join workload (fact ⋈ dim1 ⋈ dim2); dimchange: end-to-end = median single-row dim1 UPDATE -> converged,\n")
 		fmt.Fprintf(out, "refresh s = median REFRESH MATERIALIZED VIEW of the same query, same data; refresh/e2e above 1: the engine is faster\n\n")
 		if werr := bench.WriteTable(out, results); werr != nil {
+			return errors.Join(err, werr)
+		}
+	}
+	if !*jsonOut && rep.WriteTax != nil {
+		fmt.Fprintf(out, "\nwrite tax: %d writers, each commit k rows (random INSERT of a new id / UPDATE by primary key, one statement per row,\n", *taxWriters)
+		fmt.Fprintf(out, "pipelined in one round trip), %s per point; none = plain table, logical/trigger = Run live with that capture.\n", *taxDur)
+		fmt.Fprintf(out, "ratios are to none in the same round (median over rounds): rows/s ratio above 1 is faster, p99 ratio above 1 slower.\n")
+		fmt.Fprintf(out, "-idle = capture installed but Run stopped during the writes (capture's own cost; the engine catches up after).\n")
+		fmt.Fprintf(out, "apply s = the engine's time inside apply transactions during the writes (it shares the machine with the writers);\n")
+		fmt.Fprintf(out, "catch-up s = writers' end -> converged (not in the tax). end to end = inserts into an empty table, first write -> converged.\n\n")
+		if werr := bench.WriteTaxTable(out, *rep.WriteTax); werr != nil {
 			return errors.Join(err, werr)
 		}
 	}
