@@ -34,6 +34,19 @@ type runner struct {
 	workers map[int64]*worker
 
 	confirmed atomic.Uint64
+
+	// mode is the capture mode of this run; switchTo, once set, ends the
+	// run to go on in another (loop returns it).
+	mode     string
+	switchTo chan *switchRequest
+	// retentionWarned: the retained-WAL warning was logged this episode.
+	retentionWarned bool
+}
+
+// canSwitch reports whether the runner may leave logical capture for
+// triggers by itself (--capture=auto).
+func (r *runner) canSwitch() bool {
+	return r.t.cfg.Capture == CaptureAuto && r.mode == capture.ModeLogical
 }
 
 // streamFunc streams a slot into a sink until ctx ends or capture fails;
@@ -88,7 +101,28 @@ func (t *Trellis) run(ctx context.Context, streamFn streamFunc) error {
 	if err != nil {
 		return err
 	}
-	r := &runner{t: t, workers: map[int64]*worker{}, metrics: t.cfg.Metrics}
+	for {
+		err := t.runMode(ctx, lockConn, streamFn, slot, mode, reason)
+		var sw *switchRequest
+		if !errors.As(err, &sw) {
+			return err
+		}
+		// The runner asked to go on in another mode (--capture=auto): start
+		// again there; the switch overlaps the two paths.
+		t.log.Warn("switching capture mode", "to", sw.mode, "reason", sw.reason)
+		mode, reason = sw.mode, sw.reason
+	}
+}
+
+// switchRequest ends a run that must go on in another capture mode.
+type switchRequest struct{ mode, reason string }
+
+func (s *switchRequest) Error() string { return "switch capture to " + s.mode + ": " + s.reason }
+
+// runMode runs in one capture mode until ctx ends, capture fails, or the
+// runner asks for another mode (a *switchRequest).
+func (t *Trellis) runMode(ctx context.Context, lockConn *pgx.Conn, streamFn streamFunc, slot, mode, reason string) error {
+	r := &runner{t: t, workers: map[int64]*worker{}, metrics: t.cfg.Metrics, mode: mode, switchTo: make(chan *switchRequest, 1)}
 	if r.metrics == nil {
 		r.metrics = NewMetrics(nil)
 	}
@@ -310,6 +344,8 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
+	case sw := <-r.switchTo:
+		err = sw
 	}
 	cancel()
 	r.mu.Lock()
@@ -331,7 +367,15 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 // transform (they must be rebuilt) before capture goes on.
 func (r *runner) stream(ctx context.Context) error {
 	return r.capture.Stream(ctx, r.intake, func(ctx context.Context, d capture.Disruption) error {
-		return r.pauseAll(ctx, d.Reason, false)
+		if err := r.pauseAll(ctx, d.Reason, false); err != nil {
+			return err
+		}
+		// Under --capture=auto a lost slot is not made again: triggers
+		// cannot lose their position.
+		if r.canSwitch() {
+			return &switchRequest{mode: capture.ModeTrigger, reason: "the replication slot was lost (" + d.Reason + "); --capture=auto goes on with triggers"}
+		}
+		return nil
 	})
 }
 
@@ -356,6 +400,34 @@ func (r *runner) updateConfirmed() {
 	r.metrics.ConfirmedLSN.Set(float64(r.confirmed.Load()))
 }
 
+// guardRetention warns once per episode when the slot retains more WAL than
+// --max-retained-wal, and under --capture=auto switches to triggers, which
+// retain none.
+func (r *runner) guardRetention(retained int64) {
+	limit := r.t.cfg.MaxRetainedWAL
+	if limit <= 0 {
+		return
+	}
+	if retained <= limit {
+		if r.retentionWarned {
+			r.t.log.Info("retained WAL is back under --max-retained-wal", "retained_bytes", retained, "limit_bytes", limit)
+		}
+		r.retentionWarned = false
+		return
+	}
+	if !r.retentionWarned {
+		r.retentionWarned = true
+		r.t.log.Warn("the replication slot retains more WAL than --max-retained-wal", "retained_bytes", retained, "limit_bytes", limit)
+	}
+	if r.canSwitch() {
+		select {
+		case r.switchTo <- &switchRequest{mode: capture.ModeTrigger,
+			reason: fmt.Sprintf("the replication slot retained %d bytes of WAL, more than --max-retained-wal (%d); --capture=auto goes on with triggers", retained, limit)}:
+		default:
+		}
+	}
+}
+
 // slotReporter is what a capture with a replication slot reports for the
 // slot metrics.
 type slotReporter interface {
@@ -370,6 +442,7 @@ func (r *runner) heartbeat(ctx context.Context) {
 		if lag, retained, ok := sr.SlotStats(ctx); ok {
 			r.metrics.SlotLagBytes.Set(float64(lag))
 			r.metrics.RetainedBytes.Set(float64(retained))
+			r.guardRetention(retained)
 		}
 	}
 	r.mu.Lock()
@@ -419,7 +492,12 @@ func (r *runner) reconcile(ctx context.Context) error {
 		}
 	}
 	for id, tr := range want {
-		if w, ok := r.workers[id]; ok {
+		if w, ok := r.workers[id]; ok && w.exited() {
+			// The worker paused its transform and ended; a RESUME since
+			// (seen together with the pause) needs a new one.
+			delete(r.workers, id)
+			r.intake.removeRoute(id)
+		} else if ok {
 			if tr.State != catalog.StateLive {
 				// Only the worker makes a transform live; any other state
 				// under a running worker is a RESUME it has not seen.

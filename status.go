@@ -23,6 +23,10 @@ type Failure = catalog.Failure
 // holding the lock (nothing is cancelled; the wait ends when they let go).
 type CaptureWait = capture.Wait
 
+// DrainFailure describes applying changes that keeps failing with nothing
+// to blame (retried with capped backoff; cleared once a batch applies).
+type DrainFailure = catalog.DrainFailure
+
 // BackfillFailure describes a build that keeps failing.
 type BackfillFailure = catalog.BackfillFailure
 
@@ -42,7 +46,7 @@ type TransformStatus struct {
 	CaptureFailure  *Failure          `json:"capture_failure"`
 	BackfillFailure *BackfillFailure  `json:"backfill_failure"`
 	CaptureWait     *CaptureWait      `json:"capture_wait"`
-	DrainFailure    *string           `json:"drain_failure"`
+	DrainFailure    *DrainFailure     `json:"drain_failure"`
 	HeldKeys        *HeldKeys         `json:"held_keys"`
 	SourceIndexGaps []engine.IndexGap `json:"source_index_gaps"`
 	CorrectingNodes []string          `json:"correcting_nodes"`
@@ -89,7 +93,7 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 			continue
 		}
 		s := TransformStatus{Name: tr.Name, Schema: tr.Schema, Shape: tr.Shape, State: tr.State,
-			CaptureFailure: tr.CaptureFailure, BackfillFailure: tr.BackfillFailure,
+			CaptureFailure: tr.CaptureFailure, BackfillFailure: tr.BackfillFailure, DrainFailure: tr.DrainFailure,
 			AppliedLSN: catalog.FormatLSN(tr.AppliedLSN), AppliedAt: tr.AppliedAt, KeysApplied: tr.KeysApplied,
 			Source: tr.SourceTable, StateChangedAt: tr.StateChangedAt, SourceIndexGaps: []engine.IndexGap{}, CorrectingNodes: []string{}}
 		if p, err := engine.Decode(tr.Plan); err == nil {

@@ -84,6 +84,10 @@ type Config struct {
 	BatchSize int
 	// Metrics, when set, receives Run's Prometheus metrics.
 	Metrics *Metrics
+	// MaxRetainedWAL, when > 0, bounds the WAL (bytes) the replication
+	// slot may retain: above it Run warns once per episode and, with
+	// Capture auto, switches to trigger capture, which retains none.
+	MaxRetainedWAL int64
 }
 
 // Trellis is an open instance: a connection pool and the catalog.

@@ -36,7 +36,31 @@ type worker struct {
 	applied   uint64
 	lastSaved time.Time
 	failures  int
+	// buildAttempts counts build steps failed in a row; drainFailure is the
+	// failing drain being reported (nil when the last batch applied).
+	buildAttempts int
+	drainFailure  *catalog.DrainFailure
 }
+
+// buildAttemptLimit is how many build steps in a row may fail before the
+// transform is paused (a RESUME after the fix builds it through).
+const buildAttemptLimit = 5
+
+// buildError is a build step that failed.
+type buildError struct{ err error }
+
+func (e *buildError) Error() string { return "build: " + e.err.Error() }
+func (e *buildError) Unwrap() error { return e.err }
+
+// drainError is a batch of changes that failed to apply.
+type drainError struct {
+	err    error
+	keys   int
+	tables []string
+}
+
+func (e *drainError) Error() string { return "apply changes: " + e.err.Error() }
+func (e *drainError) Unwrap() error { return e.err }
 
 func newWorker(r *runner, tr *catalog.Transform, p *engine.Plan) *worker {
 	w := &worker{r: r, id: tr.ID, name: tr.Name, plan: p, wake: make(chan struct{}, 1), changed: make(chan struct{}, 1), done: make(chan struct{})}
@@ -68,6 +92,17 @@ func (w *worker) start(parent context.Context) {
 }
 
 func (w *worker) stop() { w.cancel() }
+
+// exited reports whether the worker's goroutine has ended by itself (it
+// paused its transform).
+func (w *worker) exited() bool {
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
+}
 func (w *worker) wait() { <-w.done }
 
 func (w *worker) log() interface {
@@ -94,7 +129,7 @@ func (w *worker) run(ctx context.Context) {
 			backoff = 100 * time.Millisecond
 			continue // a new session on the promoted plan
 		}
-		if w.fatal(ctx, err) {
+		if w.fatal(ctx, err) || w.report(ctx, err, backoff) {
 			return
 		}
 		w.log().Warn("transform worker failed; retrying", "err", err, "retry_in", backoff)
@@ -136,6 +171,72 @@ func (w *worker) fatal(ctx context.Context, err error) bool {
 	return true
 }
 
+// report records a failing build step as backfill_failure (pausing the
+// transform after buildAttemptLimit in a row, and reporting whether it did)
+// and a failing batch of changes as drain_failure; both are retried.
+func (w *worker) report(ctx context.Context, err error, backoff time.Duration) bool {
+	cat, pool := w.r.t.cat, w.r.t.pool
+	var be *buildError
+	var de *drainError
+	switch {
+	case errors.As(err, &be):
+		w.buildAttempts++
+		f := &catalog.BackfillFailure{Attempts: w.buildAttempts, LastError: be.err.Error(), NextAttempt: time.Now().Add(backoff).UTC()}
+		if w.buildAttempts >= buildAttemptLimit {
+			f.NextAttempt = time.Time{}
+			if err := cat.SetBackfillFailure(ctx, pool, w.id, f); err != nil {
+				w.log().Warn("record backfill failure", "err", err)
+			}
+			pf := &catalog.Failure{Kind: catalog.FailureHalt, DetectedAt: time.Now().UTC(),
+				Error: fmt.Sprintf("building keeps failing (%d attempts): %s; fix the cause, then RESUME TRANSFORM %s", w.buildAttempts, be.err, w.name)}
+			if perr := cat.Pause(ctx, pool, w.id, "system", pf); perr != nil {
+				w.log().Warn("pause after failed builds", "err", perr)
+				return false
+			}
+			w.log().Error("transform paused: building keeps failing", "err", be.err, "attempts", w.buildAttempts)
+			return true
+		}
+		if err := cat.SetBackfillFailure(ctx, pool, w.id, f); err != nil {
+			w.log().Warn("record backfill failure", "err", err)
+		}
+	case errors.As(err, &de):
+		now := time.Now().UTC()
+		if w.drainFailure == nil {
+			w.drainFailure = &catalog.DrainFailure{Since: now}
+			w.log().Warn("applying changes fails; retrying with backoff", "err", de.err)
+		}
+		f := w.drainFailure
+		f.Keys, f.Tables, f.Error, f.LastSeen = de.keys, de.tables, de.err.Error(), now
+		f.Attempts++
+		var pe *pgconn.PgError
+		if errors.As(de.err, &pe) {
+			f.SQLState = pe.Code
+		}
+		if err := cat.SetDrainFailure(ctx, pool, w.id, f); err != nil {
+			w.log().Warn("record drain failure", "err", err)
+		}
+	}
+	return false
+}
+
+// succeeded clears the failure reports a successful step ends.
+func (w *worker) succeeded(ctx context.Context, build bool) error {
+	if build && w.buildAttempts > 0 {
+		w.buildAttempts = 0
+		if err := w.r.t.cat.SetBackfillFailure(ctx, w.r.t.pool, w.id, nil); err != nil {
+			return err
+		}
+	}
+	if !build && w.drainFailure != nil {
+		w.log().Info("applying changes recovered", "attempts", w.drainFailure.Attempts)
+		w.drainFailure = nil
+		if err := w.r.t.cat.SetDrainFailure(ctx, w.r.t.pool, w.id, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 	for ctx.Err() == nil {
 		tr, err := w.r.t.cat.GetByID(ctx, w.r.t.pool, w.id)
@@ -161,6 +262,9 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 			}
 			done, err := w.buildStep(ctx, a, tr)
 			if err != nil {
+				return &buildError{err}
+			}
+			if err := w.succeeded(ctx, true); err != nil {
 				return err
 			}
 			if done {
@@ -256,6 +360,9 @@ func (w *worker) drain(ctx context.Context, a *engine.Applier) error {
 		n, err := a.Apply(ctx, engine.Batch{Keys: keys, Xids: xids, AppliedLSN: lsn})
 		if err != nil {
 			w.r.metrics.ApplyErrors.WithLabelValues(w.name).Inc()
+			return &drainError{err: err, keys: len(b.Keys) + len(b.Truncated), tables: w.tablesOf(b)}
+		}
+		if err := w.succeeded(ctx, false); err != nil {
 			return err
 		}
 		w.r.metrics.ApplySeconds.WithLabelValues(w.name).Observe(time.Since(start).Seconds())
@@ -271,6 +378,24 @@ func (w *worker) drain(ctx context.Context, a *engine.Applier) error {
 		}
 	}
 	return ctx.Err()
+}
+
+// tablesOf names the source tables of a batch's keys and truncations.
+func (w *worker) tablesOf(b checkpoint.Batch) []string {
+	seen := map[uint32]bool{}
+	for _, k := range b.Keys {
+		seen[k.Table] = true
+	}
+	for _, t := range b.Truncated {
+		seen[t.Table] = true
+	}
+	var out []string
+	for _, src := range w.plan.Tables() {
+		if seen[src.OID] {
+			out = append(out, src.Ident())
+		}
+	}
+	return out
 }
 
 // xidsUpTo lists slot transactions not yet known visible, up to lsn.

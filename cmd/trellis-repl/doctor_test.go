@@ -117,3 +117,16 @@ func TestDoctor(t *testing.T) {
 		})
 	}
 }
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"10GB": 10 << 30, "512MB": 512 << 20, "1tb": 1 << 40, "100kB": 100 << 10, "4096": 4096, "7 B": 7} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "GB", "10XB", "-1GB", "0"} {
+		if _, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q) accepted", in)
+		}
+	}
+}

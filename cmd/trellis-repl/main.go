@@ -37,6 +37,7 @@ const usage = `usage:
   trellis-repl apply  --dsn URL (-f FILE | -e SQL) [--schema NAME]
   trellis-repl run    --dsn URL [--data-dir DIR] [--capture auto|logical|trigger]
                       [--confirm local|applied] [--metrics-addr HOST:PORT] [--schema NAME]
+                      [--max-retained-wal SIZE]
   trellis-repl status --dsn URL [--json] [--schema NAME] [NAME]
   trellis-repl doctor --dsn URL [--json] [--schema NAME]
 --dsn defaults to TRELLIS_DATABASE_URL, then the libpq PG* variables.
@@ -176,8 +177,17 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	confirm := fs.String("confirm", trellis.ConfirmLocal, "confirm mode: local or applied")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on HOST:PORT (/metrics)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	maxRetained := fs.String("max-retained-wal", "", "warn above this much WAL retained by the slot (e.g. 10GB); with --capture auto, switch to triggers")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	var maxRetainedBytes int64
+	if *maxRetained != "" {
+		n, err := parseSize(*maxRetained)
+		if err != nil {
+			return usageError{"--max-retained-wal: " + err.Error()}
+		}
+		maxRetainedBytes = n
 	}
 	if fs.NArg() > 0 {
 		return usageError{"run takes no arguments"}
@@ -191,7 +201,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	m := trellis.NewMetrics(reg)
 	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, DataDir: *dataDir, Capture: *capture,
-		Confirm: *confirm, Logger: log, Metrics: m})
+		Confirm: *confirm, Logger: log, Metrics: m, MaxRetainedWAL: maxRetainedBytes})
 	if err != nil {
 		return err
 	}
@@ -296,4 +306,27 @@ func cmdDoctor(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// parseSize reads a size as PostgreSQL writes them: a number with an
+// optional unit B, kB, MB, GB or TB (case does not matter; 1kB = 1024 B).
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	i := 0
+	for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return 0, fmt.Errorf("%q is not a size; write it like 10GB or 512MB", s)
+	}
+	var n int64
+	if _, err := fmt.Sscan(t[:i], &n); err != nil {
+		return 0, fmt.Errorf("%q is not a size; write it like 10GB or 512MB", s)
+	}
+	mult := map[string]int64{"": 1, "b": 1, "kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "tb": 1 << 40}
+	m, ok := mult[strings.ToLower(strings.TrimSpace(t[i:]))]
+	if !ok || n <= 0 {
+		return 0, fmt.Errorf("%q is not a size; write it like 10GB or 512MB (units B, kB, MB, GB, TB)", s)
+	}
+	return n * m, nil
 }

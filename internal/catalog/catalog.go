@@ -134,6 +134,23 @@ type Transform struct {
 	// CaptureWait is the runner's JSON description of an install of
 	// capture waiting for a lock, or nil.
 	CaptureWait json.RawMessage
+	// DrainFailure is set while applying changes keeps failing.
+	DrainFailure *DrainFailure
+}
+
+// DrainFailure describes applying changes that keeps failing with nothing
+// to blame: no key to hold, nothing to pause. It is retried with capped
+// backoff and cleared by the next batch that applies.
+type DrainFailure struct {
+	// Keys is the size of the failing batch; Tables the source tables its
+	// keys belong to.
+	Keys     int       `json:"batch_keys"`
+	Tables   []string  `json:"tables"`
+	Error    string    `json:"error"`
+	SQLState string    `json:"sqlstate,omitempty"`
+	Since    time.Time `json:"since"`
+	LastSeen time.Time `json:"last_seen"`
+	Attempts int       `json:"attempts"`
 }
 
 var migrations = []string{
@@ -184,9 +201,12 @@ var migrations = []string{
 	// names once live.
 	`ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS replaces bigint REFERENCES {{s}}.transforms (id) ON DELETE CASCADE;
 	 ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS replace_notes text[];`,
-	// 3: capture waits: an install of capture waiting for a lock on a user
-	// table, with the sessions holding it (JSON written by the runner).
-	`ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS capture_wait jsonb;`,
+	// 3: capture waits (an install of capture waiting for a lock on a user
+	// table, with the sessions holding it) and drain failures (applying
+	// changes keeps failing with nothing to blame), as JSON the runner
+	// writes.
+	`ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS capture_wait jsonb;
+	 ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS drain_failure jsonb;`,
 }
 
 // Migrate creates or upgrades the instance schema to the newest version. It
@@ -262,16 +282,16 @@ const transformCols = `t.id, t.schema_name, t.name, t.definition, t.shape, t.pla
 	coalesce(t.paused_by, ''), t.rebuild, t.build_cursor, t.build_phase, t.capture_failure, t.backfill_failure,
 	t.source_table, t.source_oid, t.created_at, t.state_changed_at,
 	coalesce(p.applied_lsn, '0/0')::text, p.applied_at, coalesce(p.keys_applied, 0), coalesce(p.held_keys, 0),
-	coalesce(t.replaces, 0), t.replace_notes, t.capture_wait`
+	coalesce(t.replaces, 0), t.replace_notes, t.capture_wait, t.drain_failure`
 
 func scanTransform(row pgx.Row) (*Transform, error) {
 	var t Transform
-	var cf, bf []byte
+	var cf, bf, df []byte
 	var lsn string
 	var cursor []string
 	if err := row.Scan(&t.ID, &t.Schema, &t.Name, &t.Definition, &t.Shape, &t.Plan, &t.State,
 		&t.PausedBy, &t.Rebuild, &cursor, &t.BuildPhase, &cf, &bf, &t.SourceTable, &t.SourceOID,
-		&t.CreatedAt, &t.StateChangedAt, &lsn, &t.AppliedAt, &t.KeysApplied, &t.HeldKeys, &t.Replaces, &t.ReplaceNotes, &t.CaptureWait); err != nil {
+		&t.CreatedAt, &t.StateChangedAt, &lsn, &t.AppliedAt, &t.KeysApplied, &t.HeldKeys, &t.Replaces, &t.ReplaceNotes, &t.CaptureWait, &df); err != nil {
 		return nil, err
 	}
 	t.BuildCursor = cursor
@@ -285,6 +305,12 @@ func scanTransform(row pgx.Row) (*Transform, error) {
 		t.BackfillFailure = new(BackfillFailure)
 		if err := json.Unmarshal(bf, t.BackfillFailure); err != nil {
 			return nil, fmt.Errorf("decode backfill_failure of %s: %w", t.Name, err)
+		}
+	}
+	if len(df) > 0 {
+		t.DrainFailure = new(DrainFailure)
+		if err := json.Unmarshal(df, t.DrainFailure); err != nil {
+			return nil, fmt.Errorf("decode drain_failure of %s: %w", t.Name, err)
 		}
 	}
 	v, err := ParseLSN(lsn)
@@ -384,7 +410,7 @@ func (c Catalog) Pause(ctx context.Context, q Querier, id int64, by string, fail
 func (c Catalog) Resume(ctx context.Context, q Querier, id int64) error {
 	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET state = $2, paused_by = NULL, rebuild = true,
 		build_phase = 0, build_cursor = NULL, capture_failure = NULL, backfill_failure = NULL,
-		state_changed_at = now() WHERE id = $1`, id, StateWaiting)
+		drain_failure = NULL, state_changed_at = now() WHERE id = $1`, id, StateWaiting)
 	if err != nil {
 		return fmt.Errorf("resume transform %d: %w", id, err)
 	}
@@ -422,6 +448,22 @@ func (c Catalog) SetBackfillFailure(ctx context.Context, q Querier, id int64, f 
 	}
 	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET backfill_failure = $2 WHERE id = $1`, id, b)
 	return err
+}
+
+// SetDrainFailure records (or with nil clears) a failing drain.
+func (c Catalog) SetDrainFailure(ctx context.Context, q Querier, id int64, f *DrainFailure) error {
+	var b []byte
+	if f != nil {
+		var err error
+		if b, err = json.Marshal(f); err != nil {
+			return err
+		}
+	}
+	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET drain_failure = $2 WHERE id = $1 AND drain_failure IS DISTINCT FROM $2::jsonb`, id, b)
+	if err != nil {
+		return fmt.Errorf("record drain failure: %w", err)
+	}
+	return nil
 }
 
 // Promote makes a redefinition the transform it replaced: the old row is
