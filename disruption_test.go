@@ -36,10 +36,17 @@ import (
 type disruptEnv struct{ *env }
 
 // newDisruptEnv opens an env whose runner streams through stream (nil:
-// Run) and defines a row transform and an aggregate over orders.
+// Run) and defines a row transform and an aggregate over orders. Capture
+// is logical: these tests recover the slot (under auto a lost slot
+// switches to triggers, TestDisruptAutoSwitches).
 func newDisruptEnv(t *testing.T, stream trellis.StreamFunc) *disruptEnv {
 	t.Helper()
-	e := &disruptEnv{newEnv(t, trellis.Config{})}
+	return newDisruptEnvWith(t, stream, trellis.Config{Capture: trellis.CaptureLogical})
+}
+
+func newDisruptEnvWith(t *testing.T, stream trellis.StreamFunc, cfg trellis.Config) *disruptEnv {
+	t.Helper()
+	e := &disruptEnv{newEnv(t, cfg)}
 	e.stream = stream
 	e.exec(`CREATE TABLE orders (id int PRIMARY KEY, customer int NOT NULL, amount numeric(10,2) NOT NULL)`)
 	e.exec(`INSERT INTO orders SELECT g, g % 7, g % 50 FROM generate_series(1, 300) g`)
@@ -217,6 +224,87 @@ func TestDisruptSlotDropped(t *testing.T) {
 	e.write(1)
 	e.awaitNewSlot(from)
 	e.recover(2)
+}
+
+// dropSlot terminates the slot's walsender and drops it, retrying until
+// the drop wins the race with the runner's reconnect.
+func (e *disruptEnv) dropSlot() {
+	e.t.Helper()
+	name := e.slotName()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		e.exec(`SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, name)
+		_, err := e.conn.Exec(context.Background(), `SELECT pg_drop_replication_slot($1)`, name)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("could not drop the slot: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// awaitMode waits until status reports capture mode want with a reason
+// containing why, and no replication slot is left.
+func (e *disruptEnv) awaitMode(want, why string) {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := e.tr.Status(context.Background())
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		var slots int
+		if err := e.conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_replication_slots WHERE database = current_database()`).Scan(&slots); err != nil {
+			e.t.Fatal(err)
+		}
+		s := st[0]
+		if s.CaptureMode != nil && *s.CaptureMode == want && s.CaptureReason != nil && strings.Contains(*s.CaptureReason, why) && slots == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("capture mode %v (%v) with %d slot(s); want %s because of %q and no slot", s.CaptureMode, s.CaptureReason, slots, want, why)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestDisruptAutoSwitches: under --capture=auto a slot lost while running
+// is not made again: the transforms are paused (changes were lost), the
+// runner goes on with triggers, and RESUME rebuilds them exactly; and a
+// slot retaining more WAL than --max-retained-wal is replaced by triggers
+// with nothing lost and nothing paused.
+func TestDisruptAutoSwitches(t *testing.T) {
+	t.Run("slot lost", func(t *testing.T) {
+		e := newDisruptEnvWith(t, nil, trellis.Config{})
+		e.start()
+		e.converge("after build")
+		e.dropSlot()
+		e.write(0)
+		e.awaitDisrupted("does not exist")
+		e.awaitMode(trellis.CaptureTrigger, "slot was lost")
+		e.write(1)
+		e.recover(2)
+	})
+	t.Run("retained WAL", func(t *testing.T) {
+		e := newDisruptEnvWith(t, nil, trellis.Config{MaxRetainedWAL: 1})
+		e.start()
+		e.write(0)
+		e.awaitMode(trellis.CaptureTrigger, "--max-retained-wal")
+		e.write(1)
+		e.converge("after the switch")
+		st, err := e.tr.Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range st {
+			if s.State != "live" {
+				t.Fatalf("%s is %s after a switch that lost nothing", s.Name, s.State)
+			}
+		}
+		e.running("at the end")
+	})
 }
 
 // TestDisruptPublicationDropped: the publication is dropped underneath a

@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/trellis-repl/trellis-repl/capture"
+	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
 	"github.com/trellis-repl/trellis-repl/internal/terr"
 	"github.com/trellis-repl/trellis-repl/replication"
@@ -27,6 +29,9 @@ type DoctorReport struct {
 	Reason string `json:"reason"`
 	// ToGetLogical are the fixes of the failed checks, in order.
 	ToGetLogical []string `json:"to_get_logical"`
+	// Privileges says, for the source tables of the instance's transforms,
+	// which capture setups the role's privileges allow (README, Privileges).
+	Privileges []Finding `json:"privileges"`
 }
 
 // Doctor checks, without changing anything, whether logical replication
@@ -61,11 +66,58 @@ func Doctor(ctx context.Context, cfg Config) (*DoctorReport, error) {
 			r.ToGetLogical = append(r.ToGetLogical, f.Fix)
 		}
 	}
-	if avail.Possible() {
+	privs, pub, trig, err := privilegeFindings(ctx, conn, cat, avail.Role)
+	if err != nil {
+		return nil, err
+	}
+	r.Privileges = privs
+	switch {
+	case avail.Possible() && cfg.Publication == "" && !pub && trig:
+		r.AutoMode, r.Reason = CaptureTrigger, "logical replication is available, but the role may not publish every source and has TRIGGER on all of them"
+	case avail.Possible():
 		r.AutoMode, r.Reason = CaptureLogical, "logical replication is available"
-	} else {
+	default:
 		r.AutoMode = CaptureTrigger
 		r.Reason = strings.TrimSuffix(avail.Reason(), ".") + "; --capture=auto captures with triggers instead."
 	}
 	return r, nil
+}
+
+// privilegeFindings checks the role's privileges on the source tables of
+// the instance's transforms (none when the instance is not installed): may
+// it publish them (setups a, b) and create triggers on them (setup c).
+func privilegeFindings(ctx context.Context, conn *pgx.Conn, cat catalog.Catalog, role string) (out []Finding, publish, trigger bool, err error) {
+	v, err := cat.Version(ctx, conn)
+	if err != nil || v == 0 {
+		return nil, true, true, err
+	}
+	ts, err := cat.List(ctx, conn)
+	if err != nil {
+		return nil, false, false, terr.Wrap(terr.Unavailable, err, "%v", err)
+	}
+	var tables []capture.Table
+	for _, tr := range ts {
+		if p, err := engine.Decode(tr.Plan); err == nil {
+			tables = append(tables, captureTables(p)...)
+		}
+	}
+	if len(tables) == 0 {
+		return nil, true, true, nil
+	}
+	pub, trig, blocker, err := capture.Capturable(ctx, conn, tables)
+	if err != nil {
+		return nil, false, false, terr.Wrap(terr.Unavailable, err, "%v", err)
+	}
+	r := pgx.Identifier{role}.Sanitize()
+	out = []Finding{{Check: "publish_sources", Result: "ok", Detail: "the role owns every source table (setup b, or its own publication)"}}
+	if !pub {
+		out[0] = Finding{Check: "publish_sources", Result: "fail", Detail: "the role does not own " + blocker,
+			Fix: "setup (a): the owner runs CREATE PUBLICATION app_pub FOR TABLE <sources> WITH (publish_via_partition_root = true); and trellis-repl runs with --publication app_pub — or setup (b): GRANT <owner> TO " + r + ";"}
+	}
+	tf := Finding{Check: "trigger_sources", Result: "ok", Detail: "the role owns or has TRIGGER on every source table (setup c)"}
+	if !trig {
+		tf = Finding{Check: "trigger_sources", Result: "fail", Detail: "the role lacks TRIGGER on some source table",
+			Fix: "setup (c): the owner runs GRANT TRIGGER ON <sources> TO " + r + ";"}
+	}
+	return append(out, tf), pub, trig, nil
 }

@@ -137,7 +137,7 @@ func (t *Trellis) runMode(ctx context.Context, lockConn *pgx.Conn, streamFn stre
 	defer store.Close()
 	r.store = store
 	logical := capture.NewLogical(capture.LogicalConfig{
-		DSN: t.cfg.DSN, Slot: slot, Publication: t.cat.PublicationName(), Pool: t.pool,
+		DSN: t.cfg.DSN, Slot: slot, Publication: t.publication(), OwnedPublication: t.cfg.Publication != "", Pool: t.pool,
 		Position: store, Confirmed: r.confirmed.Load, ConfirmApplied: t.cfg.Confirm == ConfirmApplied,
 		Stream: streamFn, OnReconnect: r.metrics.Reconnects.Inc, Logger: t.log,
 	})
@@ -156,6 +156,30 @@ func (t *Trellis) runMode(ctx context.Context, lockConn *pgx.Conn, streamFn stre
 	return r.loop(ctx, lockConn)
 }
 
+// sourceTables are the tables every transform reads.
+func (t *Trellis) sourceTables(ctx context.Context) ([]capture.Table, error) {
+	ts, err := t.cat.List(ctx, t.pool)
+	if err != nil {
+		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
+	}
+	var out []capture.Table
+	for _, tr := range ts {
+		if p, err := engine.Decode(tr.Plan); err == nil {
+			out = append(out, captureTables(p)...)
+		}
+	}
+	return out, nil
+}
+
+// publication is the publication logical capture reads: the owner-managed
+// one given, else the instance's own.
+func (t *Trellis) publication() string {
+	if t.cfg.Publication != "" {
+		return t.cfg.Publication
+	}
+	return t.cat.PublicationName()
+}
+
 // chooseCapture picks the capture mode and says why: --capture=logical and
 // trigger are taken as given (logical refused where it cannot work), auto
 // takes logical replication where the server and role allow it.
@@ -163,7 +187,7 @@ func (t *Trellis) chooseCapture(ctx context.Context, slot string) (mode, reason 
 	if t.cfg.Capture == CaptureTrigger {
 		return capture.ModeTrigger, "--capture=trigger was given", nil
 	}
-	opts := []replication.CheckOption{replication.WithSlot(slot), replication.WithPublication(t.cat.PublicationName())}
+	opts := []replication.CheckOption{replication.WithSlot(slot), replication.WithPublication(t.publication())}
 	if t.cfg.Capture == CaptureAuto {
 		opts = append(opts, replication.WithReplicationProbe(t.cfg.DSN))
 	}
@@ -174,6 +198,21 @@ func (t *Trellis) chooseCapture(ctx context.Context, slot string) (mode, reason 
 	if avail.Possible() {
 		if t.cfg.Capture == CaptureLogical {
 			return capture.ModeLogical, "--capture=logical was given", nil
+		}
+		if t.cfg.Publication == "" {
+			// The instance's own publication needs ownership of the sources;
+			// where the role has only TRIGGER on them, triggers work.
+			tables, err := t.sourceTables(ctx)
+			if err != nil {
+				return "", "", err
+			}
+			pub, trig, blocker, err := capture.Capturable(ctx, t.pool, tables)
+			if err != nil {
+				return "", "", terr.Wrap(terr.Unavailable, err, "%v", err)
+			}
+			if !pub && trig {
+				return capture.ModeTrigger, fmt.Sprintf("logical replication is available, but role %q may not publish %s and has the TRIGGER privilege on every source; capturing with triggers (or give --publication of a publication the owner manages)", avail.Role, blocker), nil
+			}
 		}
 		return capture.ModeLogical, "logical replication is available", nil
 	}
@@ -206,10 +245,15 @@ func (r *runner) prepare(ctx context.Context, mode, reason, slot string, logical
 		return terr.Wrap(terr.Unavailable, err, "%v", err)
 	}
 	ranBefore := inst.StoreID != ""
+	tables, err := r.allTables(ctx)
+	if err != nil {
+		return err
+	}
 	prev := capture.Continuity{
 		RanBefore:      ranBefore,
 		StoreLost:      ranBefore && (r.store.Created() || r.store.StoreID() != inst.StoreID),
 		ConfirmApplied: t.cfg.Confirm == ConfirmApplied,
+		Tables:         tables,
 	}
 	var switched capture.Prepared
 	if inst.CaptureMode != "" && inst.CaptureMode != mode {

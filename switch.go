@@ -150,6 +150,17 @@ func (r *runner) triggerToLogical(ctx context.Context, prev capture.Continuity, 
 // routeAll routes every transform's tables in the intake (as reconcile
 // will, so nothing a switch delivers is dropped) and returns them.
 func (r *runner) routeAll(ctx context.Context) ([]capture.Table, error) {
+	return r.tablesOf(ctx, true)
+}
+
+// allTables are the tables every transform reads.
+func (r *runner) allTables(ctx context.Context) ([]capture.Table, error) {
+	return r.tablesOf(ctx, false)
+}
+
+// tablesOf lists the tables transforms read and, with route, routes each
+// transform that is not paused.
+func (r *runner) tablesOf(ctx context.Context, route bool) ([]capture.Table, error) {
 	ts, err := r.t.cat.List(ctx, r.t.pool)
 	if err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
@@ -161,7 +172,7 @@ func (r *runner) routeAll(ctx context.Context) ([]capture.Table, error) {
 			return nil, err
 		}
 		tables = append(tables, captureTables(p)...)
-		if tr.State != catalog.StatePaused {
+		if route && tr.State != catalog.StatePaused {
 			r.intake.addRoute(tr.ID, p)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -84,6 +85,13 @@ type Config struct {
 	BatchSize int
 	// Metrics, when set, receives Run's Prometheus metrics.
 	Metrics *Metrics
+	// Publication, when set, names a publication the source tables' owner
+	// creates and manages: trellis-repl never alters or drops it, and a
+	// transform whose source is not in it waits (capture_wait gives the
+	// ALTER PUBLICATION … ADD TABLE the owner must run). Empty: the
+	// instance manages its own, <schema>_pub, which needs ownership of the
+	// sources.
+	Publication string
 	// MaxRetainedWAL, when > 0, bounds the WAL (bytes) the replication
 	// slot may retain: above it Run warns once per episode and, with
 	// Capture auto, switches to trigger capture, which retains none.
@@ -140,6 +148,21 @@ func Open(ctx context.Context, cfg Config) (*Trellis, error) {
 		return nil, terr.Wrap(terr.Validation, err, "the connection string is not valid: %v; pass --dsn postgres://user@host/db or set TRELLIS_DATABASE_URL", err)
 	}
 	pcfg.MaxConns = 8
+	schema := catalog.New(cfg.Schema).Schema
+	pcfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		// Unqualified names must never resolve in the instance schema (a
+		// role named like it would, through "$user"): definitions, targets,
+		// RESUME and DROP name the user's objects.
+		var setting, user string
+		if err := conn.QueryRow(ctx, `SELECT current_setting('search_path'), current_user`).Scan(&setting, &user); err != nil {
+			return err
+		}
+		if sp, changed := withoutSchema(setting, user, schema); changed {
+			_, err := conn.Exec(ctx, `SELECT set_config('search_path', $1, false)`, sp)
+			return err
+		}
+		return nil
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "cannot connect to PostgreSQL: %v", err)
@@ -155,6 +178,33 @@ func Open(ctx context.Context, cfg Config) (*Trellis, error) {
 		return nil, terr.Wrap(terr.Unavailable, err, "cannot install the catalog in schema %q: %v; the role needs CREATE on the database", t.cat.Schema, err)
 	}
 	return t, nil
+}
+
+// withoutSchema is the search_path setting without the instance schema,
+// whether named or reached through "$user" (a role named like it), and
+// whether it changed.
+func withoutSchema(setting, user, schema string) (string, bool) {
+	var out []string
+	changed := false
+	for _, e := range strings.Split(setting, ",") {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			continue
+		}
+		name := strings.ToLower(e)
+		if strings.HasPrefix(e, `"`) && strings.HasSuffix(e, `"`) && len(e) >= 2 {
+			name = strings.ReplaceAll(e[1:len(e)-1], `""`, `"`)
+		}
+		if name == "$user" {
+			name = user
+		}
+		if name == schema {
+			changed = true
+			continue
+		}
+		out = append(out, e)
+	}
+	return strings.Join(out, ", "), changed
 }
 
 // Close releases the connection pool. It does not stop a Run in progress:

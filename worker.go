@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/trellis-repl/trellis-repl/capture"
 	"github.com/trellis-repl/trellis-repl/checkpoint"
 	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
@@ -129,7 +130,7 @@ func (w *worker) run(ctx context.Context) {
 			backoff = 100 * time.Millisecond
 			continue // a new session on the promoted plan
 		}
-		if w.fatal(ctx, err) || w.report(ctx, err, backoff) {
+		if errors.Is(err, errHalted) || w.fatal(ctx, err) || w.report(ctx, err, backoff) {
 			return
 		}
 		w.log().Warn("transform worker failed; retrying", "err", err, "retry_in", backoff)
@@ -169,6 +170,19 @@ func (w *worker) fatal(ctx context.Context, err error) bool {
 	}
 	w.log().Error("transform paused: apply keeps failing", "err", err)
 	return true
+}
+
+// errHalted ends a session whose transform the worker paused.
+var errHalted = errors.New("transform paused")
+
+// halt pauses the transform with a halt failure and ends the session.
+func (w *worker) halt(ctx context.Context, why string) error {
+	f := &catalog.Failure{Kind: catalog.FailureHalt, DetectedAt: time.Now().UTC(), Error: why}
+	if err := w.r.t.cat.Pause(ctx, w.r.t.pool, w.id, "system", f); err != nil {
+		return err
+	}
+	w.log().Error("transform paused", "reason", why)
+	return errHalted
 }
 
 // report records a failing build step as backfill_failure (pausing the
@@ -250,6 +264,12 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 		switch tr.State {
 		case catalog.StateWaiting:
 			if err := w.r.installCapture(ctx, w.id, w.plan); err != nil {
+				var pe *capture.PrivilegeError
+				if errors.As(err, &pe) {
+					// A missing privilege is no data error and no retry
+					// cures it: pause once, naming the grant.
+					return w.halt(ctx, pe.Error()+"; then RESUME TRANSFORM "+w.name)
+				}
 				return err
 			}
 			if _, err := w.r.t.cat.SetState(ctx, w.r.t.pool, w.id, catalog.StateWaiting, catalog.StateBackfilling); err != nil {

@@ -79,6 +79,9 @@ type Continuity struct {
 	// ConfirmApplied: capture may release a change only once every
 	// transform applied it (--confirm=applied).
 	ConfirmApplied bool
+	// Tables are the tables the transforms read: capture that cannot
+	// work for them is refused before it creates anything (a slot).
+	Tables []Table
 }
 
 // Prepared is where capture stands after Prepare.

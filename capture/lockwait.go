@@ -18,6 +18,9 @@ type Wait struct {
 	LockMode  string    `json:"lock_mode"`
 	Since     time.Time `json:"since"`
 	Blockers  []Blocker `json:"blocking_sessions"`
+	// Statement is what someone else must run for the wait to end (an
+	// owner-managed publication lacking the table), when that is the cause.
+	Statement string `json:"statement,omitempty"`
 }
 
 // Blocker is a session holding a lock a capture install waits for.

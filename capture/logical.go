@@ -42,6 +42,11 @@ type LogicalConfig struct {
 	// LockTimeout bounds each wait for a table's lock when publishing it
 	// (default 200ms; retried).
 	LockTimeout time.Duration
+	// OwnedPublication: Publication is created and managed by the tables'
+	// owner (--publication). Capture never alters or drops it: a table not
+	// in it waits (capture_wait with the ALTER PUBLICATION the owner must
+	// run), and removing capture leaves it as it is.
+	OwnedPublication bool
 }
 
 // Logical captures through a publication and a logical-replication slot.
@@ -68,8 +73,8 @@ func (l *Logical) Mode() string { return ModeLogical }
 // and detects lost continuity (docs/architecture.md §3.6, §3.9).
 func (l *Logical) Prepare(ctx context.Context, prev Continuity) (Prepared, error) {
 	c := l.cfg
-	if _, err := replication.EnsurePublication(ctx, c.Pool, c.Publication); err != nil {
-		return Prepared{}, terr.Wrap(terr.Unavailable, err, "create publication %q: %v; the role needs CREATE on the database", c.Publication, err)
+	if err := l.ensurePublication(ctx); err != nil {
+		return Prepared{}, err
 	}
 	// A runner killed while creating the slot leaves its backend finishing
 	// the creation: wait for the slot's start, or the transforms would be
@@ -91,6 +96,12 @@ func (l *Logical) Prepare(ctx context.Context, prev Continuity) (Prepared, error
 	}
 	freshSlot := false
 	if !slot.Exists {
+		// No slot before capture can work: one that can publish none of
+		// the sources would only hold WAL. (A transform whose source alone
+		// cannot be published is paused when its capture is installed.)
+		if err := l.canPublishAny(ctx, prev.Tables); err != nil {
+			return Prepared{}, err
+		}
 		_, lsn, err := replication.EnsureSlot(ctx, c.Pool, c.Slot)
 		if err != nil {
 			return Prepared{}, terr.Wrap(terr.Unavailable, err, "create replication slot %q: %v", c.Slot, err)
@@ -150,16 +161,83 @@ func (l *Logical) Install(ctx context.Context, tables []Table, waiting WaitFunc)
 // Publish creates the publication if needed and publishes tables before a
 // slot exists (a switch from trigger capture), fence included.
 func (l *Logical) Publish(ctx context.Context, tables []Table) error {
-	if _, err := replication.EnsurePublication(ctx, l.cfg.Pool, l.cfg.Publication); err != nil {
-		return terr.Wrap(terr.Unavailable, err, "create publication %q: %v; the role needs CREATE on the database", l.cfg.Publication, err)
+	if err := l.ensurePublication(ctx); err != nil {
+		return err
 	}
 	return l.Install(ctx, tables, nil)
 }
+
+// ensurePublication creates or repairs the instance's publication; an
+// owner-managed one (--publication) must exist and is only checked.
+func (l *Logical) ensurePublication(ctx context.Context) error {
+	c := l.cfg
+	if !c.OwnedPublication {
+		if _, err := replication.EnsurePublication(ctx, c.Pool, c.Publication); err != nil {
+			return terr.Wrap(terr.Unavailable, err, "create publication %q: %v; the role needs CREATE on the database", c.Publication, err)
+		}
+		return nil
+	}
+	var exists, ok bool
+	err := c.Pool.QueryRow(ctx, `SELECT count(*) > 0, coalesce(bool_and(pubinsert AND pubupdate AND pubdelete AND pubtruncate), false)
+		FROM pg_publication WHERE pubname = $1`, c.Publication).Scan(&exists, &ok)
+	if err != nil {
+		return terr.Wrap(terr.Unavailable, err, "look up publication %q: %v", c.Publication, err)
+	}
+	pub := quoteIdent(c.Publication)
+	if !exists {
+		return terr.New(terr.NotFound, "publication %s (--publication) does not exist; the owner of the source tables creates it: CREATE PUBLICATION %s FOR TABLE <each source table> WITH (publish_via_partition_root = true);", pub, pub)
+	}
+	if !ok {
+		return terr.New(terr.Validation, "publication %s (--publication) does not publish every row change; its owner must run: ALTER PUBLICATION %s SET (publish = 'insert, update, delete, truncate');", pub, pub)
+	}
+	return nil
+}
+
+// canPublish checks that every table can be published: it is in the
+// owner-managed publication or owned by the role (through membership too).
+func (l *Logical) canPublish(ctx context.Context, tables []Table) error {
+	if l.cfg.OwnedPublication {
+		return nil // tables not in it wait for their owner
+	}
+	for _, tb := range tables {
+		r, err := rightsOn(ctx, l.cfg.Pool, tb)
+		if err != nil {
+			return err
+		}
+		if !r.Owns {
+			return publishError(r, tb, l.cfg.Publication, nil)
+		}
+	}
+	return nil
+}
+
+// canPublishAny is nil when there are no tables or at least one can be
+// published, else the privilege error of the first.
+func (l *Logical) canPublishAny(ctx context.Context, tables []Table) error {
+	var first error
+	for _, tb := range tables {
+		err := l.canPublish(ctx, []Table{tb})
+		if err == nil {
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 
 // publish adds the tables to the publication one by one (ALTER PUBLICATION
 // takes SHARE UPDATE EXCLUSIVE on each), waiting for their locks with a
 // short lock_timeout.
 func (l *Logical) publish(ctx context.Context, tables []Table, waiting WaitFunc) error {
+	if l.cfg.OwnedPublication {
+		return l.awaitMembers(ctx, tables, waiting)
+	}
+	if err := l.canPublish(ctx, tables); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lw := lockWaiter{pool: l.cfg.Pool, timeout: l.lockTimeout()}
@@ -167,6 +245,13 @@ func (l *Logical) publish(ctx context.Context, tables []Table, waiting WaitFunc)
 		err := lw.run(ctx, t, "install", "ShareUpdateExclusiveLock", waiting, func(tx pgx.Tx) error {
 			return replication.AddTables(ctx, tx, l.cfg.Publication, []pgx.Identifier{t.Ident()})
 		})
+		if isPrivilege(err) {
+			r, rerr := rightsOn(ctx, l.cfg.Pool, t)
+			if rerr != nil {
+				return err
+			}
+			return publishError(r, t, l.cfg.Publication, err)
+		}
 		if err != nil {
 			return err
 		}
@@ -181,8 +266,51 @@ func (l *Logical) lockTimeout() time.Duration {
 	return 200 * time.Millisecond
 }
 
-// Retain drops publication membership of tables not in keep.
+// awaitMembers waits until the owner added every table to the
+// owner-managed publication; meanwhile waiting says which statement the
+// owner must run.
+func (l *Logical) awaitMembers(ctx context.Context, tables []Table, waiting WaitFunc) error {
+	for _, tb := range tables {
+		var w *Wait
+		for {
+			var member bool
+			err := l.cfg.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication_tables
+				WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)`, l.cfg.Publication, tb.Schema, tb.Name).Scan(&member)
+			if err != nil {
+				return terr.Wrap(terr.Unavailable, err, "read the tables of publication %q: %v", l.cfg.Publication, err)
+			}
+			if member {
+				break
+			}
+			if w == nil {
+				w = &Wait{Table: tb.Ident().Sanitize(), Operation: "install", Since: time.Now().UTC(),
+					Statement: fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s;", quoteIdent(l.cfg.Publication), tb.Ident().Sanitize())}
+				if l.cfg.Logger != nil {
+					l.cfg.Logger.Warn("capture waits for the publication's owner", "table", w.Table, "statement", w.Statement)
+				}
+				if waiting != nil {
+					waiting(w)
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Second):
+			}
+		}
+		if w != nil && waiting != nil {
+			waiting(nil)
+		}
+	}
+	return nil
+}
+
+// Retain drops publication membership of tables not in keep (never of an
+// owner-managed publication).
 func (l *Logical) Retain(ctx context.Context, keep []Table) error {
+	if l.cfg.OwnedPublication {
+		return nil
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	needed := map[string]bool{}
@@ -303,6 +431,9 @@ func (l *Logical) SlotStats(ctx context.Context) (lag, retained int64, ok bool) 
 func (l *Logical) Remove(ctx context.Context) error {
 	if err := replication.DropSlot(ctx, l.cfg.Pool, l.cfg.Slot); err != nil {
 		return fmt.Errorf("drop replication slot %q: %w", l.cfg.Slot, err)
+	}
+	if l.cfg.OwnedPublication {
+		return nil
 	}
 	if _, err := l.cfg.Pool.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{l.cfg.Publication}.Sanitize()); err != nil {
 		return fmt.Errorf("drop publication %q: %w", l.cfg.Publication, err)

@@ -251,23 +251,44 @@ $trellis$`
 // installOne creates the function and the triggers of tb in tx.
 func (t *Trigger) installOne(ctx context.Context, tx pgx.Tx, tb Table) error {
 	table := tb.Ident().Sanitize()
+	rights, err := rightsOn(ctx, tx, tb)
+	if err != nil {
+		return err
+	}
+	if !rights.Owns && !rights.CanTrigger {
+		return triggerError(rights, tb, nil)
+	}
 	if _, err := tx.Exec(ctx, t.functionSQL(tb)); err != nil {
 		return fmt.Errorf("create the capture function of %s: %w", table, err)
 	}
 	if _, err := tx.Exec(ctx, `REVOKE ALL ON FUNCTION `+t.obj(funcName(tb.OID))+`() FROM PUBLIC`); err != nil {
 		return fmt.Errorf("revoke the capture function of %s from PUBLIC: %w", table, err)
 	}
-	var owner bool
-	if err := tx.QueryRow(ctx, `SELECT pg_has_role(relowner, 'USAGE') FROM pg_class WHERE oid = $1`, tb.OID).Scan(&owner); err != nil {
-		return fmt.Errorf("look up the owner of %s: %w", table, err)
+	owner := rights.Owns
+	names := make([]string, len(triggerOps))
+	for i, o := range triggerOps {
+		names[i] = t.triggerName(o.op)
+	}
+	var have int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgrelid = $1 AND tgname = ANY($2)`, tb.OID, names).Scan(&have); err != nil {
+		return fmt.Errorf("look up the capture triggers of %s: %w", table, err)
 	}
 	for _, o := range triggerOps {
 		name := pgx.Identifier{t.triggerName(o.op)}.Sanitize()
+		if have == len(triggerOps) && !owner {
+			// Left by a removal that could not drop them (TRIGGER without
+			// ownership): the function just created gives them back their
+			// body.
+			break
+		}
 		if _, err := tx.Exec(ctx, `DROP TRIGGER IF EXISTS `+name+` ON `+table); err != nil {
 			return fmt.Errorf("replace trigger %s on %s: %w", name, table, err)
 		}
 		if _, err := tx.Exec(ctx, `CREATE TRIGGER `+name+` AFTER `+o.event+` ON `+table+` `+o.referencing+
 			` FOR EACH STATEMENT EXECUTE FUNCTION `+t.obj(funcName(tb.OID))+`()`); err != nil {
+			if isPrivilege(err) {
+				return triggerError(rights, tb, err)
+			}
 			return fmt.Errorf("create trigger %s on %s: %w", name, table, err)
 		}
 		// ENABLE ALWAYS: the triggers fire under session_replication_role =
@@ -283,7 +304,7 @@ func (t *Trigger) installOne(ctx context.Context, tx pgx.Tx, tb Table) error {
 	if !owner {
 		t.cfg.Logger.Warn("capture triggers do not fire under session_replication_role = replica: the role does not own the table", "table", table)
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO `+t.obj("capture_tables")+` (rel, schema_name, table_name, key_columns)
+	_, err = tx.Exec(ctx, `INSERT INTO `+t.obj("capture_tables")+` (rel, schema_name, table_name, key_columns)
 		VALUES ($1, $2, $3, $4)
 		ON CONFLICT (rel) DO UPDATE SET schema_name = excluded.schema_name, table_name = excluded.table_name,
 			key_columns = excluded.key_columns, installed_at = now()`, tb.OID, tb.Schema, tb.Name, tb.Key)
@@ -317,7 +338,9 @@ func (t *Trigger) Retain(ctx context.Context, keep []Table) error {
 			continue
 		}
 		if err != nil {
-			return err
+			// Retried at the next reconcile; nothing else depends on it.
+			t.cfg.Logger.Warn("remove trigger capture", "table", tb.Ident().Sanitize(), "err", err)
+			continue
 		}
 		t.cfg.Logger.Info("trigger capture removed", "table", tb.Ident().Sanitize())
 	}
@@ -351,6 +374,26 @@ func (t *Trigger) removeOne(ctx context.Context, tx pgx.Tx, tb Table) error {
 		return fmt.Errorf("look up captured table %d: %w", tb.OID, err)
 	}
 	if name != nil {
+		rights, err := rightsOn(ctx, tx, tb)
+		if err != nil {
+			return err
+		}
+		if !rights.Owns {
+			// Only the owner may drop triggers: leave them calling a
+			// function that does nothing, and tell the owner how to drop them.
+			if _, err := tx.Exec(ctx, `CREATE OR REPLACE FUNCTION `+t.obj(funcName(tb.OID))+`() RETURNS trigger
+				LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $trellis$BEGIN RETURN NULL; END$trellis$`); err != nil {
+				return fmt.Errorf("disable the capture function of %s: %w", *name, err)
+			}
+			var drops []string
+			for _, o := range triggerOps {
+				drops = append(drops, "DROP TRIGGER "+pgx.Identifier{t.triggerName(o.op)}.Sanitize()+" ON "+*name+";")
+			}
+			t.cfg.Logger.Warn("capture triggers left in place, doing nothing: only the table's owner may drop them",
+				"table", *name, "owner", rights.Owner, "statements", strings.Join(drops, " "))
+			_, err = tx.Exec(ctx, `DELETE FROM `+t.obj("capture_tables")+` WHERE rel = $1`, tb.OID)
+			return err
+		}
 		for _, o := range triggerOps {
 			if _, err := tx.Exec(ctx, `DROP TRIGGER IF EXISTS `+pgx.Identifier{t.triggerName(o.op)}.Sanitize()+` ON `+*name); err != nil {
 				return fmt.Errorf("drop the capture triggers of %s: %w", *name, err)

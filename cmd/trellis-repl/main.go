@@ -37,7 +37,7 @@ const usage = `usage:
   trellis-repl apply  --dsn URL (-f FILE | -e SQL) [--schema NAME]
   trellis-repl run    --dsn URL [--data-dir DIR] [--capture auto|logical|trigger]
                       [--confirm local|applied] [--metrics-addr HOST:PORT] [--schema NAME]
-                      [--max-retained-wal SIZE]
+                      [--max-retained-wal SIZE] [--publication NAME]
   trellis-repl status --dsn URL [--json] [--schema NAME] [NAME]
   trellis-repl doctor --dsn URL [--json] [--schema NAME]
 --dsn defaults to TRELLIS_DATABASE_URL, then the libpq PG* variables.
@@ -177,6 +177,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	confirm := fs.String("confirm", trellis.ConfirmLocal, "confirm mode: local or applied")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on HOST:PORT (/metrics)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	publication := fs.String("publication", "", "read this publication, created and managed by the source tables' owner (never altered); default: the instance's own <schema>_pub")
 	maxRetained := fs.String("max-retained-wal", "", "warn above this much WAL retained by the slot (e.g. 10GB); with --capture auto, switch to triggers")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -201,7 +202,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	m := trellis.NewMetrics(reg)
 	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, DataDir: *dataDir, Capture: *capture,
-		Confirm: *confirm, Logger: log, Metrics: m, MaxRetainedWAL: maxRetainedBytes})
+		Confirm: *confirm, Logger: log, Metrics: m, MaxRetainedWAL: maxRetainedBytes, Publication: *publication})
 	if err != nil {
 		return err
 	}
@@ -297,6 +298,15 @@ func cmdDoctor(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(r.Privileges) > 0 {
+		fmt.Fprintln(stdout, "\nPrivileges on the source tables:")
+		for _, f := range r.Privileges {
+			fmt.Fprintf(stdout, "  %s: %s (%s)\n", f.Check, f.Result, f.Detail)
+			if f.Fix != "" {
+				fmt.Fprintf(stdout, "    fix: %s\n", f.Fix)
+			}
+		}
 	}
 	fmt.Fprintf(stdout, "\n--capture=auto would use: %s (%s)\n", r.AutoMode, r.Reason)
 	if len(r.ToGetLogical) > 0 {
