@@ -227,7 +227,6 @@ func (l *Logical) canPublishAny(ctx context.Context, tables []Table) error {
 	return first
 }
 
-
 // publish adds the tables to the publication one by one (ALTER PUBLICATION
 // takes SHARE UPDATE EXCLUSIVE on each), waiting for their locks with a
 // short lock_timeout.
