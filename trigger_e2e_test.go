@@ -242,3 +242,35 @@ func TestCaptureSwitch(t *testing.T) {
 		}
 	}
 }
+
+// TestTriggerKeyText: trigger capture writes key text that parses back
+// the same whatever the writer's session settings (DateStyle, TimeZone,
+// IntervalStyle, extra_float_digits): keys of the types those settings
+// change, written by a session with unusual ones, stay exact.
+func TestTriggerKeyText(t *testing.T) {
+	ctx := context.Background()
+	e := newEnvOn(t, pgtest.NewDatabase(t), trellis.Config{Capture: trellis.CaptureTrigger})
+	e.exec(`CREATE TABLE k (ts timestamptz, d date, f float8, iv interval, u uuid, n numeric, v int, PRIMARY KEY (ts, d, f, iv, u, n))`)
+	e.exec(`CREATE TABLE i (id int PRIMARY KEY, v int)`)
+	e.apply(`CREATE TRANSFORM kt AS SELECT ts, d, f, iv, u, n, v FROM k; CREATE TRANSFORM it AS SELECT id, v FROM i`)
+	e.start()
+	e.converge("built")
+	for _, s := range []string{`SET DateStyle = 'SQL, DMY'`, `SET TimeZone = 'Asia/Tokyo'`, `SET IntervalStyle = 'sql_standard'`, `SET extra_float_digits = -3`} {
+		e.exec(s)
+	}
+	e.exec(`INSERT INTO k SELECT '2024-03-01 12:34:56.789+02'::timestamptz + g * interval '37 minutes', DATE '2024-02-27' + g,
+		0.1 * g + 1e-12, g * interval '1 day 3 hours 4.5 seconds', md5(g::text)::uuid, g / 7.0, g FROM generate_series(1, 50) g`)
+	e.exec(`INSERT INTO i SELECT g, g FROM generate_series(1, 20) g`)
+	e.converge("after inserts by an unusual session")
+	e.exec(`UPDATE k SET v = v + 1 WHERE v % 3 = 0`)
+	e.exec(`DELETE FROM k WHERE v % 5 = 0`)
+	e.exec(`UPDATE i SET v = -v`)
+	e.converge("after updates and deletes by an unusual session")
+	var settings string
+	if err := e.conn.QueryRow(ctx, `SELECT array_to_string(proconfig, ',') FROM pg_proc WHERE proname = 'capture_' || 'i'::regclass::oid`).Scan(&settings); err != nil {
+		t.Fatal(err)
+	}
+	if settings != "search_path=pg_catalog, pg_temp" {
+		t.Fatalf("the capture function of an int-keyed table sets %q; want only search_path", settings)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -209,7 +210,7 @@ func equalStrings(a, b []string) bool {
 // statement from its transition tables, keys as text in the settings the
 // re-derive parses them with. SECURITY DEFINER with a fixed search_path: a
 // writer needs no privilege on the capture log and cannot redirect it.
-func (t *Trigger) functionSQL(tb Table) string {
+func (t *Trigger) functionSQL(tb Table, settings string) string {
 	keyArray := func(alias string) string {
 		parts := make([]string, len(tb.Key))
 		for i, k := range tb.Key {
@@ -221,9 +222,7 @@ func (t *Trigger) functionSQL(tb Table) string {
 	oid := fmt.Sprint(tb.OID)
 	return `CREATE OR REPLACE FUNCTION ` + t.obj(funcName(tb.OID)) + `() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-SET datestyle = 'ISO, MDY' SET intervalstyle = 'postgres' SET extra_float_digits = '3'
-SET bytea_output = 'hex' SET timezone = 'UTC'
+SET search_path = pg_catalog, pg_temp` + settings + `
 AS $trellis$
 BEGIN
 	IF TG_OP = 'INSERT' THEN
@@ -248,6 +247,55 @@ END
 $trellis$`
 }
 
+// keySettings are the SET clauses the trigger function needs so that its
+// key text does not depend on the writer's session: only for key types
+// whose text output reads a setting (each SET costs every statement a
+// save and restore of the setting).
+func keySettings(ctx context.Context, q Querier, tb Table) (string, error) {
+	rows, err := q.Query(ctx, `SELECT DISTINCT t.typcategory::text, t.typname::text
+		FROM pg_attribute a JOIN pg_type b ON b.oid = a.atttypid
+		JOIN pg_type t ON t.oid = CASE WHEN b.typtype = 'd' THEN b.typbasetype ELSE b.oid END
+		WHERE a.attrelid = $1 AND a.attname = ANY($2)`, tb.OID, tb.Key)
+	if err != nil {
+		return "", fmt.Errorf("read the key types of %s: %w", tb.Ident().Sanitize(), err)
+	}
+	defer rows.Close()
+	need := map[string]bool{}
+	for rows.Next() {
+		var cat, name string
+		if err := rows.Scan(&cat, &name); err != nil {
+			return "", err
+		}
+		switch {
+		case cat == "D" || name == "interval" || name == "time" || name == "timetz":
+			need["datestyle = 'ISO, MDY'"], need["intervalstyle = 'postgres'"], need["timezone = 'UTC'"] = true, true, true
+		case name == "float4" || name == "float8":
+			need["extra_float_digits = '3'"] = true
+		case name == "bytea":
+			need["bytea_output = 'hex'"] = true
+		case name == "uuid" || name == "citext":
+		case cat == "A" || cat == "C" || cat == "U":
+			// Arrays, composites, user types: any setting may show.
+			for _, s := range []string{"datestyle = 'ISO, MDY'", "intervalstyle = 'postgres'", "timezone = 'UTC'", "extra_float_digits = '3'", "bytea_output = 'hex'"} {
+				need[s] = true
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	var out []string
+	for s := range need {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	var b strings.Builder
+	for _, s := range out {
+		b.WriteString(" SET " + s)
+	}
+	return b.String(), nil
+}
+
 // installOne creates the function and the triggers of tb in tx.
 func (t *Trigger) installOne(ctx context.Context, tx pgx.Tx, tb Table) error {
 	table := tb.Ident().Sanitize()
@@ -258,7 +306,11 @@ func (t *Trigger) installOne(ctx context.Context, tx pgx.Tx, tb Table) error {
 	if !rights.Owns && !rights.CanTrigger {
 		return triggerError(rights, tb, nil)
 	}
-	if _, err := tx.Exec(ctx, t.functionSQL(tb)); err != nil {
+	settings, err := keySettings(ctx, tx, tb)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, t.functionSQL(tb, settings)); err != nil {
 		return fmt.Errorf("create the capture function of %s: %w", table, err)
 	}
 	if _, err := tx.Exec(ctx, `REVOKE ALL ON FUNCTION `+t.obj(funcName(tb.OID))+`() FROM PUBLIC`); err != nil {
