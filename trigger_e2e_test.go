@@ -274,3 +274,40 @@ func TestTriggerKeyText(t *testing.T) {
 		t.Fatalf("the capture function of an int-keyed table sets %q; want only search_path", settings)
 	}
 }
+
+// TestPartitionedSource: capture on a partitioned table covers writes to
+// the root and to each partition (trigger capture puts its triggers on
+// every table of the partition tree), in both modes. A TRUNCATE of one
+// partition is checked in trigger mode only: pgoutput does not send it
+// when the publication publishes through the root (a gap of logical
+// capture, see docs/sql-support.md).
+func TestPartitionedSource(t *testing.T) {
+	eachMode(t, func(t *testing.T, mode string) {
+		e := newEnv(t, trellis.Config{Capture: mode})
+		e.exec(`CREATE TABLE m (id int, r int, v int, PRIMARY KEY (id, r)) PARTITION BY LIST (r)`)
+		e.exec(`CREATE TABLE m0 PARTITION OF m FOR VALUES IN (0)`)
+		e.exec(`CREATE TABLE m1 PARTITION OF m FOR VALUES IN (1, 2) PARTITION BY LIST (r)`)
+		e.exec(`CREATE TABLE m1a PARTITION OF m1 FOR VALUES IN (1)`)
+		e.exec(`CREATE TABLE m1b PARTITION OF m1 FOR VALUES IN (2)`)
+		e.exec(`INSERT INTO m SELECT g, g % 3, g FROM generate_series(1, 30) g`)
+		e.apply(`CREATE TRANSFORM mt AS SELECT id, r, v FROM m WHERE v > 3; CREATE TRANSFORM mr AS SELECT r, count(*) AS n, sum(v) AS s FROM m GROUP BY r`)
+		e.start()
+		e.converge("built")
+		e.exec(`INSERT INTO m VALUES (100, 0, 50)`)
+		e.exec(`UPDATE m SET v = v + 10`)
+		e.exec(`UPDATE m SET r = 2 WHERE id = 4`) // moves between partitions
+		e.converge("after writes to the root")
+		e.exec(`INSERT INTO m1a VALUES (101, 1, 60)`)
+		e.exec(`UPDATE m0 SET v = -1 WHERE id < 9`)
+		e.exec(`DELETE FROM m1b WHERE id = 5`)
+		e.exec(`UPDATE m1 SET v = v * 2 WHERE id > 20`)
+		e.converge("after writes to the partitions")
+		e.exec(`TRUNCATE m`)
+		e.exec(`INSERT INTO m SELECT g, g % 3, g FROM generate_series(1, 10) g`)
+		e.converge("after TRUNCATE of the root")
+		if mode == trellis.CaptureTrigger {
+			e.exec(`TRUNCATE m1a`)
+			e.converge("after TRUNCATE of a partition")
+		}
+	})
+}

@@ -184,14 +184,55 @@ func (t *Trigger) installed(ctx context.Context, tb Table) (bool, error) {
 	}
 	var n int
 	var key []string
-	err := t.cfg.Pool.QueryRow(ctx, `
-		SELECT (SELECT count(*) FROM pg_trigger WHERE tgrelid = $1 AND tgname = ANY($2)),
-		       (SELECT key_columns FROM `+t.obj("capture_tables")+` WHERE rel = $1)`,
-		tb.OID, names).Scan(&n, &key)
+	rels, err := treeOf(ctx, t.cfg.Pool, tb)
+	if err != nil {
+		return false, err
+	}
+	err = t.cfg.Pool.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM pg_trigger WHERE tgrelid = ANY($1::oid[]) AND tgname = ANY($2)),
+		       (SELECT key_columns FROM `+t.obj("capture_tables")+` WHERE rel = $3)`,
+		rels, names, tb.OID).Scan(&n, &key)
 	if err != nil {
 		return false, fmt.Errorf("look up the capture triggers of %s: %w", tb.Ident().Sanitize(), err)
 	}
-	return n == len(triggerOps) && equalStrings(key, tb.Key), nil
+	return n == len(triggerOps)*len(rels) && equalStrings(key, tb.Key), nil
+}
+
+// treeOf is tb and, when it is partitioned, every table of its partition
+// tree: a statement on a partition fires that partition's triggers only,
+// so capture on the root covers every partition by putting its triggers
+// on each (all record the root).
+func treeOf(ctx context.Context, q Querier, tb Table) ([]uint32, error) {
+	rows, err := q.Query(ctx, `SELECT relid::oid FROM pg_partition_tree($1::oid::regclass) ORDER BY level, relid`, tb.OID)
+	if err != nil {
+		return nil, fmt.Errorf("read the partitions of %s: %w", tb.Ident().Sanitize(), err)
+	}
+	defer rows.Close()
+	out := []uint32{tb.OID}
+	for rows.Next() {
+		var oid uint32
+		if err := rows.Scan(&oid); err != nil {
+			return nil, err
+		}
+		if oid != tb.OID {
+			out = append(out, oid)
+		}
+	}
+	return out, rows.Err()
+}
+
+// relName is the quoted qualified name of a relation by OID ("" when it
+// no longer exists).
+func relName(ctx context.Context, q Querier, oid uint32) (string, error) {
+	var name *string
+	err := q.QueryRow(ctx, `SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`, oid).Scan(&name)
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && name == nil {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("look up relation %d: %w", oid, err)
+	}
+	return *name, nil
 }
 
 func equalStrings(a, b []string) bool {
@@ -321,18 +362,46 @@ func (t *Trigger) installOne(ctx context.Context, tx pgx.Tx, tb Table) error {
 	for i, o := range triggerOps {
 		names[i] = t.triggerName(o.op)
 	}
+	rels, err := treeOf(ctx, tx, tb)
+	if err != nil {
+		return err
+	}
+	for _, rel := range rels {
+		name, err := relName(ctx, tx, rel)
+		if err != nil {
+			return err
+		}
+		if err := t.placeTriggers(ctx, tx, tb, rel, name, names, owner, rights); err != nil {
+			return err
+		}
+	}
+	if !owner {
+		t.cfg.Logger.Warn("capture triggers do not fire under session_replication_role = replica: the role does not own the table", "table", table)
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO `+t.obj("capture_tables")+` (rel, schema_name, table_name, key_columns)
+		VALUES ($1, $2, $3, $4)
+		ON CONFLICT (rel) DO UPDATE SET schema_name = excluded.schema_name, table_name = excluded.table_name,
+			key_columns = excluded.key_columns, installed_at = now()`, tb.OID, tb.Schema, tb.Name, tb.Key)
+	if err != nil {
+		return fmt.Errorf("register the capture of %s: %w", table, err)
+	}
+	return nil
+}
+
+// placeTriggers puts the four capture triggers of tb on rel (tb itself or
+// one of its partitions, named table), all calling tb's function.
+func (t *Trigger) placeTriggers(ctx context.Context, tx pgx.Tx, tb Table, rel uint32, table string, names []string, owner bool, rights tableRights) error {
 	var have int
-	if err := tx.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgrelid = $1 AND tgname = ANY($2)`, tb.OID, names).Scan(&have); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgrelid = $1 AND tgname = ANY($2)`, rel, names).Scan(&have); err != nil {
 		return fmt.Errorf("look up the capture triggers of %s: %w", table, err)
+	}
+	if have == len(triggerOps) && !owner {
+		// Left by a removal that could not drop them (TRIGGER without
+		// ownership): the function just created gives them back their body.
+		return nil
 	}
 	for _, o := range triggerOps {
 		name := pgx.Identifier{t.triggerName(o.op)}.Sanitize()
-		if have == len(triggerOps) && !owner {
-			// Left by a removal that could not drop them (TRIGGER without
-			// ownership): the function just created gives them back their
-			// body.
-			break
-		}
 		if _, err := tx.Exec(ctx, `DROP TRIGGER IF EXISTS `+name+` ON `+table); err != nil {
 			return fmt.Errorf("replace trigger %s on %s: %w", name, table, err)
 		}
@@ -352,16 +421,6 @@ func (t *Trigger) installOne(ctx context.Context, tx pgx.Tx, tb Table) error {
 				return fmt.Errorf("enable trigger %s on %s always: %w", name, table, err)
 			}
 		}
-	}
-	if !owner {
-		t.cfg.Logger.Warn("capture triggers do not fire under session_replication_role = replica: the role does not own the table", "table", table)
-	}
-	_, err = tx.Exec(ctx, `INSERT INTO `+t.obj("capture_tables")+` (rel, schema_name, table_name, key_columns)
-		VALUES ($1, $2, $3, $4)
-		ON CONFLICT (rel) DO UPDATE SET schema_name = excluded.schema_name, table_name = excluded.table_name,
-			key_columns = excluded.key_columns, installed_at = now()`, tb.OID, tb.Schema, tb.Name, tb.Key)
-	if err != nil {
-		return fmt.Errorf("register the capture of %s: %w", table, err)
 	}
 	return nil
 }
@@ -418,15 +477,19 @@ func (t *Trigger) registered(ctx context.Context) ([]Table, error) {
 	return out, rows.Err()
 }
 
-// removeOne drops the triggers (when the table still exists), the function
-// and the registry entry of tb.
+// removeOne drops the triggers (on the table and its partitions, while
+// they exist), the function and the registry entry of tb.
 func (t *Trigger) removeOne(ctx context.Context, tx pgx.Tx, tb Table) error {
-	var name *string
-	if err := tx.QueryRow(ctx, `SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`, tb.OID).Scan(&name); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("look up captured table %d: %w", tb.OID, err)
+	name, err := relName(ctx, tx, tb.OID)
+	if err != nil {
+		return err
 	}
-	if name != nil {
+	if name != "" {
 		rights, err := rightsOn(ctx, tx, tb)
+		if err != nil {
+			return err
+		}
+		rels, err := treeOf(ctx, tx, tb)
 		if err != nil {
 			return err
 		}
@@ -435,24 +498,36 @@ func (t *Trigger) removeOne(ctx context.Context, tx pgx.Tx, tb Table) error {
 			// function that does nothing, and tell the owner how to drop them.
 			if _, err := tx.Exec(ctx, `CREATE OR REPLACE FUNCTION `+t.obj(funcName(tb.OID))+`() RETURNS trigger
 				LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $trellis$BEGIN RETURN NULL; END$trellis$`); err != nil {
-				return fmt.Errorf("disable the capture function of %s: %w", *name, err)
+				return fmt.Errorf("disable the capture function of %s: %w", name, err)
 			}
 			var drops []string
-			for _, o := range triggerOps {
-				drops = append(drops, "DROP TRIGGER "+pgx.Identifier{t.triggerName(o.op)}.Sanitize()+" ON "+*name+";")
+			for _, rel := range rels {
+				rn, err := relName(ctx, tx, rel)
+				if err != nil {
+					return err
+				}
+				for _, o := range triggerOps {
+					drops = append(drops, "DROP TRIGGER "+pgx.Identifier{t.triggerName(o.op)}.Sanitize()+" ON "+rn+";")
+				}
 			}
 			t.cfg.Logger.Warn("capture triggers left in place, doing nothing: only the table's owner may drop them",
-				"table", *name, "owner", rights.Owner, "statements", strings.Join(drops, " "))
+				"table", name, "owner", rights.Owner, "statements", strings.Join(drops, " "))
 			_, err = tx.Exec(ctx, `DELETE FROM `+t.obj("capture_tables")+` WHERE rel = $1`, tb.OID)
 			return err
 		}
-		for _, o := range triggerOps {
-			if _, err := tx.Exec(ctx, `DROP TRIGGER IF EXISTS `+pgx.Identifier{t.triggerName(o.op)}.Sanitize()+` ON `+*name); err != nil {
-				return fmt.Errorf("drop the capture triggers of %s: %w", *name, err)
+		for _, rel := range rels {
+			rn, err := relName(ctx, tx, rel)
+			if err != nil {
+				return err
+			}
+			for _, o := range triggerOps {
+				if _, err := tx.Exec(ctx, `DROP TRIGGER IF EXISTS `+pgx.Identifier{t.triggerName(o.op)}.Sanitize()+` ON `+rn); err != nil {
+					return fmt.Errorf("drop the capture triggers of %s: %w", rn, err)
+				}
 			}
 		}
 	}
-	if _, err := tx.Exec(ctx, `DROP FUNCTION IF EXISTS `+t.obj(funcName(tb.OID))+`()`); err != nil {
+	if _, err := tx.Exec(ctx, `DROP FUNCTION IF EXISTS `+t.obj(funcName(tb.OID))+`() CASCADE`); err != nil {
 		return fmt.Errorf("drop the capture function of %s: %w", tb.Ident().Sanitize(), err)
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM `+t.obj("capture_tables")+` WHERE rel = $1`, tb.OID); err != nil {
