@@ -2,7 +2,6 @@ package trellis_test
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -71,6 +70,55 @@ var roleSetups = []struct {
 	},
 }
 
+// roleDB is a test database with its superuser connection, for tests that
+// create roles: run executes statements ({db} is the database's name), and
+// the roles named are dropped (with what they own) before and after.
+type roleDB struct {
+	t     *testing.T
+	dsn   string
+	admin *pgx.Conn
+	db    string
+}
+
+func newRoleDB(t *testing.T, roles ...string) *roleDB {
+	t.Helper()
+	ctx := context.Background()
+	r := &roleDB{t: t, dsn: pgtest.NewDatabase(t)}
+	admin, err := pgx.Connect(ctx, r.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.admin = admin
+	if err := admin.QueryRow(ctx, `SELECT current_database()`).Scan(&r.db); err != nil {
+		t.Fatal(err)
+	}
+	drop := func(c *pgx.Conn) {
+		for _, role := range roles {
+			_, _ = c.Exec(context.Background(), `DROP OWNED BY `+role)
+			_, _ = c.Exec(context.Background(), `DROP ROLE IF EXISTS `+role)
+		}
+	}
+	drop(admin)
+	t.Cleanup(func() {
+		if c, err := pgx.Connect(context.Background(), r.dsn); err == nil {
+			drop(c)
+			c.Close(context.Background())
+		}
+		admin.Close(context.Background())
+	})
+	return r
+}
+
+// run executes stmts on c, {db} standing for the database's name.
+func (r *roleDB) run(c *pgx.Conn, stmts ...string) {
+	r.t.Helper()
+	for _, s := range stmts {
+		if _, err := c.Exec(context.Background(), strings.ReplaceAll(s, "{db}", pgx.Identifier{r.db}.Sanitize())); err != nil {
+			r.t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
 // TestRoleSetups runs each documented privilege setup as a non-superuser
 // with exactly its statements: capture works in the expected mode, the
 // targets stay exact, they land in the user's schema (not the instance
@@ -80,41 +128,8 @@ func TestRoleSetups(t *testing.T) {
 	for _, rs := range roleSetups {
 		t.Run(rs.name, func(t *testing.T) {
 			ctx := context.Background()
-			adminDSN := pgtest.NewDatabase(t)
-			admin, err := pgx.Connect(ctx, adminDSN)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer admin.Close(ctx)
-			var db string
-			if err := admin.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
-				t.Fatal(err)
-			}
-			run := func(c *pgx.Conn, stmts ...string) {
-				t.Helper()
-				for _, s := range stmts {
-					if _, err := c.Exec(ctx, strings.ReplaceAll(s, "{db}", pgx.Identifier{db}.Sanitize())); err != nil {
-						t.Fatalf("%s: %v", s, err)
-					}
-				}
-			}
-			dropRoles := func() {
-				for _, r := range []string{"trellis", "app"} {
-					_, _ = admin.Exec(ctx, `DROP OWNED BY `+r)
-					_, _ = admin.Exec(ctx, `DROP ROLE IF EXISTS `+r)
-				}
-			}
-			dropRoles()
-			t.Cleanup(func() {
-				c, err := pgx.Connect(context.Background(), adminDSN)
-				if err == nil {
-					for _, r := range []string{"trellis", "app"} {
-						_, _ = c.Exec(context.Background(), `DROP OWNED BY `+r)
-						_, _ = c.Exec(context.Background(), `DROP ROLE IF EXISTS `+r)
-					}
-					c.Close(context.Background())
-				}
-			})
+			rdb := newRoleDB(t, "trellis", "app")
+			adminDSN, admin, run := rdb.dsn, rdb.admin, rdb.run
 			run(admin, `CREATE ROLE app LOGIN PASSWORD 'app-pw'`, `GRANT CREATE ON SCHEMA public TO app`)
 			app, err := pgx.Connect(ctx, asRole(t, adminDSN, "app", "app-pw"))
 			if err != nil {
@@ -161,7 +176,7 @@ func TestRoleSetups(t *testing.T) {
 			waitLive("by_customer")
 			run(app, `UPDATE orders SET amount = amount + 15 WHERE id % 7 = 0`, `DELETE FROM orders WHERE id % 11 = 0`,
 				`INSERT INTO orders SELECT g, g % 5, g FROM generate_series(200, 230) g`)
-			convergeAs(t, e, "after the application's writes")
+			e.converge("after the application's writes")
 
 			// A transform on a table added later.
 			e.apply(`CREATE TRANSFORM kinds AS SELECT kind, count(*) AS n FROM items GROUP BY kind`)
@@ -174,12 +189,12 @@ func TestRoleSetups(t *testing.T) {
 			}
 			waitLive("kinds")
 			run(app, `UPDATE items SET kind = 'z' WHERE id < 5`)
-			convergeAs(t, e, "after writes to the added table")
+			e.converge("after writes to the added table")
 			e.apply(`DROP TRANSFORM kinds`)
 			e.stop()
 			e.start()
 			run(app, `INSERT INTO orders VALUES (999, 1, 99)`)
-			convergeAs(t, e, "after a restart")
+			e.converge("after a restart")
 
 			// The application keeps its tables and its access to them.
 			var owner string
@@ -206,34 +221,6 @@ func asRole(t *testing.T, dsn, user, password string) string {
 	return u.String()
 }
 
-// convergeAs waits for convergence and compares every target with its
-// query as the instance role (which may read both).
-func convergeAs(t *testing.T, e *env, when string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	tok, err := e.tr.WatermarkToken(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.tr.AwaitConverged(ctx, tok); err != nil {
-		t.Fatalf("%s: %v", when, err)
-	}
-	defs, err := e.tr.Definitions(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range defs {
-		r, err := e.tr.SelfCheck(ctx, d.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !r.Equal() {
-			t.Fatalf("%s: %s differs from its query: %s", when, d.Name, fmt.Sprint(r.MissingSample, r.ExtraSample))
-		}
-	}
-}
-
 // TestMissingPrivilege: a role that may neither publish nor trigger on a
 // source gets the missing privilege reported as one, with the statements
 // that grant it, never as a data error: a transform defined while running
@@ -241,38 +228,15 @@ func convergeAs(t *testing.T, e *env, when string) {
 // published no slot is created.
 func TestMissingPrivilege(t *testing.T) {
 	ctx := context.Background()
-	adminDSN := pgtest.NewDatabase(t)
-	admin, err := pgx.Connect(ctx, adminDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	var db string
-	if err := admin.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []string{`DROP OWNED BY nopriv`, `DROP ROLE IF EXISTS nopriv`} {
-		_, _ = admin.Exec(ctx, s)
-	}
-	for _, s := range []string{
+	rdb := newRoleDB(t, "nopriv")
+	adminDSN, admin := rdb.dsn, rdb.admin
+	rdb.run(admin,
 		`CREATE TABLE orders (id int PRIMARY KEY, amount numeric)`,
 		`INSERT INTO orders SELECT g, g FROM generate_series(1, 20) g`,
 		`CREATE ROLE nopriv LOGIN REPLICATION PASSWORD 'np-pw'`,
-		`GRANT CREATE ON DATABASE ` + pgx.Identifier{db}.Sanitize() + ` TO nopriv`,
+		`GRANT CREATE ON DATABASE {db} TO nopriv`,
 		`GRANT USAGE, CREATE ON SCHEMA public TO nopriv`,
-		`GRANT SELECT ON orders TO nopriv`,
-	} {
-		if _, err := admin.Exec(ctx, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-	t.Cleanup(func() {
-		if c, err := pgx.Connect(context.Background(), adminDSN); err == nil {
-			_, _ = c.Exec(context.Background(), `DROP OWNED BY nopriv`)
-			_, _ = c.Exec(context.Background(), `DROP ROLE IF EXISTS nopriv`)
-			c.Close(context.Background())
-		}
-	})
+		`GRANT SELECT ON orders TO nopriv`)
 	cfg := trellis.Config{Capture: trellis.CaptureLogical, DSN: asRole(t, adminDSN, "nopriv", "np-pw")}
 	e := newEnvOn(t, cfg.DSN, cfg)
 	e.conn = admin
@@ -305,7 +269,7 @@ func TestMissingPrivilege(t *testing.T) {
 	cfg.Schema = "other"
 	e2 := newEnvOn(t, cfg.DSN, cfg)
 	e2.apply(`CREATE TRANSFORM big2 AS SELECT id FROM orders`)
-	err = e2.tr.Run(ctx)
+	err := e2.tr.Run(ctx)
 	if err == nil || !strings.Contains(err.Error(), `may not add "public"."orders" to publication`) {
 		t.Fatalf("Run = %v; want the privilege error", err)
 	}

@@ -439,29 +439,34 @@ func (c Catalog) SetBuildCursor(ctx context.Context, q Querier, id int64, phase 
 
 // SetBackfillFailure records a failed build attempt (nil clears it).
 func (c Catalog) SetBackfillFailure(ctx context.Context, q Querier, id int64, f *BackfillFailure) error {
-	var b []byte
-	if f != nil {
-		var err error
-		if b, err = json.Marshal(f); err != nil {
-			return err
-		}
+	if f == nil {
+		return c.setJSON(ctx, q, id, "backfill_failure", nil)
 	}
-	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET backfill_failure = $2 WHERE id = $1`, id, b)
-	return err
+	return c.setJSON(ctx, q, id, "backfill_failure", f)
 }
 
 // SetDrainFailure records (or with nil clears) a failing drain.
 func (c Catalog) SetDrainFailure(ctx context.Context, q Querier, id int64, f *DrainFailure) error {
+	if f == nil {
+		return c.setJSON(ctx, q, id, "drain_failure", nil)
+	}
+	return c.setJSON(ctx, q, id, "drain_failure", f)
+}
+
+// setJSON writes v as JSON (nil: NULL) into a jsonb column of a transform,
+// when it differs.
+func (c Catalog) setJSON(ctx context.Context, q Querier, id int64, column string, v any) error {
 	var b []byte
-	if f != nil {
+	if v != nil {
 		var err error
-		if b, err = json.Marshal(f); err != nil {
-			return err
+		if b, err = json.Marshal(v); err != nil {
+			return fmt.Errorf("encode %s: %w", column, err)
 		}
 	}
-	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET drain_failure = $2 WHERE id = $1 AND drain_failure IS DISTINCT FROM $2::jsonb`, id, b)
+	col := pgx.Identifier{column}.Sanitize()
+	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET `+col+` = $2 WHERE id = $1 AND `+col+` IS DISTINCT FROM $2::jsonb`, id, b)
 	if err != nil {
-		return fmt.Errorf("record drain failure: %w", err)
+		return fmt.Errorf("record %s: %w", column, err)
 	}
 	return nil
 }
@@ -512,18 +517,7 @@ func (c Catalog) SetHeldKeys(ctx context.Context, q Querier, id int64, n int64) 
 // SetCaptureWait records (v not nil, marshalled to JSON) or clears (nil)
 // the transform's capture wait.
 func (c Catalog) SetCaptureWait(ctx context.Context, q Querier, id int64, v any) error {
-	var js []byte
-	if v != nil {
-		var err error
-		if js, err = json.Marshal(v); err != nil {
-			return fmt.Errorf("encode capture wait: %w", err)
-		}
-	}
-	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET capture_wait = $2 WHERE id = $1 AND capture_wait IS DISTINCT FROM $2::jsonb`, id, js)
-	if err != nil {
-		return fmt.Errorf("record capture wait: %w", err)
-	}
-	return nil
+	return c.setJSON(ctx, q, id, "capture_wait", v)
 }
 
 // Instance is the singleton instance row.
