@@ -163,10 +163,50 @@ CREATE TRANSFORM kinds AS SELECT kind, count(*) AS n, max(price) AS top FROM ite
 		}
 	})
 
-	t.Run("trigger capture is refused clearly", func(t *testing.T) {
-		code, _, stderr := cli("run", "--dsn", dsn, "--capture", "trigger", "--data-dir", t.TempDir())
-		if code != 1 || !strings.HasPrefix(stderr, "unavailable: ") || !strings.Contains(stderr, "--capture=logical") {
-			t.Errorf("trigger: %d %q", code, stderr)
+	t.Run("capture mode and sizes are validated", func(t *testing.T) {
+		code, _, stderr := cli("run", "--dsn", dsn, "--capture", "triggers", "--data-dir", t.TempDir())
+		if code != 1 || !strings.HasPrefix(stderr, "validation: ") || !strings.Contains(stderr, "use auto, logical or trigger") {
+			t.Errorf("--capture triggers: %d %q", code, stderr)
+		}
+		code, _, stderr = cli("run", "--dsn", dsn, "--max-retained-wal", "10XB", "--data-dir", t.TempDir())
+		if code != 2 || !strings.Contains(stderr, "--max-retained-wal") {
+			t.Errorf("--max-retained-wal 10XB: %d %q", code, stderr)
+		}
+	})
+
+	t.Run("run --capture trigger", func(t *testing.T) {
+		// The instance ran logical capture above: this run switches.
+		if code, _, stderr := cli("apply", "--dsn", dsn, "-e", "RESUME TRANSFORM cheap"); code != 0 {
+			t.Fatalf("resume: %s", stderr)
+		}
+		runCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var runErr bytes.Buffer
+		done := make(chan int, 1)
+		go func() {
+			done <- runWithContext(runCtx, []string{"run", "--dsn", dsn, "--capture", "trigger", "--data-dir", t.TempDir(), "--log-level", "warn"}, io.Discard, &runErr)
+		}()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			code, out, stderr := cli("status", "--dsn", dsn, "--json")
+			if code != 0 {
+				t.Fatalf("status: %d %s", code, stderr)
+			}
+			var st []map[string]any
+			if err := json.Unmarshal([]byte(out), &st); err != nil {
+				t.Fatal(err)
+			}
+			if len(st) > 0 && st[0]["capture_mode"] == "trigger" && st[0]["state"] == "live" && st[0]["slot_name"] == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no live transform in trigger mode: %v (run stderr: %s)", st, runErr.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		cancel()
+		if c := <-done; c != 0 {
+			t.Fatalf("run exited %d: %s", c, runErr.String())
 		}
 	})
 }
