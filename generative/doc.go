@@ -22,9 +22,44 @@
 // committing), loss of its checkpoint store, PostgreSQL restarts, commits
 // held in flight as under synchronous replication, appliers stalled by a
 // user's lock on the targets, PAUSE/RESUME, DROP and re-CREATE, concurrent
-// writers, both confirm modes, streamed transactions, tiny apply batches.
+// writers, both confirm modes, both capture modes and switches between
+// them, streamed transactions, tiny apply batches.
 // About a third of the programs (Profile.Join; all of profile "join") are
 // join programs.
+//
+// # Capture modes
+//
+// Every program runs in one of the two capture modes (ADR 0012): "@config
+// … capture=logical|trigger", passed to the in-process runner as
+// trellis.Config.Capture and to the CLI child as --capture. The mode and
+// the switches are drawn from a stream of their own (capture.go, seeded
+// from the seed), so a logical program without a switch is what its seed
+// drew before modes existed: a third of the programs start in trigger mode
+// (all of profile "trigger"), and a quarter (all of profile "trigger")
+// switch modes once or twice during their body with "@switch trigger" or
+// "@switch logical": the runner is stopped (crashed one time in four) and
+// started in the other mode, usually in a control lane while writer lanes
+// keep committing fresh rows and ordinary transactions across the
+// switch's overlap of the two paths. A switch waits until it is done, and
+// every check after convergence verifies with catalog queries that the
+// instance records the current mode and that nothing of the other is
+// left: no replication slot of the database in trigger mode, no trellis_
+// trigger on any table in logical mode (failure kind "capture").
+//
+// In trigger mode: nothing streams (stream=false); a kill or store loss
+// "right after the confirmed position moves" waits for the position the
+// runner records with what the drain moved instead of the slot's; losing
+// the store is a disruption whatever --confirm says (the capture log keeps
+// no position on the server), which the check expects and RESUMEs; and a
+// held transaction (a commit held in flight as under synchronous
+// replication, or half the time "@held N open", a transaction held open)
+// is held 1.1–1.8 s, across drains and a rotation of the capture ring,
+// in a concurrent step whose writer lane commits fresh rows after it, and
+// is checked right after: a drain that cut the log by position (planted
+// drain_skips_open_txn) skips the held rows. The slot's undecodable-WAL
+// fault only concerns logical mode. Trigger mode runs on the suite's
+// wal_level=logical server, chosen explicitly; the root package's tests
+// cover wal_level=replica, where auto chooses it.
 //
 // # Joins
 //
@@ -126,7 +161,8 @@
 //     level by level) and compare every level with its definition.
 //
 // TestFeaturePrograms checks that programs draw each of them and that the
-// fast lane's fixed cases do.
+// fast lane's fixed cases do; TestCapturePrograms does the same for the
+// capture modes, switches and trigger-mode holds.
 //
 // # Regression files
 //
@@ -134,7 +170,7 @@
 // followed by its SQL statements, one per line:
 //
 //	# seed=3 profile=store ops=42
-//	@config confirm=applied runner=cli batch=0 stream=false
+//	@config confirm=applied runner=cli batch=0 stream=false capture=logical
 //	@sql
 //	  CREATE TABLE s0 (c0 int, c1 text, PRIMARY KEY (c0));
 //	@apply
@@ -152,6 +188,9 @@
 //	  @lane
 //	    @stall 2000
 //	@end
+//	@switch trigger
+//	@held 1500 open
+//	  INSERT INTO s0 (c0, c1) VALUES (2, 'c');
 //	@check
 //
 // Programs directly in testdata/regressions are replayed by
@@ -169,8 +208,9 @@
 //     TRELLIS_GEN_SOAK=30m.
 //   - Planted bugs: `go run ./generative/cmd/plantsweep` runs the fast lane
 //     under `-tags trellisplant` once per planted bug (internal/plant, the
-//     join bugs ignore_left_join_nulls and skip_dimension_change included;
-//     -only restricts the sweep) and reports the catch rate.
+//     join bugs ignore_left_join_nulls and skip_dimension_change and the
+//     trigger drain's drain_skips_open_txn included; -only restricts the
+//     sweep) and reports the catch rate.
 //
 // Other knobs: TRELLIS_GEN_SEED and TRELLIS_GEN_PROFILE reproduce one case
 // (TestSeed); TRELLIS_GEN_FILE replays one file (TestRegressions);

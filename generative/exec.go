@@ -24,7 +24,10 @@ type Failure struct {
 	// Kind classes the failure: diverged (a target differs from its
 	// query), timeout (no convergence in time), conflict (a transform
 	// paused by the system), rejected (a generated definition refused),
-	// runner (the runner panicked or died), setup (the harness itself).
+	// capture (the catalog does not show the capture mode the runner runs
+	// in: a slot left after a switch to trigger, capture triggers after a
+	// switch to logical), runner (the runner panicked or died), setup (the
+	// harness itself).
 	Kind string
 	// Step is the path of the failing step, e.g. "41" or "17/lane2/3".
 	Step string
@@ -74,8 +77,18 @@ type run struct {
 	mu       sync.Mutex
 	stats    Stats
 	defs     map[string]string // transform name → its SELECT as written
-	disrupt  bool              // a lost store may have paused transforms (local)
+	disrupt  bool              // a lost store may have paused transforms (local, or trigger mode)
 	restarts int               // server restarts so far
+	// mode is the capture mode the runner runs (or will run) in: the
+	// program's, then each switch's.
+	mode string
+}
+
+// captureMode is the mode the runner is to run in.
+func (r *run) captureMode() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mode
 }
 
 // Run executes the program on a fresh database and checks the oracle.
@@ -83,7 +96,10 @@ func (e *Env) Run(ctx context.Context, p *Program) Result {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	start := time.Now()
-	r := &run{env: e, p: p, log: newLogBuffer(400), defs: map[string]string{}}
+	r := &run{env: e, p: p, log: newLogBuffer(400), defs: map[string]string{}, mode: p.Config.Capture}
+	if r.mode == "" {
+		r.mode = CaptureLogical
+	}
 	r.log.mirror = e.Trace
 	f := r.execute(ctx)
 	if f != nil && f.Log == "" {
@@ -220,7 +236,10 @@ func (r *run) step(ctx context.Context, path string, s Step, sess *session) *Fai
 		if err := os.RemoveAll(r.dataDir); err != nil {
 			return &Failure{Kind: "setup", Step: path, Msg: err.Error()}
 		}
-		if r.p.Config.Confirm != trellis.ConfirmApplied {
+		// A lost store is a disruption under --confirm=local and, whatever
+		// --confirm says, in trigger mode: the capture log keeps no
+		// position on the server (ADR 0012).
+		if r.p.Config.Confirm != trellis.ConfirmApplied || r.captureMode() == CaptureTrigger {
 			r.mu.Lock()
 			r.disrupt = true
 			r.mu.Unlock()
@@ -245,11 +264,18 @@ func (r *run) step(ctx context.Context, path string, s Step, sess *session) *Fai
 	case StepTxn:
 		return r.txn(ctx, path, s, sess, false)
 	case StepHeld:
+		if s.Open {
+			r.logf("step %s: transaction held open for %d ms", path, s.Arg)
+			return r.txn(ctx, path, s, sess, true)
+		}
 		if r.env.Server == nil {
 			r.note("held commit ran as a plain transaction: external server")
 			return r.txn(ctx, path, s, sess, false)
 		}
 		return r.held(ctx, path, s)
+	case StepSwitch:
+		count()
+		return r.switchMode(ctx, path, s)
 	case StepConcurrent:
 		count()
 		var wg sync.WaitGroup
@@ -330,14 +356,20 @@ func (r *run) stall(ctx context.Context, path string, d time.Duration) {
 
 // awaitConfirm waits (at most 3s) until the slot's confirmed position
 // moves, polling often so that a crash lands right after the server
-// processed the runner's standby status update.
+// processed the runner's standby status update. In trigger mode, where no
+// slot exists, it waits for the position the runner records with what the
+// drain moved (the drain deletes from the capture log what it made
+// durable): the crash lands right after a drain.
 func (r *run) awaitConfirm(ctx context.Context, path string) {
 	conn, err := pgx.Connect(ctx, r.dsn)
 	if err != nil {
 		return
 	}
 	defer conn.Close(ctx)
-	const q = `SELECT coalesce(max(confirmed_flush_lsn)::text, '0/0') FROM pg_replication_slots WHERE database = current_database()`
+	q := `SELECT coalesce(max(confirmed_flush_lsn)::text, '0/0') FROM pg_replication_slots WHERE database = current_database()`
+	if r.captureMode() == CaptureTrigger {
+		q = `SELECT coalesce(max(received_lsn)::text, '0/0') FROM trellis.instance`
+	}
 	var first string
 	if err := conn.QueryRow(ctx, q).Scan(&first); err != nil {
 		return
@@ -349,12 +381,12 @@ func (r *run) awaitConfirm(ctx context.Context, path string) {
 			return
 		}
 		if cur != first {
-			r.logf("step %s: slot confirmed moved %s -> %s; crashing now", path, first, cur)
+			r.logf("step %s: confirmed position moved %s -> %s; crashing now", path, first, cur)
 			return
 		}
 		time.Sleep(3 * time.Millisecond)
 	}
-	r.logf("step %s: slot confirmed stayed at %s for 3s; crashing anyway", path, first)
+	r.logf("step %s: confirmed position stayed at %s for 3s; crashing anyway", path, first)
 }
 
 // logPositions logs where the slot is confirmed and what each transform
@@ -378,8 +410,9 @@ func isControl(st string) bool {
 }
 
 // txn runs one transaction: each statement in its own savepoint (unless
-// NoSavepoints), so a refused statement does not abort the others.
-func (r *run) txn(ctx context.Context, path string, s Step, sess *session, held bool) *Failure {
+// NoSavepoints), so a refused statement does not abort the others. With
+// open it holds the transaction open for s.Arg ms before it ends.
+func (r *run) txn(ctx context.Context, path string, s Step, sess *session, open bool) *Failure {
 	r.mu.Lock()
 	r.stats.Txns++
 	r.mu.Unlock()
@@ -417,6 +450,9 @@ func (r *run) txn(ctx context.Context, path string, s Step, sess *session, held 
 	}
 	if sess.conn == nil {
 		return nil
+	}
+	if open {
+		time.Sleep(time.Duration(s.Arg) * time.Millisecond)
 	}
 	end := "COMMIT"
 	if s.Rollback || aborted {
@@ -484,7 +520,7 @@ func (r *run) held(ctx context.Context, path string, s Step) *Failure {
 	hs := &session{dsn: r.dsn, setup: []string{"SET synchronous_commit = on"}}
 	defer hs.close()
 	done := make(chan *Failure, 1)
-	go func() { done <- r.txn(ctx, path, s, hs, true) }()
+	go func() { done <- r.txn(ctx, path, s, hs, false) }()
 	time.Sleep(100 * time.Millisecond)
 	var walLSN string
 	conn, err := r.ctl.get(ctx)

@@ -30,22 +30,31 @@ type Profile struct {
 	// Join is the chance the program is a join program: fact and dimension
 	// tables besides the plain ones, and transforms joining them (join.go).
 	Join int
+	// Capture forces the capture mode the program starts in; "" draws it
+	// from the capture stream (trigger one time in three).
+	Capture string
+	// Switch is the chance the program switches capture mode during its
+	// body (once, or twice in a quarter of those), drawn from the capture
+	// stream.
+	Switch int
 }
 
 // Profiles returns the built-in profiles. "mixed" draws a bit of
 // everything; the others stress one kind of action each, "join" draws
-// only join programs.
+// only join programs, "trigger" starts every program in trigger capture
+// with many held transactions and switches.
 func Profiles() []Profile {
 	return []Profile{
-		{Name: "mixed", MinEvents: 20, MaxEvents: 60, BurstCrash: 1, FlowCrash: 1, Kill: 2, LoseStore: 1, RestartPG: 1, Held: 2, Pause: 2, Redefine: 2, Concurrent: 3, Stop: 2, Check: 8, Stream: 20, SmallBatch: 30, Join: 35},
-		{Name: "crash", Runner: RunnerCLI, MinEvents: 20, MaxEvents: 50, BurstCrash: 4, FlowCrash: 3, Kill: 10, Concurrent: 8, Check: 6, Stream: 20, Join: 35},
-		{Name: "store", Runner: RunnerCLI, Confirm: "applied", MinEvents: 15, MaxEvents: 30, BurstCrash: 4, FlowCrash: 12, Kill: 4, LoseStore: 6, Concurrent: 6, Check: 6, Join: 35},
-		{Name: "held", MinEvents: 15, MaxEvents: 40, Held: 12, Check: 6, Concurrent: 2, SmallBatch: 30, Join: 35},
-		{Name: "restart", MinEvents: 15, MaxEvents: 40, RestartPG: 5, Kill: 2, Concurrent: 3, Check: 6, Join: 35},
-		{Name: "lifecycle", MinEvents: 20, MaxEvents: 50, Pause: 8, Redefine: 8, Stop: 4, Check: 8, Concurrent: 2, SmallBatch: 30, Join: 35},
-		{Name: "concurrent", MinEvents: 10, MaxEvents: 25, Concurrent: 30, Kill: 2, Check: 6, Stream: 30, Join: 35},
-		{Name: "batch", Runner: RunnerInProc, MinEvents: 20, MaxEvents: 60, Check: 10, Stream: 50, SmallBatch: 100, Concurrent: 3, Redefine: 2, Join: 35},
-		{Name: "join", MinEvents: 20, MaxEvents: 45, BurstCrash: 2, FlowCrash: 1, Kill: 4, LoseStore: 1, RestartPG: 1, Held: 3, Pause: 2, Redefine: 4, Concurrent: 5, Stop: 2, Check: 10, Stream: 20, SmallBatch: 30, Join: 100},
+		{Name: "mixed", MinEvents: 20, MaxEvents: 60, BurstCrash: 1, FlowCrash: 1, Kill: 2, LoseStore: 1, RestartPG: 1, Held: 2, Pause: 2, Redefine: 2, Concurrent: 3, Stop: 2, Check: 8, Stream: 20, SmallBatch: 30, Join: 35, Switch: 25},
+		{Name: "crash", Runner: RunnerCLI, MinEvents: 20, MaxEvents: 50, BurstCrash: 4, FlowCrash: 3, Kill: 10, Concurrent: 8, Check: 6, Stream: 20, Join: 35, Switch: 25},
+		{Name: "store", Runner: RunnerCLI, Confirm: "applied", MinEvents: 15, MaxEvents: 30, BurstCrash: 4, FlowCrash: 12, Kill: 4, LoseStore: 6, Concurrent: 6, Check: 6, Join: 35, Switch: 25},
+		{Name: "held", MinEvents: 15, MaxEvents: 40, Held: 12, Check: 6, Concurrent: 2, SmallBatch: 30, Join: 35, Switch: 25},
+		{Name: "restart", MinEvents: 15, MaxEvents: 40, RestartPG: 5, Kill: 2, Concurrent: 3, Check: 6, Join: 35, Switch: 25},
+		{Name: "lifecycle", MinEvents: 20, MaxEvents: 50, Pause: 8, Redefine: 8, Stop: 4, Check: 8, Concurrent: 2, SmallBatch: 30, Join: 35, Switch: 25},
+		{Name: "concurrent", MinEvents: 10, MaxEvents: 25, Concurrent: 30, Kill: 2, Check: 6, Stream: 30, Join: 35, Switch: 25},
+		{Name: "batch", Runner: RunnerInProc, MinEvents: 20, MaxEvents: 60, Check: 10, Stream: 50, SmallBatch: 100, Concurrent: 3, Redefine: 2, Join: 35, Switch: 25},
+		{Name: "join", MinEvents: 20, MaxEvents: 45, BurstCrash: 2, FlowCrash: 1, Kill: 4, LoseStore: 1, RestartPG: 1, Held: 3, Pause: 2, Redefine: 4, Concurrent: 5, Stop: 2, Check: 10, Stream: 20, SmallBatch: 30, Join: 100, Switch: 25},
+		{Name: "trigger", Capture: CaptureTrigger, MinEvents: 10, MaxEvents: 22, BurstCrash: 2, FlowCrash: 2, Kill: 4, LoseStore: 4, RestartPG: 1, Held: 14, Pause: 2, Redefine: 2, Concurrent: 5, Stop: 2, Check: 6, SmallBatch: 20, Join: 35, Switch: 100},
 	}
 }
 
@@ -64,7 +73,8 @@ func ProfileByName(name string) (Profile, bool) {
 func Generate(seed int64, prof Profile) *Program {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))
 	g := &gen{r: r, prof: prof, defs: map[string]transformDef{}, paused: map[string]bool{},
-		fr: rand.New(rand.NewPCG(uint64(seed), 0x66656174)), chainPaused: map[string]string{}}
+		fr: rand.New(rand.NewPCG(uint64(seed), 0x66656174)), chainPaused: map[string]string{},
+		cr: rand.New(rand.NewPCG(uint64(seed), captureSalt))}
 	// Whether it is a join program is drawn apart, so that the programs
 	// without joins are what they were before joins existed.
 	g.join = prof.Join > 0 && rand.New(rand.NewPCG(uint64(seed), 0x6a6f696e)).IntN(100) < prof.Join
@@ -90,6 +100,11 @@ type gen struct {
 	fr          *rand.Rand
 	chains      [][]*chainLevel
 	chainPaused map[string]string
+	// cr is the capture stream (capture.go): the mode a program starts in,
+	// its switches and their writers; mode the capture mode at the point
+	// of the body being drawn.
+	cr   *rand.Rand
+	mode string
 }
 
 func (g *gen) pct(p int) bool { return g.r.IntN(100) < p }
@@ -109,6 +124,12 @@ func (g *gen) program(seed int64) *Program {
 		p.Config.Batch = 1 + r.IntN(4)
 	}
 	p.Config.Stream = g.pct(g.prof.Stream)
+	p.Config.Capture = g.drawCapture()
+	if p.Config.Capture == CaptureTrigger {
+		// Nothing decodes WAL in trigger mode (drawn all the same, so that
+		// the rest of the program is what the seed gives in either mode).
+		p.Config.Stream = false
+	}
 
 	// Schema.
 	nt := 2 + r.IntN(3)
@@ -183,8 +204,14 @@ func (g *gen) program(seed int64) *Program {
 	// Body.
 	n := g.prof.MinEvents + r.IntN(g.prof.MaxEvents-g.prof.MinEvents+1)
 	chainAt, chainDepth := g.chainPlan(n)
+	switchAt := g.switchPlan(n)
 	for i := 0; i < n; i++ {
 		p.Steps = append(p.Steps, g.event()...)
+		for _, at := range switchAt {
+			if at == i {
+				p.Steps = append(p.Steps, g.switchSteps()...)
+			}
+		}
 		for c, at := range chainAt {
 			if at == i {
 				p.Steps = append(p.Steps, g.chainSteps(len(g.chains), chainDepth[c])...)
@@ -331,8 +358,11 @@ func (g *gen) event() []Step {
 		s.Kind, s.Arg, s.Rollback = StepHeld, 100+r.IntN(400), false
 		// Make sure the held transaction changes something a transform
 		// reads: fresh rows that nothing later re-touches.
-		if cands := g.bulkTables(); len(cands) > 0 && r.IntN(4) > 0 {
+		if cands := g.bulkTables(); len(cands) > 0 && (r.IntN(4) > 0 || g.mode == CaptureTrigger) {
 			s.Stmts = append(s.Stmts, g.freshBulk(cands[r.IntN(len(cands))], 3+r.IntN(20)).Stmts...)
+		}
+		if g.mode == CaptureTrigger {
+			return g.heldTrigger(s)
 		}
 		return []Step{s}
 	case pick(pr.Pause):

@@ -27,11 +27,15 @@ func (c Case) Program() (*Program, error) {
 }
 
 // FastLaneCases are the fixed cases of the fast lane: together they cover
-// every action, every join shape and every feature of the feature stream
-// (TestJoinPrograms, TestFeaturePrograms), and so catch every planted bug
-// (the last sweep caught the aggregate and decoding bugs with mixed/1,
-// store/3 and held/4, the join bugs with crash/2), and each passes on the
-// current code.
+// every action, every join shape, every feature of the feature stream and
+// both capture modes with switches both ways (TestJoinPrograms,
+// TestFeaturePrograms, TestCapturePrograms), and so catch every planted
+// bug (the last sweep caught the aggregate and decoding bugs with mixed/1,
+// store/3 and held/4, skip_dimension_change with crash/2,
+// ignore_left_join_nulls with join/234, drain_skips_open_txn
+// with trigger/2), and each passes on the current code. The cases before
+// trigger/2 draw logical mode and no switch (TestFastLaneCaptureDraws), as
+// they did before capture modes existed.
 func FastLaneCases() []Case {
 	return []Case{
 		{Seed: 1, Profile: "mixed"},
@@ -52,6 +56,11 @@ func FastLaneCases() []Case {
 		// ignore_left_join_nulls (crash/seed=2 now catches both first).
 		{Seed: 79, Profile: "join"},
 		{Seed: 234, Profile: "join"},
+		// Trigger capture: starts in trigger mode, switches to logical
+		// and back while writers commit, and holds transactions (commits
+		// in flight and open ones) across drains and ring rotations while
+		// fresh rows commit after them: catches drain_skips_open_txn.
+		{Seed: 2, Profile: "trigger"},
 	}
 }
 

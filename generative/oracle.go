@@ -70,6 +70,9 @@ func (r *run) check(ctx context.Context, path string) *Failure {
 		}
 		return fail(kind, "AwaitConverged: %v", err)
 	}
+	if f := r.awaitCapture(ctx, path, captureSettle); f != nil {
+		return f
+	}
 	var problems []string
 	for attempt := 0; ; attempt++ {
 		problems, err = r.compareAll(ctx)

@@ -47,6 +47,11 @@ const (
 	// StepCheck waits for convergence and compares every target with its
 	// query.
 	StepCheck Kind = "check"
+	// StepSwitch stops the runner (gracefully, or abruptly with Crash) and
+	// starts it again in capture mode Mode, then waits until the switch is
+	// done: after a switch to trigger no replication slot is left, after a
+	// switch to logical no capture trigger (ADR 0012).
+	StepSwitch Kind = "switch"
 )
 
 // Step is one element of a program.
@@ -65,6 +70,13 @@ type Step struct {
 	// NoSavepoints runs a txn's statements without a savepoint each, so one
 	// failing statement aborts the whole transaction.
 	NoSavepoints bool
+	// Open makes a held step hold its transaction open (not its commit in
+	// flight) for Arg milliseconds before COMMIT.
+	Open bool
+	// Mode is the capture mode a switch moves to (logical or trigger).
+	Mode string
+	// Crash makes a switch crash the runner instead of stopping it.
+	Crash bool
 	// Lanes are the concurrent sequences of a StepConcurrent.
 	Lanes [][]Step
 }
@@ -78,7 +90,17 @@ type Config struct {
 	// Stream lowers logical_decoding_work_mem so the server streams
 	// in-progress transactions.
 	Stream bool
+	// Capture is the capture mode the runner starts in (CaptureLogical or
+	// CaptureTrigger; "" in a file written before modes existed reads as
+	// logical). A StepSwitch changes it for the rest of the program.
+	Capture string
 }
+
+// Capture modes of a program (trellis.CaptureLogical, CaptureTrigger).
+const (
+	CaptureLogical = "logical"
+	CaptureTrigger = "trigger"
+)
 
 // Runner kinds.
 const (
@@ -154,7 +176,7 @@ func (p *Program) Format() string {
 			b.WriteString("# " + l + "\n")
 		}
 	}
-	fmt.Fprintf(&b, "@config confirm=%s runner=%s batch=%d stream=%t\n", p.Config.Confirm, p.Config.Runner, p.Config.Batch, p.Config.Stream)
+	fmt.Fprintf(&b, "@config confirm=%s runner=%s batch=%d stream=%t capture=%s\n", p.Config.Confirm, p.Config.Runner, p.Config.Batch, p.Config.Stream, p.Config.Capture)
 	formatSteps(&b, p.Steps, "")
 	return b.String()
 }
@@ -165,6 +187,14 @@ func formatSteps(b *strings.Builder, ss []Step, indent string) {
 		switch s.Kind {
 		case StepKill, StepHeld, StepWait, StepStall:
 			fmt.Fprintf(b, " %d", s.Arg)
+		case StepSwitch:
+			b.WriteString(" " + s.Mode)
+		}
+		if s.Open {
+			b.WriteString(" open")
+		}
+		if s.Crash {
+			b.WriteString(" crash")
 		}
 		if s.AfterConfirm {
 			b.WriteString(" confirmed")
@@ -192,7 +222,7 @@ func formatSteps(b *strings.Builder, ss []Step, indent string) {
 // Parse reads the format Format writes. Statements are single lines ending
 // in ';'; lines starting with '#' are comments; indentation is ignored.
 func Parse(text string) (*Program, error) {
-	p := &Program{Config: Config{Confirm: "local", Runner: RunnerInProc}}
+	p := &Program{Config: Config{Confirm: "local", Runner: RunnerInProc, Capture: CaptureLogical}}
 	type frame struct {
 		steps *[]Step // where steps are appended
 		conc  *Step   // the concurrent step being filled, nil at top level
@@ -256,6 +286,11 @@ func Parse(text string) (*Program, error) {
 					p.Config.Batch, _ = strconv.Atoi(v)
 				case "stream":
 					p.Config.Stream = v == "true"
+				case "capture":
+					if v != CaptureLogical && v != CaptureTrigger {
+						return nil, fmt.Errorf("line %d: unknown capture mode %q", line, v)
+					}
+					p.Config.Capture = v
 				default:
 					return nil, fmt.Errorf("line %d: unknown config %q", line, k)
 				}
@@ -281,7 +316,7 @@ func Parse(text string) (*Program, error) {
 		s := Step{Kind: Kind(f[0])}
 		switch s.Kind {
 		case StepSQL, StepApply, StepStart, StepStop, StepKill, StepLoseStore, StepRestartPG,
-			StepTxn, StepHeld, StepConcurrent, StepWait, StepStall, StepCheck:
+			StepTxn, StepHeld, StepConcurrent, StepWait, StepStall, StepCheck, StepSwitch:
 		default:
 			return nil, fmt.Errorf("line %d: unknown directive @%s", line, f[0])
 		}
@@ -293,6 +328,15 @@ func Parse(text string) (*Program, error) {
 				s.AfterConfirm = true
 			case "nosp":
 				s.NoSavepoints = true
+			case "open":
+				s.Open = true
+			case "crash":
+				s.Crash = true
+			case CaptureLogical, CaptureTrigger:
+				if s.Kind != StepSwitch {
+					return nil, fmt.Errorf("line %d: @%s takes no capture mode", line, s.Kind)
+				}
+				s.Mode = a
 			default:
 				n, err := strconv.Atoi(a)
 				if err != nil {
@@ -300,6 +344,9 @@ func Parse(text string) (*Program, error) {
 				}
 				s.Arg = n
 			}
+		}
+		if s.Kind == StepSwitch && s.Mode == "" {
+			return nil, fmt.Errorf("line %d: @switch needs a capture mode (logical or trigger)", line)
 		}
 		if top.steps == nil {
 			return nil, fmt.Errorf("line %d: step inside @concurrent before its first @lane", line)

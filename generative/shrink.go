@@ -163,7 +163,13 @@ func (s *Shrinker) shrinkInside(best **Program, test func(*Program) bool) {
 			}
 			if st.Kind == StepHeld {
 				c := (*best).Clone()
-				c.Steps[i].Kind, c.Steps[i].Arg = StepTxn, 0
+				c.Steps[i].Kind, c.Steps[i].Arg, c.Steps[i].Open = StepTxn, 0, false
+				test(c)
+			}
+		case StepSwitch:
+			if st.Crash {
+				c := (*best).Clone()
+				c.Steps[i].Crash = false
 				test(c)
 			}
 		case StepKill:

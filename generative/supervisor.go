@@ -125,7 +125,7 @@ func (s *supervisor) launch() *instance {
 		<-inst.done
 	}
 	cfg := trellis.Config{
-		DSN: r.dsn, DataDir: r.dataDir, Confirm: r.p.Config.Confirm, BatchSize: r.p.Config.Batch,
+		DSN: r.dsn, DataDir: r.dataDir, Confirm: r.p.Config.Confirm, BatchSize: r.p.Config.Batch, Capture: r.captureMode(),
 		ProgressInterval: 100 * time.Millisecond,
 		Logger:           slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	}
@@ -154,7 +154,8 @@ func (s *supervisor) launchCLI() *instance {
 	r := s.r
 	inst := &instance{done: make(chan struct{})}
 	out := &capture{log: r.log}
-	cmd := exec.Command(r.env.CLI, "run", "--dsn", r.dsn, "--data-dir", r.dataDir, "--confirm", r.p.Config.Confirm, "--log-level", "info")
+	cmd := exec.Command(r.env.CLI, "run", "--dsn", r.dsn, "--data-dir", r.dataDir, "--confirm", r.p.Config.Confirm,
+		"--capture", r.captureMode(), "--log-level", "info")
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		inst.err = err

@@ -26,7 +26,7 @@ import (
 var planted = []string{
 	plant.SkipLedgerUpdate, plant.StaleRead, plant.DropOldKey,
 	plant.KeepEmptyGroup, plant.ConfirmBeforeRecord, plant.SkipVisibilityWait,
-	plant.IgnoreLeftJoinNulls, plant.SkipDimensionChange,
+	plant.IgnoreLeftJoinNulls, plant.SkipDimensionChange, plant.DrainSkipsOpenTxn,
 }
 
 func main() {
