@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/trellis-repl/trellis-repl/capture"
-	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
 	"github.com/trellis-repl/trellis-repl/internal/terr"
 	"github.com/trellis-repl/trellis-repl/replication"
@@ -91,15 +90,9 @@ func privilegeFindings(ctx context.Context, conn *pgx.Conn, cat catalog.Catalog,
 	if err != nil || v == 0 {
 		return nil, true, true, err
 	}
-	ts, err := cat.List(ctx, conn)
+	tables, err := sourceTables(ctx, conn, cat)
 	if err != nil {
-		return nil, false, false, terr.Wrap(terr.Unavailable, err, "%v", err)
-	}
-	var tables []capture.Table
-	for _, tr := range ts {
-		if p, err := engine.Decode(tr.Plan); err == nil {
-			tables = append(tables, captureTables(p)...)
-		}
+		return nil, false, false, err
 	}
 	if len(tables) == 0 {
 		return nil, true, true, nil

@@ -156,9 +156,10 @@ func (t *Trellis) runMode(ctx context.Context, lockConn *pgx.Conn, streamFn stre
 	return r.loop(ctx, lockConn)
 }
 
-// sourceTables are the tables every transform reads.
-func (t *Trellis) sourceTables(ctx context.Context) ([]capture.Table, error) {
-	ts, err := t.cat.List(ctx, t.pool)
+// sourceTables are the tables every transform reads (plans this version
+// cannot read are skipped).
+func sourceTables(ctx context.Context, q catalog.Querier, cat catalog.Catalog) ([]capture.Table, error) {
+	ts, err := cat.List(ctx, q)
 	if err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
 	}
@@ -202,7 +203,7 @@ func (t *Trellis) chooseCapture(ctx context.Context, slot string) (mode, reason 
 		if t.cfg.Publication == "" {
 			// The instance's own publication needs ownership of the sources;
 			// where the role has only TRIGGER on them, triggers work.
-			tables, err := t.sourceTables(ctx)
+			tables, err := sourceTables(ctx, t.pool, t.cat)
 			if err != nil {
 				return "", "", err
 			}
@@ -245,7 +246,7 @@ func (r *runner) prepare(ctx context.Context, mode, reason, slot string, logical
 		return terr.Wrap(terr.Unavailable, err, "%v", err)
 	}
 	ranBefore := inst.StoreID != ""
-	tables, err := r.allTables(ctx)
+	tables, err := sourceTables(ctx, t.pool, t.cat)
 	if err != nil {
 		return err
 	}

@@ -49,10 +49,11 @@ func (r *runner) logicalToTrigger(ctx context.Context, prev capture.Continuity, 
 	if err := trigger.Install(ctx, tables, nil); err != nil {
 		return capture.Prepared{}, err
 	}
-	var handover uint64
-	if err := r.t.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(lsnScanner{&handover}); err != nil {
-		return capture.Prepared{}, terr.Wrap(terr.Unavailable, err, "read the current WAL position: %v", err)
+	tok, err := r.t.WatermarkToken(ctx)
+	if err != nil {
+		return capture.Prepared{}, err
 	}
+	handover := uint64(tok)
 	var p capture.Prepared
 	exists, err := logical.SlotExists(ctx)
 	if err != nil {
@@ -147,20 +148,10 @@ func (r *runner) triggerToLogical(ctx context.Context, prev capture.Continuity, 
 	return out, nil
 }
 
-// routeAll routes every transform's tables in the intake (as reconcile
-// will, so nothing a switch delivers is dropped) and returns them.
+// routeAll routes every transform that is not paused in the intake (as
+// reconcile will, so nothing a switch delivers is dropped) and returns the
+// tables every transform reads.
 func (r *runner) routeAll(ctx context.Context) ([]capture.Table, error) {
-	return r.tablesOf(ctx, true)
-}
-
-// allTables are the tables every transform reads.
-func (r *runner) allTables(ctx context.Context) ([]capture.Table, error) {
-	return r.tablesOf(ctx, false)
-}
-
-// tablesOf lists the tables transforms read and, with route, routes each
-// transform that is not paused.
-func (r *runner) tablesOf(ctx context.Context, route bool) ([]capture.Table, error) {
 	ts, err := r.t.cat.List(ctx, r.t.pool)
 	if err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
@@ -172,23 +163,9 @@ func (r *runner) tablesOf(ctx context.Context, route bool) ([]capture.Table, err
 			return nil, err
 		}
 		tables = append(tables, captureTables(p)...)
-		if route && tr.State != catalog.StatePaused {
+		if tr.State != catalog.StatePaused {
 			r.intake.addRoute(tr.ID, p)
 		}
 	}
 	return tables, nil
-}
-
-// lsnScanner scans a pg_lsn's text into a uint64.
-type lsnScanner struct{ v *uint64 }
-
-// Scan implements sql.Scanner.
-func (s lsnScanner) Scan(src any) error {
-	str, ok := src.(string)
-	if !ok {
-		return fmt.Errorf("scan LSN: got %T", src)
-	}
-	v, err := catalog.ParseLSN(str)
-	*s.v = v
-	return err
 }

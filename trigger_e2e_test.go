@@ -122,25 +122,13 @@ func TestCaptureWaitsForLock(t *testing.T) {
 		}
 		e.apply(`CREATE TRANSFORM big_orders AS SELECT o.id, o.amount FROM orders o WHERE o.amount > 10`)
 		e.start()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			st, err := e.tr.Status(ctx, "big_orders")
-			if err != nil {
-				t.Fatal(err)
-			}
-			w := st[0].CaptureWait
-			if w != nil && len(w.Blockers) > 0 {
-				b := w.Blockers[0]
-				if w.Operation != "install" || !strings.Contains(w.Table, "orders") || w.LockMode == "" || w.Since.IsZero() ||
-					b.PID != pid || b.ApplicationName != "lock-holder" || st[0].State == "live" {
-					t.Fatalf("capture_wait %+v (state %s), want an install on orders blocked by pid %d (lock-holder)", *w, st[0].State, pid)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no capture_wait while the source is locked (state %s)", st[0].State)
-			}
-			time.Sleep(50 * time.Millisecond)
+		s := waitStatus(t, e, "big_orders", "waiting for the lock", func(s trellis.TransformStatus) bool {
+			return s.CaptureWait != nil && len(s.CaptureWait.Blockers) > 0
+		})
+		w, b := s.CaptureWait, s.CaptureWait.Blockers[0]
+		if w.Operation != "install" || !strings.Contains(w.Table, "orders") || w.LockMode == "" || w.Since.IsZero() ||
+			b.PID != pid || b.ApplicationName != "lock-holder" || s.State == "live" {
+			t.Fatalf("capture_wait %+v (state %s), want an install on orders blocked by pid %d (lock-holder)", *w, s.State, pid)
 		}
 		// Nothing was cancelled: the holder's transaction is still usable.
 		if _, err := tx.Exec(ctx, `SELECT count(*) FROM orders`); err != nil {

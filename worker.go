@@ -163,22 +163,18 @@ func (w *worker) fatal(ctx context.Context, err error) bool {
 	if w.failures < 3 {
 		return false
 	}
-	f := &catalog.Failure{Kind: catalog.FailureHalt, DetectedAt: time.Now().UTC(),
-		Error: fmt.Sprintf("re-deriving keys keeps failing: %s (SQLSTATE %s); fix the data or the definition, then RESUME TRANSFORM %s", pgErr.Message, pgErr.Code, w.name)}
-	if perr := w.r.t.cat.Pause(ctx, w.r.t.pool, w.id, "system", f); perr != nil {
-		return false
-	}
-	w.log().Error("transform paused: apply keeps failing", "err", err)
-	return true
+	return w.halt(ctx, fmt.Sprintf("re-deriving keys keeps failing: %s (SQLSTATE %s); fix the data or the definition, then RESUME TRANSFORM %s", pgErr.Message, pgErr.Code, w.name)) == errHalted
 }
 
 // errHalted ends a session whose transform the worker paused.
 var errHalted = errors.New("transform paused")
 
-// halt pauses the transform with a halt failure and ends the session.
+// halt pauses the transform with a halt failure and returns errHalted
+// (or why it could not pause).
 func (w *worker) halt(ctx context.Context, why string) error {
 	f := &catalog.Failure{Kind: catalog.FailureHalt, DetectedAt: time.Now().UTC(), Error: why}
 	if err := w.r.t.cat.Pause(ctx, w.r.t.pool, w.id, "system", f); err != nil {
+		w.log().Warn("pause the transform", "reason", why, "err", err)
 		return err
 	}
 	w.log().Error("transform paused", "reason", why)
@@ -201,14 +197,7 @@ func (w *worker) report(ctx context.Context, err error, backoff time.Duration) b
 			if err := cat.SetBackfillFailure(ctx, pool, w.id, f); err != nil {
 				w.log().Warn("record backfill failure", "err", err)
 			}
-			pf := &catalog.Failure{Kind: catalog.FailureHalt, DetectedAt: time.Now().UTC(),
-				Error: fmt.Sprintf("building keeps failing (%d attempts): %s; fix the cause, then RESUME TRANSFORM %s", w.buildAttempts, be.err, w.name)}
-			if perr := cat.Pause(ctx, pool, w.id, "system", pf); perr != nil {
-				w.log().Warn("pause after failed builds", "err", perr)
-				return false
-			}
-			w.log().Error("transform paused: building keeps failing", "err", be.err, "attempts", w.buildAttempts)
-			return true
+			return w.halt(ctx, fmt.Sprintf("building keeps failing (%d attempts): %s; fix the cause, then RESUME TRANSFORM %s", w.buildAttempts, be.err, w.name)) == errHalted
 		}
 		if err := cat.SetBackfillFailure(ctx, pool, w.id, f); err != nil {
 			w.log().Warn("record backfill failure", "err", err)

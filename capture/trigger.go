@@ -195,7 +195,7 @@ func (t *Trigger) installed(ctx context.Context, tb Table) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("look up the capture triggers of %s: %w", tb.Ident().Sanitize(), err)
 	}
-	return n == len(triggerOps)*len(rels) && equalStrings(key, tb.Key), nil
+	return n == len(triggerOps)*len(rels) && slices.Equal(key, tb.Key), nil
 }
 
 // treeOf is tb and, when it is partitioned, every table of its partition
@@ -233,18 +233,6 @@ func relName(ctx context.Context, q Querier, oid uint32) (string, error) {
 		return "", fmt.Errorf("look up relation %d: %w", oid, err)
 	}
 	return *name, nil
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // functionSQL is the trigger function of a table: one INSERT … SELECT per
