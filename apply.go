@@ -6,10 +6,10 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
+	"github.com/trellis-repl/trellis-repl/internal/fault"
 	"github.com/trellis-repl/trellis-repl/internal/terr"
 )
 
@@ -128,7 +128,7 @@ func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement)
 		if existing == nil {
 			return res, missing()
 		}
-		if existing.State == catalog.StatePaused {
+		if catalog.Frozen(existing.State) {
 			res.Action = "unchanged"
 			return res, nil
 		}
@@ -140,7 +140,7 @@ func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement)
 		if existing == nil {
 			return res, missing()
 		}
-		if existing.State != catalog.StatePaused {
+		if !catalog.Frozen(existing.State) {
 			return res, notPausedError(st.Name, existing.State)
 		}
 		p, err := engine.Decode(existing.Plan)
@@ -243,14 +243,18 @@ func asTerr(err error) error {
 	if errors.As(err, &te) {
 		return err
 	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code[:2] {
-		case "42":
-			return terr.Wrap(terr.Validation, err, "%s", pgErr.Message)
-		case "23":
-			return terr.Wrap(terr.Conflict, err, "%s", pgErr.Message)
+	// The one classifier (ADR 0013): what every key would hit is a
+	// definition PostgreSQL refuses; a row-data error is a definition's
+	// value PostgreSQL refuses, or (23xxx) a concurrent statement that
+	// got there first; anything else may pass by itself.
+	switch fault.Classify(err) {
+	case fault.Halt:
+		return terr.Wrap(terr.Validation, err, "%s", errorText(err))
+	case fault.Data:
+		if strings.HasPrefix(fault.SQLState(err), "23") {
+			return terr.Wrap(terr.Conflict, err, "%s", errorText(err))
 		}
+		return terr.Wrap(terr.Validation, err, "%s", errorText(err))
 	}
 	return terr.Wrap(terr.Unavailable, err, "%v", err)
 }

@@ -19,6 +19,8 @@ type Metrics struct {
 	Transactions  prometheus.Counter
 	Reconnects    prometheus.Counter
 	Live          *prometheus.GaugeVec
+	// KeysHeld counts keys held in quarantine (ADR 0013).
+	KeysHeld *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not
@@ -37,10 +39,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Transactions:  prometheus.NewCounter(prometheus.CounterOpts{Name: "trellis_slot_transactions_total", Help: "Committed transactions received from the slot."}),
 		Reconnects:    prometheus.NewCounter(prometheus.CounterOpts{Name: "trellis_runner_restarts_total", Help: "Capture restarts after errors."}),
 		Live:          prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "trellis_transform_live", Help: "1 when the transform is live."}, []string{"transform"}),
+		KeysHeld:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "trellis_transform_keys_held_total", Help: "Keys held in quarantine after their re-derive kept failing on row data."}, []string{"transform"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.ReceivedLSN, m.ConfirmedLSN, m.SlotLagBytes, m.RetainedBytes, m.DirtyKeys, m.AppliedKeys,
-			m.RowsWritten, m.ApplySeconds, m.ApplyErrors, m.Transactions, m.Reconnects, m.Live)
+			m.RowsWritten, m.ApplySeconds, m.ApplyErrors, m.Transactions, m.Reconnects, m.Live, m.KeysHeld)
 	}
 	return m
 }

@@ -315,7 +315,7 @@ func (r *runner) pauseAll(ctx context.Context, why string, skipWaiting bool) err
 		return err
 	}
 	for _, tr := range ts {
-		if tr.State == catalog.StatePaused || skipWaiting && tr.State == catalog.StateWaiting {
+		if catalog.Frozen(tr.State) || skipWaiting && tr.State == catalog.StateWaiting {
 			continue
 		}
 		f := &catalog.Failure{Kind: catalog.FailureDisruption, DetectedAt: time.Now().UTC(),
@@ -502,7 +502,7 @@ func (r *runner) heartbeat(ctx context.Context) {
 			continue
 		}
 		r.metrics.DirtyKeys.WithLabelValues(w.name).Set(float64(n))
-		_ = r.t.cat.SetHeldKeys(ctx, r.t.pool, w.id, n)
+		_ = r.t.cat.SetKeysWaiting(ctx, r.t.pool, w.id, n)
 	}
 }
 
@@ -523,7 +523,7 @@ func (r *runner) reconcile(ctx context.Context) error {
 			// A plan this version cannot read: remove no capture it may need.
 			complete = false
 		}
-		if tr.State != catalog.StatePaused {
+		if !catalog.Frozen(tr.State) {
 			want[tr.ID] = tr
 		}
 	}
@@ -570,6 +570,9 @@ func (r *runner) reconcile(ctx context.Context) error {
 				return err
 			}
 		}
+	}
+	if err := r.releaseKeys(ctx); err != nil {
+		return err
 	}
 	if !complete {
 		return nil

@@ -30,24 +30,30 @@ type DrainFailure = catalog.DrainFailure
 // BackfillFailure describes a build that keeps failing.
 type BackfillFailure = catalog.BackfillFailure
 
-// HeldKeys is the backlog of keys waiting to be re-derived.
+// HeldKeys are the keys a transform holds in quarantine (their re-derive
+// kept failing on row data; ADR 0013): how many, and when the one held
+// longest was last poisoned. HeldKeysPage lists them.
 type HeldKeys struct {
-	Count int64 `json:"count"`
+	Count            int64     `json:"count"`
+	OldestPoisonedAt time.Time `json:"oldest_poisoned_at"`
 }
 
 // TransformStatus is one transform's state as every process sees it.
 // Absent parts are nil (JSON null).
 type TransformStatus struct {
-	Name            string            `json:"name"`
-	Schema          string            `json:"schema"`
-	Shape           string            `json:"shape"`
-	State           string            `json:"state"`
-	PausedBy        *string           `json:"paused_by"`
-	CaptureFailure  *Failure          `json:"capture_failure"`
-	BackfillFailure *BackfillFailure  `json:"backfill_failure"`
-	CaptureWait     *CaptureWait      `json:"capture_wait"`
-	DrainFailure    *DrainFailure     `json:"drain_failure"`
-	HeldKeys        *HeldKeys         `json:"held_keys"`
+	Name            string           `json:"name"`
+	Schema          string           `json:"schema"`
+	Shape           string           `json:"shape"`
+	State           string           `json:"state"`
+	PausedBy        *string          `json:"paused_by"`
+	CaptureFailure  *Failure         `json:"capture_failure"`
+	BackfillFailure *BackfillFailure `json:"backfill_failure"`
+	CaptureWait     *CaptureWait     `json:"capture_wait"`
+	DrainFailure    *DrainFailure    `json:"drain_failure"`
+	HeldKeys        *HeldKeys        `json:"held_keys"`
+	// KeysWaiting is the backlog of changed keys not yet re-derived, as
+	// the runner last counted it.
+	KeysWaiting     int64             `json:"keys_waiting"`
 	SourceIndexGaps []engine.IndexGap `json:"source_index_gaps"`
 	CorrectingNodes []string          `json:"correcting_nodes"`
 	CaptureMode     *string           `json:"capture_mode"`
@@ -83,6 +89,10 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 		return nil, terr.Wrap(terr.Unavailable, err, "read WAL position: %v", err)
 	}
 	curLSN, _ := catalog.ParseLSN(cur)
+	held, err := t.cat.HeldCounts(ctx, t.pool)
+	if err != nil {
+		return nil, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
+	}
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true
@@ -93,7 +103,7 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 			continue
 		}
 		s := TransformStatus{Name: tr.Name, Schema: tr.Schema, Shape: tr.Shape, State: tr.State,
-			CaptureFailure: tr.CaptureFailure, BackfillFailure: tr.BackfillFailure, DrainFailure: tr.DrainFailure,
+			CaptureFailure: tr.CaptureFailure, BackfillFailure: tr.BackfillFailure, DrainFailure: tr.DrainFailure, KeysWaiting: tr.KeysWaiting,
 			AppliedLSN: catalog.FormatLSN(tr.AppliedLSN), AppliedAt: tr.AppliedAt, KeysApplied: tr.KeysApplied,
 			Source: tr.SourceTable, StateChangedAt: tr.StateChangedAt, SourceIndexGaps: []engine.IndexGap{}, CorrectingNodes: []string{}}
 		if p, err := engine.Decode(tr.Plan); err == nil {
@@ -121,8 +131,8 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 				return nil, fmt.Errorf("decode capture_wait of %s: %w", tr.Name, err)
 			}
 		}
-		if tr.HeldKeys > 0 {
-			s.HeldKeys = &HeldKeys{Count: tr.HeldKeys}
+		if h, ok := held[tr.ID]; ok {
+			s.HeldKeys = &HeldKeys{Count: h.Count, OldestPoisonedAt: h.Oldest}
 		}
 		if inst.CaptureMode != "" {
 			m, why := inst.CaptureMode, inst.CaptureReason

@@ -163,7 +163,7 @@ func (r *runner) routeAll(ctx context.Context) ([]capture.Table, error) {
 			return nil, err
 		}
 		tables = append(tables, captureTables(p)...)
-		if tr.State != catalog.StatePaused {
+		if !catalog.Frozen(tr.State) {
 			r.intake.addRoute(tr.ID, p)
 		}
 	}

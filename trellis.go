@@ -96,6 +96,10 @@ type Config struct {
 	// slot may retain: above it Run warns once per episode and, with
 	// Capture auto, switches to trigger capture, which retains none.
 	MaxRetainedWAL int64
+	// QuarantineAfter is how many keys a transform may hold in quarantine
+	// (their re-derive kept failing on row data) before the whole
+	// transform is quarantined (default 5; ADR 0013).
+	QuarantineAfter int
 }
 
 // Trellis is an open instance: a connection pool and the catalog.
@@ -136,6 +140,9 @@ func Open(ctx context.Context, cfg Config) (*Trellis, error) {
 	}
 	if cfg.ProgressInterval <= 0 {
 		cfg.ProgressInterval = time.Second
+	}
+	if cfg.QuarantineAfter <= 0 {
+		cfg.QuarantineAfter = 5
 	}
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 10000
@@ -274,11 +281,14 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token) error {
 		}
 		waiting := ""
 		for _, tr := range ts {
-			if tr.State == catalog.StatePaused {
+			if catalog.Frozen(tr.State) {
 				if tr.PausedBy == "user" {
 					continue
 				}
 				msg := "paused by the system"
+				if tr.State == catalog.StateQuarantined {
+					msg = "quarantined: it holds too many keys whose re-derive fails on row data (trellis-repl held lists them)"
+				}
 				if tr.CaptureFailure != nil {
 					msg = tr.CaptureFailure.Kind + ": " + tr.CaptureFailure.Error
 				}

@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/trellis-repl/trellis-repl/capture"
 	"github.com/trellis-repl/trellis-repl/checkpoint"
 	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
+	"github.com/trellis-repl/trellis-repl/internal/fault"
 )
 
 // worker maintains one transform: it builds it, then re-derives the keys
@@ -41,6 +41,9 @@ type worker struct {
 	// failing drain being reported (nil when the last batch applied).
 	buildAttempts int
 	drainFailure  *catalog.DrainFailure
+	// held are the keys the transform holds in quarantine (heldID), so a
+	// batch that applies one releases it in the same transaction.
+	held map[string]bool
 }
 
 // buildAttemptLimit is how many build steps in a row may fail before the
@@ -145,25 +148,42 @@ func (w *worker) run(ctx context.Context) {
 	}
 }
 
-// fatal pauses the transform after repeated failures that retrying cannot
-// cure (errors about the data or the definition) and reports whether it did.
+// fatal pauses the transform on failures retrying cannot cure and
+// reports whether it did: an error every key reproduces (a dropped object,
+// a revoked privilege) on its second occurrence in a row — the first may
+// race a concurrent DROP or swap — and row-data errors no key can be
+// charged with (from a step that is not a batch of keys) on their third
+// (ADR 0013).
 func (w *worker) fatal(ctx context.Context, err error) bool {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return false
-	}
-	switch pgErr.Code[:2] {
-	// Data, constraint, definition and limit errors (54000: a group key too
-	// long for its index) do not go away by retrying.
-	case "22", "23", "42", "2B", "0A", "54":
+	limit := 0
+	switch fault.Classify(err) {
+	case fault.Halt:
+		limit = 2
+	case fault.Data:
+		limit = 3
 	default:
+		w.failures = 0
 		return false
 	}
 	w.failures++
-	if w.failures < 3 {
+	if w.failures < limit {
 		return false
 	}
-	return w.halt(ctx, fmt.Sprintf("re-deriving keys keeps failing: %s (SQLSTATE %s); fix the data or the definition, then RESUME TRANSFORM %s", pgErr.Message, pgErr.Code, w.name)) == errHalted
+	return w.halt(ctx, haltSentence(w.name, err)) == errHalted
+}
+
+// haltSentence names the cause of an error every key reproduces and the
+// fix.
+func haltSentence(name string, err error) string {
+	code := fault.SQLState(err)
+	fix := "fix the cause"
+	switch code {
+	case "42501":
+		fix = "grant the runner's role the privilege PostgreSQL names"
+	case "42P01", "42703", "42883", "3F000":
+		fix = "restore the object the definition reads (or DROP TRANSFORM and CREATE it again for the new schema)"
+	}
+	return fmt.Sprintf("re-deriving fails for every key: %s (SQLSTATE %s); %s, then RESUME TRANSFORM %s", errorText(err), code, fix, name)
 }
 
 // errHalted ends a session whose transform the worker paused.
@@ -190,6 +210,9 @@ func (w *worker) report(ctx context.Context, err error, backoff time.Duration) b
 	var de *drainError
 	switch {
 	case errors.As(err, &be):
+		if fault.Disconnected(be.err) {
+			return false // a server restart is no failing build
+		}
 		w.buildAttempts++
 		f := &catalog.BackfillFailure{Attempts: w.buildAttempts, LastError: be.err.Error(), NextAttempt: time.Now().Add(backoff).UTC()}
 		if w.buildAttempts >= buildAttemptLimit {
@@ -211,10 +234,7 @@ func (w *worker) report(ctx context.Context, err error, backoff time.Duration) b
 		f := w.drainFailure
 		f.Keys, f.Tables, f.Error, f.LastSeen = de.keys, de.tables, de.err.Error(), now
 		f.Attempts++
-		var pe *pgconn.PgError
-		if errors.As(de.err, &pe) {
-			f.SQLState = pe.Code
-		}
+		f.SQLState = fault.SQLState(de.err)
 		if err := cat.SetDrainFailure(ctx, pool, w.id, f); err != nil {
 			w.log().Warn("record drain failure", "err", err)
 		}
@@ -241,12 +261,15 @@ func (w *worker) succeeded(ctx context.Context, build bool) error {
 }
 
 func (w *worker) session(ctx context.Context, a *engine.Applier) error {
+	if err := w.loadHeld(ctx); err != nil {
+		return err
+	}
 	for ctx.Err() == nil {
 		tr, err := w.r.t.cat.GetByID(ctx, w.r.t.pool, w.id)
 		if err != nil {
 			return err
 		}
-		if tr == nil || tr.State == catalog.StatePaused {
+		if tr == nil || catalog.Frozen(tr.State) {
 			<-ctx.Done()
 			return nil
 		}
@@ -350,23 +373,24 @@ func (w *worker) drain(ctx context.Context, a *engine.Applier) error {
 				return err
 			}
 		}
-		keys := make([][][]string, len(w.plan.Sources))
+		units := make([]unit, 0, len(b.Keys))
 		for _, e := range b.Keys {
 			k, err := checkpoint.DecodeKey(e.Key)
 			if err != nil {
 				return fmt.Errorf("decode stored key: %w", err)
 			}
 			// A self-join reads the table as two sources: both re-derive.
-			for _, i := range w.plan.SourcesOf(e.Table) {
-				keys[i] = append(keys[i], k)
-			}
+			units = append(units, unit{table: e.Table, keyID: e.Key, key: k, sources: w.plan.SourcesOf(e.Table)})
 		}
 		var lsn uint64
 		if b.All {
 			lsn = b.UpTo
 		}
 		start := time.Now()
-		n, err := a.Apply(ctx, engine.Batch{Keys: keys, Xids: xids, AppliedLSN: lsn})
+		n, err := w.applyUnits(ctx, a, units, xids, lsn, nil)
+		if errors.Is(err, errHalted) {
+			return err
+		}
 		if err != nil {
 			w.r.metrics.ApplyErrors.WithLabelValues(w.name).Inc()
 			return &drainError{err: err, keys: len(b.Keys) + len(b.Truncated), tables: w.tablesOf(b)}
@@ -468,9 +492,9 @@ func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.T
 		return true, nil
 	}
 	end := keys[len(keys)-1]
-	_, err = a.Apply(ctx, engine.Batch{Keys: a.KeysOf(src, keys), Extra: func(ctx context.Context, tx pgx.Tx) error {
+	_, err = w.applyUnits(ctx, a, w.unitsOf(src, keys), nil, 0, func(ctx context.Context, tx pgx.Tx) error {
 		return w.r.t.cat.SetBuildCursor(ctx, tx, w.id, phase, end)
-	}})
+	})
 	if err == nil {
 		w.r.metrics.AppliedKeys.WithLabelValues(w.name).Add(float64(len(keys)))
 	}
@@ -490,11 +514,21 @@ func (w *worker) rederiveStored(ctx context.Context, a *engine.Applier, xids []u
 			if len(keys) == 0 {
 				break
 			}
-			if _, err := a.Apply(ctx, engine.Batch{Keys: a.KeysOf(src, keys), Xids: xids}); err != nil {
+			if _, err := w.applyUnits(ctx, a, w.unitsOf(src, keys), xids, 0, nil); err != nil {
 				return err
 			}
 			cursor = keys[len(keys)-1]
 		}
 	}
 	return nil
+}
+
+// unitsOf are keys of plan source src as units of a batch.
+func (w *worker) unitsOf(src int, keys [][]string) []unit {
+	oid := w.plan.Sources[src].OID
+	out := make([]unit, len(keys))
+	for i, k := range keys {
+		out[i] = unit{table: oid, keyID: checkpoint.EncodeKey(k), key: k, sources: []int{src}}
+	}
+	return out
 }

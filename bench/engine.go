@@ -158,8 +158,8 @@ func runEngine(ctx context.Context, cfg *Config, dbs Databases, wl Workload, sh 
 			// harness failure: record it and go on with the next case.
 			r.RowsPerSecond = 0
 			r.Verified = fmt.Sprintf("TIMEOUT: not converged after %s", cfg.PhaseTimeout)
-			if serr == nil && len(st) == 1 && st[0].HeldKeys != nil {
-				r.Verified += fmt.Sprintf(" (%d keys applied, %d held)", st[0].KeysApplied, st[0].HeldKeys.Count)
+			if serr == nil && len(st) == 1 {
+				r.Verified += fmt.Sprintf(" (%d keys applied, %d waiting)", st[0].KeysApplied, st[0].KeysWaiting)
 			}
 			progress(cfg, r)
 			fmt.Fprintf(cfg.Progress, "%-4s %-14s %-7s %-9s %s; skipping the case's remaining phases\n", r.Data, sh.Name, mode, p.name, r.Verified)

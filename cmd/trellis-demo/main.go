@@ -375,14 +375,11 @@ func printStatus(ctx context.Context, w io.Writer, tr *trellis.Trellis) error {
 		nameW, stateW = max(nameW, len(s.Name)), max(stateW, len(stateOf(s)))
 	}
 	row := func(name, state, applied, held, lsn, lag string) {
-		fmt.Fprintf(w, "  %-*s  %-*s  %12s  %9s  %12s  %10s\n", nameW, name, stateW, state, applied, held, lsn, lag)
+		fmt.Fprintf(w, "  %-*s  %-*s  %12s  %12s  %12s  %10s\n", nameW, name, stateW, state, applied, held, lsn, lag)
 	}
-	row("transform", "state", "keys applied", "held keys", "applied LSN", "lag bytes")
+	row("transform", "state", "keys applied", "keys waiting", "applied LSN", "lag bytes")
 	for _, s := range sts {
-		held, lag := int64(0), "-"
-		if s.HeldKeys != nil {
-			held = s.HeldKeys.Count
-		}
+		held, lag := s.KeysWaiting, "-"
 		if s.LagBytes != nil {
 			lag = fmt.Sprint(*s.LagBytes)
 		}

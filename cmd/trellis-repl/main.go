@@ -6,6 +6,9 @@
 //	                    [--confirm local|applied] [--metrics-addr HOST:PORT]
 //	trellis-repl status --dsn URL [--json] [NAME]
 //	trellis-repl doctor --dsn URL [--json]
+//	trellis-repl held   --dsn URL [--since TIME] [--json] | TRANSFORM [--limit N] [--after CURSOR]
+//	trellis-repl release --dsn URL TRANSFORM TABLE KEY... | --all TRANSFORM
+//	trellis-repl quarantine --dsn URL [--json] [TRANSFORM]
 //
 // --dsn defaults to TRELLIS_DATABASE_URL, then the libpq PG* variables.
 package main
@@ -40,6 +43,11 @@ const usage = `usage:
                       [--max-retained-wal SIZE] [--publication NAME]
   trellis-repl status --dsn URL [--json] [--schema NAME] [NAME]
   trellis-repl doctor --dsn URL [--json] [--schema NAME]
+  trellis-repl held   --dsn URL [--json] [--since TIME]      keys held in quarantine, every transform's
+  trellis-repl held   --dsn URL [--json] [--limit N] [--after CURSOR] TRANSFORM
+  trellis-repl release --dsn URL TRANSFORM TABLE KEY...      re-derive one held key (a value per key column)
+  trellis-repl release --dsn URL --all TRANSFORM
+  trellis-repl quarantine --dsn URL [--json] [TRANSFORM]     quarantined transforms, or one's state
 --dsn defaults to TRELLIS_DATABASE_URL, then the libpq PG* variables.
 `
 
@@ -59,7 +67,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func runWithContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		fmt.Fprintln(stderr, "validation: no command given; use apply, run, status or doctor")
+		fmt.Fprintln(stderr, "validation: no command given; use apply, run, status, doctor, held, release or quarantine")
 		return 2
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -76,6 +84,12 @@ func runWithContext(ctx context.Context, args []string, stdout, stderr io.Writer
 		err = cmdStatus(ctx, args[1:], stdout)
 	case "doctor":
 		err = cmdDoctor(ctx, args[1:], stdout)
+	case "held":
+		err = cmdHeld(ctx, args[1:], stdout)
+	case "release":
+		err = cmdRelease(ctx, args[1:], stdout)
+	case "quarantine":
+		err = cmdQuarantine(ctx, args[1:], stdout)
 	default:
 		fmt.Fprintf(stderr, "validation: unknown command %q; run 'trellis-repl --help' for usage\n", args[0])
 		return 2
@@ -102,6 +116,38 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
+// flagsFirst moves flags given after positional arguments before them
+// (`held NAME --limit 4`), as the flag package stops at the first
+// positional one; everything after "--" stays positional.
+func flagsFirst(fs *flag.FlagSet, args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			continue // Parse reports it
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !(ok && b.IsBoolFlag()) && i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	return append(append(flags, "--"), pos...)
+}
+
 type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
@@ -118,7 +164,7 @@ func (c *common) register(fs *flag.FlagSet) {
 
 func parse(fs *flag.FlagSet, args []string) error {
 	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(flagsFirst(fs, args)); err != nil {
 		return usageError{err.Error()}
 	}
 	return nil
@@ -247,7 +293,7 @@ func cmdStatus(ctx context.Context, args []string, stdout io.Writer) error {
 		return enc.Encode(st)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSHAPE\tSTATE\tAPPLIED LSN\tLAG BYTES\tHELD KEYS\tKEYS APPLIED\tPROBLEM")
+	fmt.Fprintln(tw, "NAME\tSHAPE\tSTATE\tAPPLIED LSN\tLAG BYTES\tKEYS WAITING\tHELD KEYS\tKEYS APPLIED\tPROBLEM")
 	for _, s := range st {
 		lag, held, problem := "-", "0", ""
 		if s.LagBytes != nil {
@@ -263,7 +309,7 @@ func cmdStatus(ctx context.Context, args []string, stdout io.Writer) error {
 		} else if s.PausedBy != nil {
 			problem = "paused by " + *s.PausedBy
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.Name, s.Shape, s.State, s.AppliedLSN, lag, held, s.KeysApplied,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\n", s.Name, s.Shape, s.State, s.AppliedLSN, lag, s.KeysWaiting, held, s.KeysApplied,
 			strings.ReplaceAll(problem, "\n", " "))
 	}
 	return tw.Flush()

@@ -210,3 +210,112 @@ CREATE TRANSFORM kinds AS SELECT kind, count(*) AS n, max(price) AS top FROM ite
 		}
 	})
 }
+
+// TestHeldKeysCLI: held lists the keys a target refused, release
+// re-derives them, quarantine reports the state; bad input gets a code.
+func TestHeldKeysCLI(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	t.Setenv("TRELLIS_DATABASE_URL", dsn)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, sql := range []string{
+		`CREATE TABLE items (id int PRIMARY KEY, price numeric)`,
+		`INSERT INTO items SELECT g, g FROM generate_series(1, 20) g`,
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, _, stderr := cli("apply", "-e", "CREATE TRANSFORM priced AS SELECT id, price FROM items"); code != 0 {
+		t.Fatal(stderr)
+	}
+	if _, err := conn.Exec(ctx, `ALTER TABLE priced ADD CONSTRAINT under_15 CHECK (price < 15)`); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan int, 1)
+	var runErr bytes.Buffer
+	go func() {
+		done <- runWithContext(runCtx, []string{"run", "--data-dir", t.TempDir(), "--log-level", "warn"}, io.Discard, &runErr)
+	}()
+	var held []map[string]any
+	deadline := time.Now().Add(60 * time.Second)
+	for len(held) != 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("held keys %v; want five of 15..20, then the fuse (run: %s)", held, runErr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+		code, out, stderr := cli("held", "--json")
+		if code != 0 {
+			t.Fatalf("held: %d %s", code, stderr)
+		}
+		if err := json.Unmarshal([]byte(out), &held); err != nil {
+			t.Fatalf("held --json: %v\n%s", err, out)
+		}
+	}
+	if held[0]["transform"] != "priced" || held[0]["sqlstate"] != "23514" || held[0]["src_table"] != `"public"."items"` {
+		t.Errorf("held entry %v", held[0])
+	}
+	if code, out, _ := cli("held", "priced", "--limit", "4"); code != 0 || strings.Count(out, "\npriced ") != 4 || !strings.Contains(out, "--after") {
+		t.Errorf("held priced --limit 4: %d %q", code, out)
+	}
+	if code, out, _ := cli("quarantine", "priced"); code != 0 || !strings.Contains(out, "quarantined") {
+		t.Errorf("quarantine priced (5 keys held, the fuse): %d %q", code, out)
+	}
+	for _, c := range []struct {
+		args []string
+		exit int
+		code string
+	}{
+		{[]string{"release", "priced", "items", "3"}, 1, "not_found"},
+		{[]string{"release", "priced", "items"}, 2, "validation"},
+		{[]string{"release", "priced", "items", "3", "4"}, 1, "validation"},
+		{[]string{"release", "nosuch", "items", "3"}, 1, "not_found"},
+		{[]string{"held", "--since", "yesterday"}, 2, "validation"},
+		{[]string{"held", "priced", "--after", "x"}, 1, "validation"},
+	} {
+		if code, _, stderr := cli(c.args...); code != c.exit || !strings.HasPrefix(stderr, c.code+": ") {
+			t.Errorf("%v: exit %d, %q; want %d %s", c.args, code, stderr, c.exit, c.code)
+		}
+	}
+	if _, err := conn.Exec(ctx, `ALTER TABLE priced DROP CONSTRAINT under_15`); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, stderr := cli("release", "priced", "items", "15"); code != 0 || !strings.Contains(out, "released") {
+		t.Fatalf("release: %d %q %s", code, out, stderr)
+	}
+	if code, out, stderr := cli("release", "--all", "priced"); code != 0 || !strings.Contains(out, "released 4 keys") {
+		t.Fatalf("release --all: %d %q %s", code, out, stderr)
+	}
+	if code, out, _ := cli("held"); code != 0 || !strings.Contains(out, "no keys held") {
+		t.Errorf("held after release: %d %q", code, out)
+	}
+	if code, _, stderr := cli("apply", "-e", "RESUME TRANSFORM priced"); code != 0 {
+		t.Fatal(stderr)
+	}
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		var diff int
+		var state string
+		conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM (SELECT id, price FROM items EXCEPT SELECT id, price FROM priced) d), `+
+			`(SELECT state FROM trellis.transforms WHERE name = 'priced')`).Scan(&diff, &state)
+		if diff == 0 && state == "live" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("priced not rebuilt after RESUME: %d rows missing, state %s", diff, state)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code, out, _ := cli("quarantine"); code != 0 || !strings.Contains(out, "no transform is quarantined") {
+		t.Errorf("quarantine: %d %q", code, out)
+	}
+	cancel()
+	if c := <-done; c != 0 {
+		t.Fatalf("run exited %d: %s", c, runErr.String())
+	}
+}

@@ -25,7 +25,14 @@ const (
 	StateBackfilling = "backfilling"
 	StateLive        = "live"
 	StatePaused      = "paused"
+	// StateQuarantined is a transform whose key fuse tripped: it holds
+	// too many keys (ADR 0013). Frozen like paused; RESUME rebuilds it.
+	StateQuarantined = "quarantined"
 )
+
+// Frozen reports whether a transform in state runs no worker: paused by
+// someone, or quarantined.
+func Frozen(state string) bool { return state == StatePaused || state == StateQuarantined }
 
 // Failure kinds recorded in capture_failure.
 const (
@@ -124,7 +131,8 @@ type Transform struct {
 	AppliedLSN      uint64
 	AppliedAt       *time.Time
 	KeysApplied     int64
-	HeldKeys        int64
+	// KeysWaiting is the dirty-key backlog the runner last reported.
+	KeysWaiting int64
 	// Replaces is the transform this one redefines (CREATE OR REPLACE): it
 	// builds into a shadow table and takes the other's place once live.
 	// 0 for an ordinary transform.
@@ -207,6 +215,25 @@ var migrations = []string{
 	// writes.
 	`ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS capture_wait jsonb;
 	 ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS drain_failure jsonb;`,
+	// 4: keys held in quarantine (ADR 0013): one row per (transform,
+	// source table, key) the apply path gave up on; released rows wait
+	// for the runner to mark their keys dirty again. The progress
+	// column that counted the dirty-key backlog says so by its name.
+	`CREATE TABLE IF NOT EXISTS {{s}}.held_keys (
+		transform_id bigint NOT NULL REFERENCES {{s}}.transforms (id) ON DELETE CASCADE,
+		table_oid oid NOT NULL,
+		source_table text NOT NULL,
+		key_id bytea NOT NULL,
+		key text[] NOT NULL,
+		error text NOT NULL,
+		sqlstate text,
+		attempts int NOT NULL,
+		poisoned_at timestamptz NOT NULL,
+		released boolean NOT NULL DEFAULT false,
+		PRIMARY KEY (transform_id, table_oid, key_id)
+	);
+	CREATE INDEX IF NOT EXISTS held_keys_released ON {{s}}.held_keys (transform_id) WHERE released;
+	ALTER TABLE {{s}}.progress RENAME COLUMN held_keys TO keys_waiting;`,
 }
 
 // Migrate creates or upgrades the instance schema to the newest version. It
@@ -281,7 +308,7 @@ func (c Catalog) Version(ctx context.Context, q Querier) (int, error) {
 const transformCols = `t.id, t.schema_name, t.name, t.definition, t.shape, t.plan, t.state,
 	coalesce(t.paused_by, ''), t.rebuild, t.build_cursor, t.build_phase, t.capture_failure, t.backfill_failure,
 	t.source_table, t.source_oid, t.created_at, t.state_changed_at,
-	coalesce(p.applied_lsn, '0/0')::text, p.applied_at, coalesce(p.keys_applied, 0), coalesce(p.held_keys, 0),
+	coalesce(p.applied_lsn, '0/0')::text, p.applied_at, coalesce(p.keys_applied, 0), coalesce(p.keys_waiting, 0),
 	coalesce(t.replaces, 0), t.replace_notes, t.capture_wait, t.drain_failure`
 
 func scanTransform(row pgx.Row) (*Transform, error) {
@@ -291,7 +318,7 @@ func scanTransform(row pgx.Row) (*Transform, error) {
 	var cursor []string
 	if err := row.Scan(&t.ID, &t.Schema, &t.Name, &t.Definition, &t.Shape, &t.Plan, &t.State,
 		&t.PausedBy, &t.Rebuild, &cursor, &t.BuildPhase, &cf, &bf, &t.SourceTable, &t.SourceOID,
-		&t.CreatedAt, &t.StateChangedAt, &lsn, &t.AppliedAt, &t.KeysApplied, &t.HeldKeys, &t.Replaces, &t.ReplaceNotes, &t.CaptureWait, &df); err != nil {
+		&t.CreatedAt, &t.StateChangedAt, &lsn, &t.AppliedAt, &t.KeysApplied, &t.KeysWaiting, &t.Replaces, &t.ReplaceNotes, &t.CaptureWait, &df); err != nil {
 		return nil, err
 	}
 	t.BuildCursor = cursor
@@ -406,13 +433,28 @@ func (c Catalog) Pause(ctx context.Context, q Querier, id int64, by string, fail
 	return nil
 }
 
-// Resume clears failures and asks for a full rebuild.
+// Resume clears failures, releases every key the transform holds (the
+// rebuild re-derives them) and asks for a full rebuild.
 func (c Catalog) Resume(ctx context.Context, q Querier, id int64) error {
 	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET state = $2, paused_by = NULL, rebuild = true,
 		build_phase = 0, build_cursor = NULL, capture_failure = NULL, backfill_failure = NULL,
 		drain_failure = NULL, state_changed_at = now() WHERE id = $1`, id, StateWaiting)
 	if err != nil {
 		return fmt.Errorf("resume transform %d: %w", id, err)
+	}
+	if _, err := q.Exec(ctx, `DELETE FROM `+c.T("held_keys")+` WHERE transform_id = $1`, id); err != nil {
+		return fmt.Errorf("release the keys of transform %d: %w", id, err)
+	}
+	return nil
+}
+
+// Quarantine moves a running transform to quarantined (its key fuse
+// tripped); a transform already frozen stays as it is.
+func (c Catalog) Quarantine(ctx context.Context, q Querier, id int64) error {
+	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET state = $2, paused_by = 'system', state_changed_at = now()
+		WHERE id = $1 AND state NOT IN ($3, $2)`, id, StateQuarantined, StatePaused)
+	if err != nil {
+		return fmt.Errorf("quarantine transform %d: %w", id, err)
 	}
 	return nil
 }
@@ -508,9 +550,9 @@ func (c Catalog) RecordProgress(ctx context.Context, q Querier, id int64, lsn ui
 	return nil
 }
 
-// SetHeldKeys records the dirty-key backlog count reported by status.
-func (c Catalog) SetHeldKeys(ctx context.Context, q Querier, id int64, n int64) error {
-	_, err := q.Exec(ctx, `UPDATE `+c.T("progress")+` SET held_keys = $2 WHERE transform_id = $1 AND held_keys <> $2`, id, n)
+// SetKeysWaiting records the dirty-key backlog count reported by status.
+func (c Catalog) SetKeysWaiting(ctx context.Context, q Querier, id int64, n int64) error {
+	_, err := q.Exec(ctx, `UPDATE `+c.T("progress")+` SET keys_waiting = $2 WHERE transform_id = $1 AND keys_waiting <> $2`, id, n)
 	return err
 }
 

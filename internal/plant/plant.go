@@ -32,6 +32,9 @@ const (
 	// after the highest one it took), so rows of a transaction still open
 	// below the cut are skipped when it commits.
 	DrainSkipsOpenTxn = "drain_skips_open_txn"
+	// HoldWholeBatch: a batch failing on one key's data holds every key of
+	// the batch instead of isolating the failing one (ADR 0013).
+	HoldWholeBatch = "hold_whole_batch"
 )
 
 // EnvVar names the environment variable that selects a planted bug.

@@ -1,0 +1,96 @@
+// Package fault is the one classifier of errors that applying changes,
+// building a transform and running a statement share (ADR 0013): an error
+// belongs to one key's data, every key would hit it, or it may pass by
+// itself.
+package fault
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Class is what an error means for the keys being written.
+type Class int
+
+const (
+	// Transient errors may pass by themselves: retry with backoff.
+	Transient Class = iota
+	// Data errors belong to the rows being written: another key would
+	// not hit them, so the failing key is isolated and held.
+	Data
+	// Halt errors every key reproduces (a dropped object, a revoked
+	// privilege): pause the transform once, naming the cause.
+	Halt
+)
+
+func (c Class) String() string {
+	switch c {
+	case Data:
+		return "data"
+	case Halt:
+		return "halt"
+	default:
+		return "transient"
+	}
+}
+
+// dataClasses are SQLSTATE classes of errors about the values written:
+// data exceptions, integrity constraints, limits a value exceeds (a group
+// key too long for its index), a PL/pgSQL RAISE (a user trigger), and a
+// user function failing.
+var dataClasses = map[string]bool{"22": true, "23": true, "54": true, "P0": true, "38": true, "39": true}
+
+// haltClasses are SQLSTATE classes no retry and no key cures: undefined
+// objects, missing privileges, syntax, unsupported features, invalid
+// schema, catalog, grantor or role names.
+var haltClasses = map[string]bool{"42": true, "0A": true, "2B": true, "3D": true, "3F": true, "0L": true, "0P": true}
+
+// Classify says what err means for the keys being written.
+func Classify(err error) Class {
+	if err == nil {
+		return Transient
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && len(pe.Code) == 5 {
+		switch class := pe.Code[:2]; {
+		case dataClasses[class]:
+			return Data
+		case haltClasses[class]:
+			return Halt
+		}
+	}
+	return Transient
+}
+
+// Disconnected reports whether err means the connection or the server went
+// away (retrying on a new connection may cure it).
+func Disconnected(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case len(pe.Code) == 5 && pe.Code[:2] == "08":
+			return true
+		case pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03":
+			return true
+		}
+		return false
+	}
+	var ne net.Error
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// SQLState is the SQLSTATE of err, or "" when PostgreSQL did not send it.
+func SQLState(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
