@@ -150,6 +150,9 @@ func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement)
 		if err := engine.Revalidate(ctx, tx, st.Name, p); err != nil {
 			return res, err
 		}
+		if err := t.retype(ctx, tx, st.Name, existing.ID, p); err != nil {
+			return res, err
+		}
 		if err := t.cat.Resume(ctx, tx, existing.ID); err != nil {
 			return res, terr.Wrap(terr.Unavailable, err, "%v", err)
 		}
@@ -224,6 +227,30 @@ func (t *Trellis) create(ctx context.Context, tx pgx.Tx, schema string, st *engi
 		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
 	}
 	return p, nil
+}
+
+// retype makes, at RESUME, the stored columns of a transform follow
+// source columns that changed type (the drift that RESUME cures); any
+// other drift refuses the RESUME, changing nothing.
+func (t *Trellis) retype(ctx context.Context, tx pgx.Tx, name string, id int64, p *engine.Plan) error {
+	d, err := engine.CheckDrift(ctx, tx, name, p)
+	if err != nil {
+		return terr.Wrap(terr.Unavailable, err, "check transform %q against the catalog: %v", name, err)
+	}
+	if d == nil {
+		return nil
+	}
+	if len(d.Retype) == 0 {
+		return terr.New(terr.Validation, "%s", d.Error)
+	}
+	if err := engine.ApplyRetype(ctx, tx, p, d); err != nil {
+		return asTerr(err)
+	}
+	raw, err := p.Encode()
+	if err != nil {
+		return terr.Wrap(terr.Internal, err, "%v", err)
+	}
+	return t.cat.SetPlan(ctx, tx, id, raw)
 }
 
 // notPausedError is RESUME's refusal of a transform that is not paused.

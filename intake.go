@@ -87,6 +87,7 @@ func (in *intake) Relation(ctx context.Context, rel *decode.Relation) error {
 	in.mu.Lock()
 	in.rels[rel.ID] = rel
 	in.mu.Unlock()
+	in.r.checkDriftSoon()
 	return nil
 }
 

@@ -262,10 +262,7 @@ func TestUnapplicableGroupKeyHeld(t *testing.T) {
 	e.start()
 	e.exec(`INSERT INTO s VALUES (1, (SELECT string_agg(md5(i::text), '') FROM generate_series(1, 300) i)), (2, 'short')`)
 	e.exec(`INSERT INTO orders VALUES (1, 1, 'new', 50, 1, NULL)`)
-	st := waitStatus(t, e, "g", "holding the long key", func(s trellis.TransformStatus) bool { return heldCount(s) == 1 })
-	if st.State != "live" {
-		t.Fatalf("g: %+v", st)
-	}
+	waitStatus(t, e, "g", "live, holding the long key", func(s trellis.TransformStatus) bool { return heldCount(s) == 1 && s.State == "live" })
 	ps, err := e.tr.PoisonedSince(context.Background(), time.Time{})
 	if err != nil || len(ps) != 1 || ps[0].SQLState != "54000" || ps[0].KeyText != "1" {
 		t.Fatalf("poisoned: %+v, %v", ps, err)

@@ -41,6 +41,8 @@ type runner struct {
 	switchTo chan *switchRequest
 	// retentionWarned: the retained-WAL warning was logged this episode.
 	retentionWarned bool
+	// driftNow asks watchDrift for a check at once.
+	driftNow chan struct{}
 }
 
 // canSwitch reports whether the runner may leave logical capture for
@@ -122,7 +124,7 @@ func (s *switchRequest) Error() string { return "switch capture to " + s.mode + 
 // runMode runs in one capture mode until ctx ends, capture fails, or the
 // runner asks for another mode (a *switchRequest).
 func (t *Trellis) runMode(ctx context.Context, lockConn *pgx.Conn, streamFn streamFunc, slot, mode, reason string) error {
-	r := &runner{t: t, workers: map[int64]*worker{}, metrics: t.cfg.Metrics, mode: mode, switchTo: make(chan *switchRequest, 1)}
+	r := &runner{t: t, workers: map[int64]*worker{}, metrics: t.cfg.Metrics, mode: mode, switchTo: make(chan *switchRequest, 1), driftNow: make(chan struct{}, 1)}
 	if r.metrics == nil {
 		r.metrics = NewMetrics(nil)
 	}
@@ -346,7 +348,11 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 	if err := r.reconcile(ctx); err != nil {
 		return err
 	}
-	wg.Add(4)
+	wg.Add(5)
+	go func() { // DDL on what transforms read
+		defer wg.Done()
+		r.watchDrift(ctx)
+	}()
 	go func() { // definition changes
 		defer wg.Done()
 		for {

@@ -169,6 +169,11 @@ func (w *worker) fatal(ctx context.Context, err error) bool {
 	if w.failures < limit {
 		return false
 	}
+	// A failure every key reproduces is often DDL on what the transform
+	// reads: say which change and which columns.
+	if paused, derr := w.r.pauseOnDrift(ctx, w.id, w.name, w.plan); derr == nil && paused {
+		return true
+	}
 	return w.halt(ctx, haltSentence(w.name, err)) == errHalted
 }
 

@@ -40,7 +40,7 @@ const usage = `usage:
   trellis-repl apply  --dsn URL (-f FILE | -e SQL) [--schema NAME]
   trellis-repl run    --dsn URL [--data-dir DIR] [--capture auto|logical|trigger]
                       [--confirm local|applied] [--metrics-addr HOST:PORT] [--schema NAME]
-                      [--max-retained-wal SIZE] [--publication NAME]
+                      [--max-retained-wal SIZE] [--publication NAME] [--quarantine-after N]
   trellis-repl status --dsn URL [--json] [--schema NAME] [NAME]
   trellis-repl doctor --dsn URL [--json] [--schema NAME]
   trellis-repl held   --dsn URL [--json] [--since TIME]      keys held in quarantine, every transform's
@@ -225,6 +225,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	publication := fs.String("publication", "", "read this publication, created and managed by the source tables' owner (never altered); default: the instance's own <schema>_pub")
 	maxRetained := fs.String("max-retained-wal", "", "warn above this much WAL retained by the slot (e.g. 10GB); with --capture auto, switch to triggers")
+	quarantineAfter := fs.Int("quarantine-after", 5, "quarantine a transform once it holds this many keys whose re-derive fails on row data")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -248,7 +249,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	m := trellis.NewMetrics(reg)
 	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, DataDir: *dataDir, Capture: *capture,
-		Confirm: *confirm, Logger: log, Metrics: m, MaxRetainedWAL: maxRetainedBytes, Publication: *publication})
+		Confirm: *confirm, Logger: log, Metrics: m, MaxRetainedWAL: maxRetainedBytes, Publication: *publication, QuarantineAfter: *quarantineAfter})
 	if err != nil {
 		return err
 	}
