@@ -34,6 +34,9 @@ func (r *runner) watchDrift(ctx context.Context) {
 		if err != nil {
 			continue
 		}
+		if err := r.checkPartitions(ctx, ts); err != nil && ctx.Err() == nil {
+			r.t.log.Warn("check the partitions of the sources", "err", err)
+		}
 		for _, tr := range ts {
 			if catalog.Frozen(tr.State) {
 				continue

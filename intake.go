@@ -18,6 +18,11 @@ import (
 type route struct {
 	transform int64
 	keyNames  []string
+	// table is the source the keys are dirty in: the changed table
+	// itself, or a partition read as a source when the change arrives as
+	// its partitioned ancestor's (publish_via_partition_root, or the
+	// ancestor's statement triggers for rows routed into the partition).
+	table uint32
 }
 
 // intake is the decode.Sink of the slot stream: it turns row keys into
@@ -49,22 +54,27 @@ func newIntake(r *runner) *intake {
 
 // addRoute routes the changes of every table the plan reads to the
 // transform (a table read twice, by a self-join, once: the worker fans its
-// keys out to both sources).
-func (in *intake) addRoute(id int64, p *engine.Plan) {
+// keys out to both sources), and the changes of the partitioned ancestors
+// of a source that is a partition (ancestors, by source OID) as that
+// source's: a change to the ancestor's key may be a row of the partition,
+// and re-deriving one that is not changes nothing.
+func (in *intake) addRoute(id int64, p *engine.Plan, ancestors map[uint32][]uint32) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-tables:
 	for _, src := range p.Tables() {
-		for _, rt := range in.routes[src.OID] {
-			if rt.transform == id {
-				continue tables
-			}
-		}
 		names := make([]string, len(src.Key))
 		for i, k := range src.Key {
 			names[i] = k.Name
 		}
-		in.routes[src.OID] = append(in.routes[src.OID], route{transform: id, keyNames: names})
+	rels:
+		for _, rel := range append([]uint32{src.OID}, ancestors[src.OID]...) {
+			for _, rt := range in.routes[rel] {
+				if rt.transform == id && rt.table == src.OID {
+					continue rels
+				}
+			}
+			in.routes[rel] = append(in.routes[rel], route{transform: id, keyNames: names, table: src.OID})
+		}
 	}
 }
 
@@ -119,7 +129,7 @@ func (in *intake) dirty(keys []decode.RowKey) ([]checkpoint.DirtyKey, error) {
 				}
 				vals[i] = k.Values[j]
 			}
-			out = append(out, checkpoint.DirtyKey{Transform: rt.transform, Table: k.Rel, Key: checkpoint.EncodeKey(vals)})
+			out = append(out, checkpoint.DirtyKey{Transform: rt.transform, Table: rt.table, Key: checkpoint.EncodeKey(vals)})
 		}
 	}
 	return out, nil
@@ -148,7 +158,7 @@ func (in *intake) truncs(rels []uint32) []checkpoint.TableRef {
 	var out []checkpoint.TableRef
 	for _, rel := range rels {
 		for _, rt := range in.routes[rel] {
-			out = append(out, checkpoint.TableRef{Transform: rt.transform, Table: rel})
+			out = append(out, checkpoint.TableRef{Transform: rt.transform, Table: rt.table})
 		}
 	}
 	return out

@@ -562,9 +562,14 @@ func (r *runner) reconcile(ctx context.Context) error {
 			r.mu.Unlock()
 			return err
 		}
+		anc, err := ancestorsOf(ctx, r.t.pool, p)
+		if err != nil {
+			r.mu.Unlock()
+			return err
+		}
 		w := newWorker(r, tr, p)
 		r.workers[id] = w
-		r.intake.addRoute(id, p)
+		r.intake.addRoute(id, p, anc)
 		w.start(ctx)
 	}
 	r.mu.Unlock()
@@ -605,7 +610,7 @@ func captureTables(p *engine.Plan) []capture.Table {
 // While a lock on a source is waited for, the transform's capture_wait
 // says so.
 func (r *runner) installCapture(ctx context.Context, id int64, p *engine.Plan) error {
-	return r.capture.Install(ctx, captureTables(p), func(w *capture.Wait) {
+	err := r.capture.Install(ctx, captureTables(p), func(w *capture.Wait) {
 		var v any
 		if w != nil {
 			v = w
@@ -614,6 +619,12 @@ func (r *runner) installCapture(ctx context.Context, id int64, p *engine.Plan) e
 			r.t.log.Warn("record capture wait", "err", err)
 		}
 	})
+	if err != nil {
+		return err
+	}
+	// The build reads the partitions there are now; later ones are
+	// corrections (ADR 0015).
+	return r.recordPartitions(ctx, p)
 }
 
 // pruneVisibility drops visibility entries of transactions that new

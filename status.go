@@ -38,6 +38,17 @@ type HeldKeys struct {
 	OldestPoisonedAt time.Time `json:"oldest_poisoned_at"`
 }
 
+// CorrectingNode is a partition whose rows a transform re-derives because
+// it was attached to or detached from a partitioned source (ADR 0015):
+// the table, since when, and the keys still to re-derive (an estimate
+// from the table's statistics, counted down; null when unknown).
+type CorrectingNode struct {
+	Node          string    `json:"node"`
+	Kind          string    `json:"kind"`
+	Since         time.Time `json:"since"`
+	KeysRemaining *int64    `json:"keys_remaining"`
+}
+
 // TransformStatus is one transform's state as every process sees it.
 // Absent parts are nil (JSON null).
 type TransformStatus struct {
@@ -55,7 +66,7 @@ type TransformStatus struct {
 	// the runner last counted it.
 	KeysWaiting     int64             `json:"keys_waiting"`
 	SourceIndexGaps []engine.IndexGap `json:"source_index_gaps"`
-	CorrectingNodes []string          `json:"correcting_nodes"`
+	CorrectingNodes []CorrectingNode  `json:"correcting_nodes"`
 	CaptureMode     *string           `json:"capture_mode"`
 	// CaptureReason says why the runner chose CaptureMode.
 	CaptureReason  *string    `json:"capture_reason"`
@@ -93,6 +104,10 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 	if err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
 	}
+	corr, err := t.cat.Corrections(ctx, t.pool, 0)
+	if err != nil {
+		return nil, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
+	}
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true
@@ -105,7 +120,7 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 		s := TransformStatus{Name: tr.Name, Schema: tr.Schema, Shape: tr.Shape, State: tr.State,
 			CaptureFailure: tr.CaptureFailure, BackfillFailure: tr.BackfillFailure, DrainFailure: tr.DrainFailure, KeysWaiting: tr.KeysWaiting,
 			AppliedLSN: catalog.FormatLSN(tr.AppliedLSN), AppliedAt: tr.AppliedAt, KeysApplied: tr.KeysApplied,
-			Source: tr.SourceTable, StateChangedAt: tr.StateChangedAt, SourceIndexGaps: []engine.IndexGap{}, CorrectingNodes: []string{}}
+			Source: tr.SourceTable, StateChangedAt: tr.StateChangedAt, SourceIndexGaps: []engine.IndexGap{}, CorrectingNodes: []CorrectingNode{}}
 		if p, err := engine.Decode(tr.Plan); err == nil {
 			s.Target = p.Target.Ident()
 			gaps, err := engine.IndexGaps(ctx, t.pool, p)
@@ -129,6 +144,11 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 			s.CaptureWait = new(CaptureWait)
 			if err := json.Unmarshal(tr.CaptureWait, s.CaptureWait); err != nil {
 				return nil, fmt.Errorf("decode capture_wait of %s: %w", tr.Name, err)
+			}
+		}
+		for _, k := range corr {
+			if k.TransformID == tr.ID {
+				s.CorrectingNodes = append(s.CorrectingNodes, CorrectingNode{Node: k.Node, Kind: k.Kind, Since: k.Since, KeysRemaining: k.KeysRemaining})
 			}
 		}
 		if h, ok := held[tr.ID]; ok {

@@ -164,7 +164,11 @@ func (r *runner) routeAll(ctx context.Context) ([]capture.Table, error) {
 		}
 		tables = append(tables, captureTables(p)...)
 		if !catalog.Frozen(tr.State) {
-			r.intake.addRoute(tr.ID, p)
+			anc, err := ancestorsOf(ctx, r.t.pool, p)
+			if err != nil {
+				return nil, err
+			}
+			r.intake.addRoute(tr.ID, p, anc)
 		}
 	}
 	return tables, nil

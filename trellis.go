@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
 	"github.com/trellis-repl/trellis-repl/internal/terr"
 )
@@ -280,6 +281,29 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token) error {
 			return terr.Wrap(terr.Unavailable, err, "read transform progress: %v", err)
 		}
 		waiting := ""
+		// A partition attached or detached is a change no position
+		// covers: wait until its corrections are queued and done (ADR 0015).
+		var roots []uint32
+		for _, tr := range ts {
+			if p, err := engine.Decode(tr.Plan); err == nil && !catalog.Frozen(tr.State) {
+				for _, src := range p.Tables() {
+					roots = append(roots, src.OID)
+				}
+			}
+		}
+		if changed, err := t.cat.TreesChanged(ctx, t.pool, roots); err != nil {
+			return terr.Wrap(terr.Unavailable, err, "read partition trees: %v", err)
+		} else if changed {
+			waiting = "a partition tree change"
+		}
+		corr, err := t.cat.Corrections(ctx, t.pool, 0)
+		if err != nil {
+			return terr.Wrap(terr.Unavailable, err, "read corrections: %v", err)
+		}
+		correcting := map[int64]bool{}
+		for _, k := range corr {
+			correcting[k.TransformID] = true
+		}
 		for _, tr := range ts {
 			if catalog.Frozen(tr.State) {
 				if tr.PausedBy == "user" {
@@ -294,7 +318,7 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token) error {
 				}
 				return terr.New(terr.Conflict, "transform %q cannot converge: %s; fix the cause and RESUME TRANSFORM %s", tr.Name, msg, tr.Name)
 			}
-			if tr.State != catalog.StateLive || tr.AppliedLSN < uint64(token) || tr.Replaces != 0 {
+			if tr.State != catalog.StateLive || tr.AppliedLSN < uint64(token) || tr.Replaces != 0 || correcting[tr.ID] {
 				waiting = tr.Name // a redefinition converges when it has replaced the old one
 			}
 		}

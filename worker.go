@@ -44,6 +44,9 @@ type worker struct {
 	// held are the keys the transform holds in quarantine (heldID), so a
 	// batch that applies one releases it in the same transaction.
 	held map[string]bool
+	// corrections is set when partition corrections may be queued for
+	// the transform (ADR 0015).
+	corrections atomic.Bool
 }
 
 // buildAttemptLimit is how many build steps in a row may fail before the
@@ -269,6 +272,7 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 	if err := w.loadHeld(ctx); err != nil {
 		return err
 	}
+	w.corrections.Store(true)
 	for ctx.Err() == nil {
 		tr, err := w.r.t.cat.GetByID(ctx, w.r.t.pool, w.id)
 		if err != nil {
@@ -338,6 +342,9 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 func (w *worker) live(ctx context.Context, a *engine.Applier) error {
 	for ctx.Err() == nil {
 		if err := w.drain(ctx, a); err != nil {
+			return err
+		}
+		if err := w.correct(ctx, a); err != nil {
 			return err
 		}
 		if err := w.saveIdle(ctx); err != nil {

@@ -102,6 +102,17 @@ func (t *Trigger) triggerName(op string) string {
 	return "trellis_" + hex.EncodeToString(h[:8]) + "_" + op
 }
 
+// triggerOn names the trigger of op that captures tb on rel: tb itself,
+// or one of its partitions, whose triggers carry tb's OID so that a
+// partition that is a source of its own has both (and keeps them apart
+// when it is detached).
+func (t *Trigger) triggerOn(op string, tb Table, rel uint32) string {
+	if rel == tb.OID {
+		return t.triggerName(op)
+	}
+	return t.triggerName(fmt.Sprintf("%s_%d", op, tb.OID))
+}
+
 // triggerOps are the four triggers on every captured table.
 var triggerOps = []struct{ op, event, referencing string }{
 	{"ins", "INSERT", "REFERENCING NEW TABLE AS new_rows"},
@@ -178,24 +189,27 @@ func (t *Trigger) Install(ctx context.Context, tables []Table, waiting WaitFunc)
 // installed reports whether tb has all four triggers of this instance and
 // a registry entry with the same key.
 func (t *Trigger) installed(ctx context.Context, tb Table) (bool, error) {
-	names := make([]string, len(triggerOps))
-	for i, o := range triggerOps {
-		names[i] = t.triggerName(o.op)
-	}
 	var n int
 	var key []string
 	rels, err := treeOf(ctx, t.cfg.Pool, tb)
 	if err != nil {
 		return false, err
 	}
+	var onRels []uint32
+	var names []string
+	for _, rel := range rels {
+		for _, o := range triggerOps {
+			onRels, names = append(onRels, rel), append(names, t.triggerOn(o.op, tb, rel))
+		}
+	}
 	err = t.cfg.Pool.QueryRow(ctx, `
-		SELECT (SELECT count(*) FROM pg_trigger WHERE tgrelid = ANY($1::oid[]) AND tgname = ANY($2)),
+		SELECT (SELECT count(*) FROM pg_trigger g JOIN unnest($1::oid[], $2::text[]) w(rel, name) ON g.tgrelid = w.rel AND g.tgname = w.name),
 		       (SELECT key_columns FROM `+t.obj("capture_tables")+` WHERE rel = $3)`,
-		rels, names, tb.OID).Scan(&n, &key)
+		onRels, names, tb.OID).Scan(&n, &key)
 	if err != nil {
 		return false, fmt.Errorf("look up the capture triggers of %s: %w", tb.Ident().Sanitize(), err)
 	}
-	return n == len(triggerOps)*len(rels) && slices.Equal(key, tb.Key), nil
+	return n == len(names) && slices.Equal(key, tb.Key), nil
 }
 
 // treeOf is tb and, when it is partitioned, every table of its partition
@@ -346,10 +360,6 @@ func (t *Trigger) installOne(ctx context.Context, tx pgx.Tx, tb Table) error {
 		return fmt.Errorf("revoke the capture function of %s from PUBLIC: %w", table, err)
 	}
 	owner := rights.Owns
-	names := make([]string, len(triggerOps))
-	for i, o := range triggerOps {
-		names[i] = t.triggerName(o.op)
-	}
 	rels, err := treeOf(ctx, tx, tb)
 	if err != nil {
 		return err
@@ -359,7 +369,7 @@ func (t *Trigger) installOne(ctx context.Context, tx pgx.Tx, tb Table) error {
 		if err != nil {
 			return err
 		}
-		if err := t.placeTriggers(ctx, tx, tb, rel, name, names, owner, rights); err != nil {
+		if err := t.placeTriggers(ctx, tx, tb, rel, name, owner, rights); err != nil {
 			return err
 		}
 	}
@@ -378,7 +388,11 @@ func (t *Trigger) installOne(ctx context.Context, tx pgx.Tx, tb Table) error {
 
 // placeTriggers puts the four capture triggers of tb on rel (tb itself or
 // one of its partitions, named table), all calling tb's function.
-func (t *Trigger) placeTriggers(ctx context.Context, tx pgx.Tx, tb Table, rel uint32, table string, names []string, owner bool, rights tableRights) error {
+func (t *Trigger) placeTriggers(ctx context.Context, tx pgx.Tx, tb Table, rel uint32, table string, owner bool, rights tableRights) error {
+	names := make([]string, len(triggerOps))
+	for i, o := range triggerOps {
+		names[i] = t.triggerOn(o.op, tb, rel)
+	}
 	var have int
 	if err := tx.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgrelid = $1 AND tgname = ANY($2)`, rel, names).Scan(&have); err != nil {
 		return fmt.Errorf("look up the capture triggers of %s: %w", table, err)
@@ -388,8 +402,8 @@ func (t *Trigger) placeTriggers(ctx context.Context, tx pgx.Tx, tb Table, rel ui
 		// ownership): the function just created gives them back their body.
 		return nil
 	}
-	for _, o := range triggerOps {
-		name := pgx.Identifier{t.triggerName(o.op)}.Sanitize()
+	for i, o := range triggerOps {
+		name := pgx.Identifier{names[i]}.Sanitize()
 		if _, err := tx.Exec(ctx, `DROP TRIGGER IF EXISTS `+name+` ON `+table); err != nil {
 			return fmt.Errorf("replace trigger %s on %s: %w", name, table, err)
 		}
@@ -495,7 +509,7 @@ func (t *Trigger) removeOne(ctx context.Context, tx pgx.Tx, tb Table) error {
 					return err
 				}
 				for _, o := range triggerOps {
-					drops = append(drops, "DROP TRIGGER "+pgx.Identifier{t.triggerName(o.op)}.Sanitize()+" ON "+rn+";")
+					drops = append(drops, "DROP TRIGGER "+pgx.Identifier{t.triggerOn(o.op, tb, rel)}.Sanitize()+" ON "+rn+";")
 				}
 			}
 			t.cfg.Logger.Warn("capture triggers left in place, doing nothing: only the table's owner may drop them",
@@ -509,7 +523,7 @@ func (t *Trigger) removeOne(ctx context.Context, tx pgx.Tx, tb Table) error {
 				return err
 			}
 			for _, o := range triggerOps {
-				if _, err := tx.Exec(ctx, `DROP TRIGGER IF EXISTS `+pgx.Identifier{t.triggerName(o.op)}.Sanitize()+` ON `+rn); err != nil {
+				if _, err := tx.Exec(ctx, `DROP TRIGGER IF EXISTS `+pgx.Identifier{t.triggerOn(o.op, tb, rel)}.Sanitize()+` ON `+rn); err != nil {
 					return fmt.Errorf("drop the capture triggers of %s: %w", rn, err)
 				}
 			}

@@ -219,6 +219,8 @@ var migrations = []string{
 	// source table, key) the apply path gave up on; released rows wait
 	// for the runner to mark their keys dirty again. The progress
 	// column that counted the dirty-key backlog says so by its name.
+	// The partitions last seen under each partitioned source, and the
+	// corrections an ATTACH or DETACH PARTITION queued (ADR 0015).
 	`CREATE TABLE IF NOT EXISTS {{s}}.held_keys (
 		transform_id bigint NOT NULL REFERENCES {{s}}.transforms (id) ON DELETE CASCADE,
 		table_oid oid NOT NULL,
@@ -233,7 +235,23 @@ var migrations = []string{
 		PRIMARY KEY (transform_id, table_oid, key_id)
 	);
 	CREATE INDEX IF NOT EXISTS held_keys_released ON {{s}}.held_keys (transform_id) WHERE released;
-	ALTER TABLE {{s}}.progress RENAME COLUMN held_keys TO keys_waiting;`,
+	ALTER TABLE {{s}}.progress RENAME COLUMN held_keys TO keys_waiting;
+	CREATE TABLE IF NOT EXISTS {{s}}.partition_nodes (
+		root_oid oid NOT NULL,
+		node_oid oid NOT NULL,
+		PRIMARY KEY (root_oid, node_oid)
+	);
+	CREATE TABLE IF NOT EXISTS {{s}}.corrections (
+		transform_id bigint NOT NULL REFERENCES {{s}}.transforms (id) ON DELETE CASCADE,
+		root_oid oid NOT NULL,
+		node_oid oid NOT NULL,
+		node text NOT NULL,
+		kind text NOT NULL,
+		since timestamptz NOT NULL DEFAULT now(),
+		cursor text[],
+		keys_remaining bigint,
+		PRIMARY KEY (transform_id, node_oid)
+	);`,
 }
 
 // Migrate creates or upgrades the instance schema to the newest version. It
