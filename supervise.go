@@ -2,9 +2,9 @@ package trellis
 
 // Run's outer loop (ADR 0014): the runner lock, held by one runner per
 // instance while any others wait as standbys, and the restart of a run
-// that lost its connection to PostgreSQL. One run (runOnce, then runMode
-// in run.go) knows nothing of either: it ends when its connection does,
-// and the supervisor decides whether to start another.
+// that lost its connection to PostgreSQL. A run (runMode and below, in
+// run.go) knows nothing of standbys or restarts: it ends when its
+// connection does, and the supervisor decides whether to start another.
 
 import (
 	"context"
