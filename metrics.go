@@ -21,6 +21,9 @@ type Metrics struct {
 	Live          *prometheus.GaugeVec
 	// KeysHeld counts keys held in quarantine (ADR 0013).
 	KeysHeld *prometheus.CounterVec
+	// Standby is 1 while Run waits for another runner to let go of the
+	// instance.
+	Standby prometheus.Gauge
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not
@@ -37,13 +40,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ApplySeconds:  prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "trellis_transform_apply_seconds", Help: "Duration of apply transactions.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"transform"}),
 		ApplyErrors:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "trellis_transform_apply_errors_total", Help: "Failed apply transactions."}, []string{"transform"}),
 		Transactions:  prometheus.NewCounter(prometheus.CounterOpts{Name: "trellis_slot_transactions_total", Help: "Committed transactions received from the slot."}),
-		Reconnects:    prometheus.NewCounter(prometheus.CounterOpts{Name: "trellis_runner_restarts_total", Help: "Capture restarts after errors."}),
+		Reconnects:    prometheus.NewCounter(prometheus.CounterOpts{Name: "trellis_runner_restarts_total", Help: "Capture restarts after errors: a slot recreated, a run restarted after losing its connection."}),
 		Live:          prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "trellis_transform_live", Help: "1 when the transform is live."}, []string{"transform"}),
 		KeysHeld:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "trellis_transform_keys_held_total", Help: "Keys held in quarantine after their re-derive kept failing on row data."}, []string{"transform"}),
+		Standby:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "trellis_runner_standby", Help: "1 while waiting as a standby for the runner that holds the instance."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.ReceivedLSN, m.ConfirmedLSN, m.SlotLagBytes, m.RetainedBytes, m.DirtyKeys, m.AppliedKeys,
-			m.RowsWritten, m.ApplySeconds, m.ApplyErrors, m.Transactions, m.Reconnects, m.Live, m.KeysHeld)
+			m.RowsWritten, m.ApplySeconds, m.ApplyErrors, m.Transactions, m.Reconnects, m.Live, m.KeysHeld, m.Standby)
 	}
 	return m
 }

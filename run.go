@@ -16,6 +16,7 @@ import (
 	"github.com/trellis-repl/trellis-repl/checkpoint"
 	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
+	"github.com/trellis-repl/trellis-repl/internal/retry"
 	"github.com/trellis-repl/trellis-repl/internal/terr"
 	"github.com/trellis-repl/trellis-repl/replication"
 )
@@ -30,6 +31,11 @@ type runner struct {
 	capture capture.Capture
 	intake  *intake
 
+	// lockConn is the session holding the runner lock; the run records
+	// its start from it (so status can match the row to the holder) and
+	// LISTENs on it.
+	lockConn *pgx.Conn
+
 	mu      sync.Mutex
 	workers map[int64]*worker
 
@@ -43,6 +49,9 @@ type runner struct {
 	retentionWarned bool
 	// driftNow asks watchDrift for a check at once.
 	driftNow chan struct{}
+	// heartbeatFailing and reconcileFailing log failures of the periodic
+	// heartbeat and reconcile once per episode, not every 500 ms.
+	heartbeatFailing, reconcileFailing *retry.Episode
 }
 
 // canSwitch reports whether the runner may leave logical capture for
@@ -55,79 +64,20 @@ func (r *runner) canSwitch() bool {
 // replication.Run is the only one outside tests.
 type streamFunc = capture.StreamFunc
 
-// Run maintains every transform until ctx ends: it captures changes (from
-// the instance's replication slot, or with triggers where logical
-// replication is not available), builds new transforms and keeps live ones
-// exact. Only one Run per instance schema may be active; a second one
-// fails with code conflict.
-func (t *Trellis) Run(ctx context.Context) error { return t.run(ctx, replication.Run) }
-
-// run is Run with the slot stream as a parameter, so tests can inject
-// capture failures (an undecodable slot) that a real server cannot be
-// made to produce on demand.
-func (t *Trellis) run(ctx context.Context, streamFn streamFunc) error {
-	lockConn, err := pgx.ConnectConfig(ctx, t.connConfig())
-	if err != nil {
-		return terr.Wrap(terr.Unavailable, err, "connect: %v", err)
-	}
-	defer func() {
-		// Release explicitly: a closed connection's backend may outlive
-		// Close briefly, and a restart right after must find the lock free.
-		_, _ = lockConn.Exec(context.Background(), `SELECT pg_advisory_unlock(hashtext($1))`, t.cat.LockKey())
-		lockConn.Close(context.Background())
-	}()
-	var got bool
-	for attempt := 0; ; attempt++ {
-		if err := lockConn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext($1))`, t.cat.LockKey()).Scan(&got); err != nil {
-			return terr.Wrap(terr.Unavailable, err, "take the runner lock: %v", err)
-		}
-		// A runner that just died may hold the lock until its backend exits.
-		if got || attempt >= 20 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-	if !got {
-		return terr.New(terr.Conflict, "another `trellis-repl run` is already maintaining instance %q on this database; stop it first (one runner per instance)", t.cat.Schema)
-	}
-	var dbOID uint32
-	if err := t.pool.QueryRow(ctx, `SELECT oid FROM pg_database WHERE datname = current_database()`).Scan(&dbOID); err != nil {
-		return terr.Wrap(terr.Unavailable, err, "identify the database: %v", err)
-	}
-	slot := t.cat.SlotName(dbOID)
-	mode, reason, err := t.chooseCapture(ctx, slot)
-	if err != nil {
-		return err
-	}
-	for {
-		err := t.runMode(ctx, lockConn, streamFn, slot, mode, reason)
-		var sw *switchRequest
-		if !errors.As(err, &sw) {
-			return err
-		}
-		// The runner asked to go on in another mode (--capture=auto): start
-		// again there; the switch overlaps the two paths.
-		t.log.Warn("switching capture mode", "to", sw.mode, "reason", sw.reason)
-		mode, reason = sw.mode, sw.reason
-	}
-}
-
 // switchRequest ends a run that must go on in another capture mode.
 type switchRequest struct{ mode, reason string }
 
 func (s *switchRequest) Error() string { return "switch capture to " + s.mode + ": " + s.reason }
 
-// runMode runs in one capture mode until ctx ends, capture fails, or the
-// runner asks for another mode (a *switchRequest).
-func (t *Trellis) runMode(ctx context.Context, lockConn *pgx.Conn, streamFn streamFunc, slot, mode, reason string) error {
-	r := &runner{t: t, workers: map[int64]*worker{}, metrics: t.cfg.Metrics, mode: mode, switchTo: make(chan *switchRequest, 1), driftNow: make(chan struct{}, 1)}
-	if r.metrics == nil {
-		r.metrics = NewMetrics(nil)
-	}
+// runMode runs in one capture mode until ctx ends, capture fails, the
+// lock session is lost, or the runner asks for another mode (a
+// *switchRequest). It calls running once capture is prepared and the
+// workers start.
+func (t *Trellis) runMode(ctx context.Context, lockConn *pgx.Conn, streamFn streamFunc, metrics *Metrics, slot, mode, reason string, running func()) error {
+	r := &runner{t: t, lockConn: lockConn, workers: map[int64]*worker{}, metrics: metrics, mode: mode, switchTo: make(chan *switchRequest, 1),
+		driftNow:         make(chan struct{}, 1),
+		heartbeatFailing: retry.NewEpisode(t.log, "heartbeat fails; retrying", "heartbeat recovered"),
+		reconcileFailing: retry.NewEpisode(t.log, "reconcile transforms fails; retrying", "reconcile transforms recovered")}
 	dir, err := t.dataDir(ctx)
 	if err != nil {
 		return err
@@ -143,8 +93,10 @@ func (t *Trellis) runMode(ctx context.Context, lockConn *pgx.Conn, streamFn stre
 		Position: store, Confirmed: r.confirmed.Load, ConfirmApplied: t.cfg.Confirm == ConfirmApplied,
 		Stream: streamFn, OnReconnect: r.metrics.Reconnects.Inc, Logger: t.log,
 	})
+	drainConn := t.connConfig().Copy()
+	drainConn.RuntimeParams["application_name"] = "trellis-repl capture"
 	trigger := capture.NewTrigger(capture.TriggerConfig{
-		Schema: t.cat.Schema, Pool: t.pool, Conn: t.connConfig(), Position: store, Logger: t.log,
+		Schema: t.cat.Schema, Pool: t.pool, Conn: drainConn, Position: store, Logger: t.log,
 	})
 	r.capture = logical
 	if mode == capture.ModeTrigger {
@@ -155,6 +107,7 @@ func (t *Trellis) runMode(ctx context.Context, lockConn *pgx.Conn, streamFn stre
 	if err := r.prepare(ctx, mode, reason, slot, logical, trigger); err != nil {
 		return err
 	}
+	running()
 	return r.loop(ctx, lockConn)
 }
 
@@ -302,7 +255,8 @@ func (r *runner) prepare(ctx context.Context, mode, reason, slot string, logical
 	if mode != capture.ModeLogical {
 		slot = ""
 	}
-	if err := t.cat.StartInstance(ctx, t.pool, r.store.StoreID(), t.cfg.Confirm, mode, reason, slot); err != nil {
+	// From the lock session, so runner_pid is the lock holder's backend.
+	if err := t.cat.StartInstance(ctx, r.lockConn, r.store.StoreID(), t.cfg.Confirm, mode, reason, slot); err != nil {
 		return terr.Wrap(terr.Unavailable, err, "record runner start: %v", err)
 	}
 	return nil
@@ -378,8 +332,12 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 				r.updateConfirmed()
 				r.heartbeat(ctx)
 			}
-			if err := r.reconcile(ctx); err != nil && ctx.Err() == nil {
-				r.t.log.Warn("reconcile transforms", "err", err)
+			if err := r.reconcile(ctx); err != nil {
+				if ctx.Err() == nil {
+					r.reconcileFailing.Fail(err, 500*time.Millisecond)
+				}
+			} else {
+				r.reconcileFailing.Recover()
 			}
 		}
 	}()
@@ -486,8 +444,12 @@ type slotReporter interface {
 }
 
 func (r *runner) heartbeat(ctx context.Context) {
-	if err := r.t.cat.Heartbeat(ctx, r.t.pool, r.store.ReceivedLSN(), r.confirmed.Load()); err != nil && ctx.Err() == nil {
-		r.t.log.Warn("heartbeat", "err", err)
+	if err := r.t.cat.Heartbeat(ctx, r.t.pool, r.store.ReceivedLSN(), r.confirmed.Load()); err != nil {
+		if ctx.Err() == nil {
+			r.heartbeatFailing.Fail(err, 500*time.Millisecond)
+		}
+	} else {
+		r.heartbeatFailing.Recover()
 	}
 	if sr, ok := r.capture.(slotReporter); ok {
 		if lag, retained, ok := sr.SlotStats(ctx); ok {

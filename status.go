@@ -83,6 +83,9 @@ type TransformStatus struct {
 	// over (grants, indexes, views).
 	Replaces   *string  `json:"replaces"`
 	NotCarried []string `json:"not_carried"`
+	// Runner says whether a runner maintains the instance now and when it
+	// last made progress: a live state with no runner attached is stale.
+	Runner *RunnerStatus `json:"runner"`
 }
 
 // Status reports every transform, or only those named.
@@ -94,6 +97,10 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 	inst, err := t.cat.GetInstance(ctx, t.pool)
 	if err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
+	}
+	runner, err := t.runnerStatus(ctx, inst)
+	if err != nil {
+		return nil, err
 	}
 	var cur string
 	if err := t.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&cur); err != nil {
@@ -120,7 +127,8 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 		s := TransformStatus{Name: tr.Name, Schema: tr.Schema, Shape: tr.Shape, State: tr.State,
 			CaptureFailure: tr.CaptureFailure, BackfillFailure: tr.BackfillFailure, DrainFailure: tr.DrainFailure, KeysWaiting: tr.KeysWaiting,
 			AppliedLSN: catalog.FormatLSN(tr.AppliedLSN), AppliedAt: tr.AppliedAt, KeysApplied: tr.KeysApplied,
-			Source: tr.SourceTable, StateChangedAt: tr.StateChangedAt, SourceIndexGaps: []engine.IndexGap{}, CorrectingNodes: []CorrectingNode{}}
+			Source: tr.SourceTable, StateChangedAt: tr.StateChangedAt, SourceIndexGaps: []engine.IndexGap{}, CorrectingNodes: []CorrectingNode{},
+			Runner: runner}
 		if p, err := engine.Decode(tr.Plan); err == nil {
 			s.Target = p.Target.Ident()
 			gaps, err := engine.IndexGaps(ctx, t.pool, p)

@@ -156,6 +156,11 @@ func Open(ctx context.Context, cfg Config) (*Trellis, error) {
 		return nil, terr.Wrap(terr.Validation, err, "the connection string is not valid: %v; pass --dsn postgres://user@host/db or set TRELLIS_DATABASE_URL", err)
 	}
 	pcfg.MaxConns = 8
+	if pcfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		// Names trellis-repl's sessions in pg_stat_activity; the runner's
+		// own (lock, appliers, capture) say which they are.
+		pcfg.ConnConfig.RuntimeParams["application_name"] = "trellis-repl"
+	}
 	schema := catalog.New(cfg.Schema).Schema
 	pcfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 		// Unqualified names must never resolve in the instance schema (a

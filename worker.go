@@ -14,6 +14,7 @@ import (
 	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
 	"github.com/trellis-repl/trellis-repl/internal/fault"
+	"github.com/trellis-repl/trellis-repl/internal/retry"
 )
 
 // worker maintains one transform: it builds it, then re-derives the keys
@@ -47,6 +48,9 @@ type worker struct {
 	// corrections is set when partition corrections may be queued for
 	// the transform (ADR 0015).
 	corrections atomic.Bool
+	// failing logs the worker's failures once per episode; its end also
+	// resets the backoff.
+	failing *retry.Episode
 }
 
 // buildAttemptLimit is how many build steps in a row may fail before the
@@ -70,9 +74,13 @@ func (e *drainError) Error() string { return "apply changes: " + e.err.Error() }
 func (e *drainError) Unwrap() error { return e.err }
 
 func newWorker(r *runner, tr *catalog.Transform, p *engine.Plan) *worker {
-	w := &worker{r: r, id: tr.ID, name: tr.Name, plan: p, wake: make(chan struct{}, 1), changed: make(chan struct{}, 1), done: make(chan struct{})}
+	w := &worker{r: r, id: tr.ID, name: tr.Name, plan: p, wake: make(chan struct{}, 1), changed: make(chan struct{}, 1), done: make(chan struct{}),
+		failing: retry.NewEpisode(r.t.log.With("transform", tr.Name), "transform worker failed; retrying", "transform worker recovered")}
 	w.persisted.Store(tr.AppliedLSN)
 	w.applied = tr.AppliedLSN
+	// A drain failure recorded by the worker of an earlier run (torn down
+	// by a lost connection, or killed) is this one's to clear.
+	w.drainFailure = tr.DrainFailure
 	return w
 }
 
@@ -136,10 +144,17 @@ func (w *worker) run(ctx context.Context) {
 			backoff = 100 * time.Millisecond
 			continue // a new session on the promoted plan
 		}
+		if !w.failing.Down() {
+			backoff = 100 * time.Millisecond // the last episode ended
+		}
 		if errors.Is(err, errHalted) || w.fatal(ctx, err) || w.report(ctx, err, backoff) {
 			return
 		}
-		w.log().Warn("transform worker failed; retrying", "err", err, "retry_in", backoff)
+		if de := (*drainError)(nil); errors.As(err, &de) {
+			w.failing.Note() // report logged it, once per drain failure
+		} else {
+			w.failing.Fail(err, backoff)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -333,6 +348,7 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 			return fmt.Errorf("transform %s is in unknown state %q", w.name, tr.State)
 		}
 		w.failures = 0
+		w.failing.Recover()
 	}
 	return nil
 }
@@ -350,6 +366,7 @@ func (w *worker) live(ctx context.Context, a *engine.Applier) error {
 		if err := w.saveIdle(ctx); err != nil {
 			return err
 		}
+		w.failing.Recover()
 		select {
 		case <-ctx.Done():
 		case <-w.changed:

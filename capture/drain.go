@@ -10,29 +10,29 @@ import (
 	"github.com/trellis-repl/trellis-repl/decode"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
 	"github.com/trellis-repl/trellis-repl/internal/plant"
+	"github.com/trellis-repl/trellis-repl/internal/retry"
 )
 
 // Stream drains the capture log into sink until ctx ends, reconnecting
 // after failures with capped backoff. Trigger capture has no continuity to
 // lose while running, so disrupted is never called.
 func (t *Trigger) Stream(ctx context.Context, sink decode.Sink, disrupted func(context.Context, Disruption) error) error {
-	backoff := 100 * time.Millisecond
+	var backoff retry.Backoff
+	failing := retry.NewEpisode(t.cfg.Logger, "trigger capture drain failed; retrying", "trigger capture drain recovered")
 	for {
 		started := time.Now()
-		err := t.session(ctx, sink)
+		err := t.session(ctx, sink, func() { failing.Recover() })
 		if ctx.Err() != nil {
 			return nil
 		}
 		if time.Since(started) > 30*time.Second {
-			backoff = 100 * time.Millisecond
+			backoff.Reset()
 		}
-		t.cfg.Logger.Warn("trigger capture drain failed; retrying", "err", err, "retry_in", backoff)
-		select {
-		case <-ctx.Done():
+		d := backoff.Next()
+		failing.Fail(err, d)
+		if !retry.Sleep(ctx, d) {
 			return nil
-		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, 10*time.Second)
 	}
 }
 
@@ -105,7 +105,9 @@ func (t *Trigger) DrainAll(ctx context.Context, sink decode.Sink, ceiling uint64
 	return err
 }
 
-func (t *Trigger) session(ctx context.Context, sink decode.Sink) error {
+// session drains on one connection until ctx ends or it fails; up is
+// called after every drain that worked (the end of a failure episode).
+func (t *Trigger) session(ctx context.Context, sink decode.Sink, up func()) error {
 	conn, err := pgx.ConnectConfig(ctx, t.cfg.Conn)
 	if err != nil {
 		return fmt.Errorf("connect the drain: %w", err)
@@ -119,6 +121,7 @@ func (t *Trigger) session(ctx context.Context, sink decode.Sink) error {
 		if err != nil {
 			return err
 		}
+		up()
 		if n > 0 {
 			d.written = true
 			wait = t.cfg.PollMin

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/trellis-repl/trellis-repl/decode"
+	"github.com/trellis-repl/trellis-repl/internal/retry"
 )
 
 // Config configures Run.
@@ -55,6 +56,9 @@ type Config struct {
 
 	// session replaces runSession in tests of the retry policy.
 	session func(ctx context.Context, cfg *Config, sink decode.Sink, log *slog.Logger) error
+	// streaming is called by a session once the server accepted
+	// START_REPLICATION: a failure episode is over.
+	streaming func()
 }
 
 func (c Config) withDefaults() Config {
@@ -132,6 +136,13 @@ func Run(ctx context.Context, cfg Config, sink decode.Sink) error {
 	if cfg.session != nil {
 		session = cfg.session
 	}
+	// One warning per episode of failures, not one per attempt.
+	lost := retry.NewEpisode(log, "replication connection lost; reconnecting", "replication connection recovered")
+	busy := retry.NewEpisode(log, "replication slot is in use by another process; retrying", "replication slot acquired")
+	cfg.streaming = func() {
+		lost.Recover()
+		busy.Recover()
+	}
 	for {
 		began := time.Now()
 		err := session(ctx, &cfg, sink, log)
@@ -159,16 +170,12 @@ func Run(ctx context.Context, cfg Config, sink decode.Sink) error {
 			backoff = cfg.BackoffMin
 		}
 		if pgCode(err) == "55006" {
-			log.Warn("replication slot is in use by another process; retrying", "err", err, "retry_in", backoff)
+			busy.Fail(err, backoff)
 		} else {
-			log.Warn("replication connection lost; reconnecting", "err", err, "retry_in", backoff)
+			lost.Fail(err, backoff)
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !retry.Sleep(ctx, backoff) {
 			return ctx.Err()
-		case <-t.C:
 		}
 		backoff = min(2*backoff, cfg.BackoffMax)
 	}
@@ -334,6 +341,9 @@ func runSession(ctx context.Context, cfg *Config, sink decode.Sink, log *slog.Lo
 		return fmt.Errorf("replication: START_REPLICATION at %s: %w", pglogrepl.LSN(start), err)
 	}
 	log.Info("replication stream started", "start_lsn", pglogrepl.LSN(start).String(), "options", strings.Join(args, ", "), "status_interval", interval)
+	if cfg.streaming != nil {
+		cfg.streaming()
+	}
 
 	s := &session{
 		conn:        conn,

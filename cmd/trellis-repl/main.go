@@ -293,6 +293,9 @@ func cmdStatus(ctx context.Context, args []string, stdout io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(st)
 	}
+	if len(st) > 0 && st[0].Runner != nil {
+		fmt.Fprintln(stdout, runnerLine(st[0].Runner, time.Now()))
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSHAPE\tSTATE\tAPPLIED LSN\tLAG BYTES\tKEYS WAITING\tHELD KEYS\tKEYS APPLIED\tPROBLEM")
 	for _, s := range st {
@@ -314,6 +317,27 @@ func cmdStatus(ctx context.Context, args []string, stdout io.Writer) error {
 			strings.ReplaceAll(problem, "\n", " "))
 	}
 	return tw.Flush()
+}
+
+// runnerLine says whether a runner maintains the instance: the states
+// below it are only kept up to date while one is attached.
+func runnerLine(r *trellis.RunnerStatus, now time.Time) string {
+	beat := "never"
+	if r.HeartbeatAt != nil {
+		beat = now.Sub(*r.HeartbeatAt).Round(100*time.Millisecond).String() + " ago"
+	}
+	if !r.Attached {
+		return "runner: NOT ATTACHED, nothing maintains these transforms (last heartbeat " + beat + ")"
+	}
+	line := fmt.Sprintf("runner: attached, backend pid %d (%s)", *r.PID, *r.ApplicationName)
+	if r.Since != nil {
+		line += ", since " + r.Since.Format(time.RFC3339)
+	}
+	line += ", heartbeat " + beat
+	if len(r.StandbyPIDs) > 0 {
+		line += fmt.Sprintf(", standby backend pids %v", r.StandbyPIDs)
+	}
+	return line
 }
 
 // cmdDoctor prints each capture check, the mode --capture=auto would pick

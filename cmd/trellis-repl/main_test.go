@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +26,24 @@ func cli(args ...string) (code int, stdout, stderr string) {
 	code = run(args, &o, &e)
 	lines := strings.Split(strings.TrimSpace(e.String()), "\n")
 	return code, o.String(), lines[len(lines)-1]
+}
+
+// syncBuffer is a bytes.Buffer a run may write while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func TestCLI(t *testing.T) {
@@ -123,7 +142,7 @@ CREATE TRANSFORM kinds AS SELECT kind, count(*) AS n, max(price) AS top FROM ite
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		for _, k := range []string{"name", "state", "capture_failure", "held_keys", "backfill_failure", "capture_wait", "applied_lsn", "slot_name", "capture_mode"} {
+		for _, k := range []string{"name", "state", "capture_failure", "held_keys", "backfill_failure", "capture_wait", "applied_lsn", "slot_name", "capture_mode", "runner"} {
 			if _, ok := st[0][k]; !ok {
 				t.Errorf("status --json lacks %q: %v", k, st[0])
 			}
@@ -149,10 +168,37 @@ CREATE TRANSFORM kinds AS SELECT kind, count(*) AS n, max(price) AS top FROM ite
 				t.Errorf("metrics lack %s", m)
 			}
 		}
-		// A second runner for the same instance is refused.
-		code, _, stderr = cli("run", "--data-dir", t.TempDir())
-		if code != 1 || !strings.HasPrefix(stderr, "conflict: ") {
-			t.Errorf("second run: exit %d, stderr %q", code, stderr)
+		// A second runner for the same instance waits as a standby (status
+		// lists it) until stopped.
+		standbyCtx, stopStandby := context.WithCancel(ctx)
+		var standbyLog syncBuffer
+		standbyDone := make(chan int, 1)
+		go func() {
+			standbyDone <- runWithContext(standbyCtx, []string{"run", "--data-dir", t.TempDir()}, io.Discard, &standbyLog)
+		}()
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			_, out, _ := cli("status", "--json")
+			var st []struct {
+				Runner struct {
+					Attached    bool  `json:"attached"`
+					StandbyPIDs []int `json:"standby_pids"`
+				} `json:"runner"`
+			}
+			_ = json.Unmarshal([]byte(out), &st)
+			if strings.Contains(standbyLog.String(), "waiting as standby") && len(st) > 0 && st[0].Runner.Attached && len(st[0].Runner.StandbyPIDs) == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("second run is not a standby: status %s\nlog:\n%s", out, standbyLog.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if code, out, _ := cli("status"); code != 0 || !strings.Contains(out, "runner: attached") || !strings.Contains(out, "standby backend pids") {
+			t.Errorf("status table lacks the runner line: %q", out)
+		}
+		stopStandby()
+		if c := <-standbyDone; c != 0 {
+			t.Errorf("standby run exited %d: %s", c, standbyLog.String())
 		}
 		cancel()
 		if c := <-done; c != 0 {

@@ -5,10 +5,11 @@
 package fault
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net"
+	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -66,24 +67,30 @@ func Classify(err error) Class {
 	return Transient
 }
 
-// Disconnected reports whether err means the connection or the server went
-// away (retrying on a new connection may cure it).
+// Disconnected reports whether err means the connection or the server
+// went away, so retrying on a new connection may cure it: SQLSTATE class
+// 08, an administrator or crash shutdown (57P01–57P03), too many
+// connections while the server restarts (53300), EOF, a closed
+// connection, socket and DNS errors. Not a timeout of the caller's own:
+// context.DeadlineExceeded is a net.Error too, so only socket errors
+// count.
 func Disconnected(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
+	if err == nil {
 		return false
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch {
-		case len(pe.Code) == 5 && pe.Code[:2] == "08":
-			return true
-		case pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03":
+		case strings.HasPrefix(pe.Code, "08"), pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03", pe.Code == "53300":
 			return true
 		}
 		return false
 	}
-	var ne net.Error
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) && !errors.Is(err, context.DeadlineExceeded)
+	var op *net.OpError
+	var dns *net.DNSError
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, pgconn.ErrConnClosed) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.As(err, &op) || errors.As(err, &dns)
 }
 
 // SQLState is the SQLSTATE of err, or "" when PostgreSQL did not send it.
