@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
+	"github.com/trellis-repl/trellis-repl/internal/fault"
 )
 
 // Drift is how the database no longer matches a transform's plan after DDL
@@ -67,7 +68,9 @@ func CheckDrift(ctx context.Context, db DB, name string, p *Plan) (*Drift, error
 	}
 	rt, err := storedTypes(ctx, db, p)
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
+	// Only what no retry cures is drift: a lost session or a cancel is
+	// the caller's to retry.
+	if errors.As(err, &pe) && fault.Classify(err) == fault.Halt {
 		d := &Drift{Kind: catalog.FailureHalt, Error: fmt.Sprintf("transform %q: its definition no longer plans: %s (SQLSTATE %s); restore what it reads or calls (then RESUME TRANSFORM %s), or CREATE OR REPLACE TRANSFORM %s with a definition for the new schema",
 			name, pe.Message, pe.Code, name, name)}
 		if m := undefinedColumn.FindStringSubmatch(pe.Message); pe.Code == "42703" && m != nil {
