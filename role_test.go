@@ -281,3 +281,52 @@ func TestMissingPrivilege(t *testing.T) {
 		t.Fatalf("%d slot(s) created although capture cannot work", slots)
 	}
 }
+
+// TestPrivilegeRevokedHalts: SELECT on a source revoked from the runner's
+// role while it runs is a failure every key reproduces: the transform
+// reading it pauses once (halt, naming the privilege), the one reading
+// another table keeps applying, and a RESUME after the GRANT rebuilds it.
+func TestPrivilegeRevokedHalts(t *testing.T) {
+	ctx := context.Background()
+	rdb := newRoleDB(t, "trellis", "app")
+	run, admin := rdb.run, rdb.admin
+	run(admin, `CREATE ROLE app LOGIN PASSWORD 'app-pw'`, `GRANT CREATE ON SCHEMA public TO app`)
+	app, err := pgx.Connect(ctx, asRole(t, rdb.dsn, "app", "app-pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close(ctx)
+	run(app, `CREATE TABLE orders (id int PRIMARY KEY, customer int, amount numeric)`,
+		`CREATE TABLE items (id int PRIMARY KEY, kind text)`,
+		`INSERT INTO orders SELECT g, g % 5, g % 40 FROM generate_series(1, 100) g`,
+		`INSERT INTO items SELECT g, 'k' || (g % 3) FROM generate_series(1, 20) g`)
+	run(admin, roleSetups[0].admin...)
+	run(app, `GRANT SELECT ON orders, items TO trellis`,
+		`CREATE PUBLICATION app_pub FOR TABLE orders, items WITH (publish_via_partition_root = true)`)
+	cfg := trellis.Config{Publication: "app_pub", DSN: asRole(t, rdb.dsn, "trellis", "role-test-pw")}
+	e := newEnvOn(t, cfg.DSN, cfg)
+	e.conn = app
+	e.apply(`CREATE TRANSFORM by_customer AS SELECT customer, count(*) AS n, sum(amount) AS total FROM orders GROUP BY customer;
+		CREATE TRANSFORM kinds AS SELECT kind, count(*) AS n FROM items GROUP BY kind`)
+	e.start()
+	e.converge("built")
+	run(app, `REVOKE SELECT ON orders FROM trellis`)
+	run(app, `UPDATE orders SET amount = amount + 1 WHERE id < 30`, `UPDATE items SET kind = 'z' WHERE id < 4`)
+	s := waitStatus(t, e, "by_customer", "halted", func(s trellis.TransformStatus) bool { return s.State == "paused" })
+	if f := s.CaptureFailure; f == nil || f.Kind != "halt" || !strings.Contains(f.Error, "42501") || !strings.Contains(f.Error, "grant") || s.HeldKeys != nil {
+		t.Fatalf("by_customer: capture_failure %+v, held %+v; want one halt naming the privilege", s.CaptureFailure, s.HeldKeys)
+	}
+	e.awaitNamed("the other transform", "kinds")
+	// Read as the runner's role: the application may not read the targets.
+	mine, err := pgx.Connect(ctx, cfg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mine.Close(ctx)
+	e.conn = mine
+	e.sameRows("kinds", "SELECT kind, n FROM kinds", "SELECT kind, count(*) FROM items GROUP BY kind")
+	e.conn = app
+	run(app, `GRANT SELECT ON orders TO trellis`)
+	e.apply(`RESUME TRANSFORM by_customer`)
+	e.converge("after the GRANT and RESUME")
+}
