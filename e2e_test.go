@@ -135,15 +135,9 @@ func (e *env) apply(script string) {
 // converge waits for convergence and checks every target equals its query.
 func (e *env) converge(when string) {
 	e.t.Helper()
+	e.await(when)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	tok, err := e.tr.WatermarkToken(ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := e.tr.AwaitConverged(ctx, tok); err != nil {
-		e.t.Fatalf("%s: %v", when, err)
-	}
 	defs, err := e.tr.Definitions(ctx)
 	if err != nil {
 		e.t.Fatal(err)

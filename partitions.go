@@ -59,13 +59,7 @@ func ancestorsOf(ctx context.Context, q catalog.Querier, ps ...*engine.Plan) (ma
 // reroute routes every running transform again with the partition
 // ancestors there are now (a tree changed).
 func (r *runner) reroute(ctx context.Context) error {
-	r.mu.Lock()
-	ws := make([]*worker, 0, len(r.workers))
-	for _, w := range r.workers {
-		ws = append(ws, w)
-	}
-	r.mu.Unlock()
-	for _, w := range ws {
+	for _, w := range r.workerList() {
 		anc, err := ancestorsOf(ctx, r.t.pool, w.plan)
 		if err != nil {
 			return err

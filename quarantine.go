@@ -255,10 +255,8 @@ func (r *runner) releaseKeys(ctx context.Context) error {
 		}
 	}
 	r.t.log.Info("released keys marked for re-derive", "keys", len(ks))
-	r.mu.Lock()
-	for _, w := range r.workers {
+	for _, w := range r.workerList() {
 		w.notify()
 	}
-	r.mu.Unlock()
 	return nil
 }

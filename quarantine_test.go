@@ -25,7 +25,13 @@ func (e *env) sameRows(when, a, b string) {
 // comparing targets to their queries (held keys make them differ).
 func (e *env) await(when string) {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	e.awaitWithin(when, 90*time.Second)
+}
+
+// awaitWithin is await with a deadline of d.
+func (e *env) awaitWithin(when string, d time.Duration) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	tok, err := e.tr.WatermarkToken(ctx)
 	if err != nil {

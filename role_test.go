@@ -128,18 +128,8 @@ func TestRoleSetups(t *testing.T) {
 	for _, rs := range roleSetups {
 		t.Run(rs.name, func(t *testing.T) {
 			ctx := context.Background()
-			rdb := newRoleDB(t, "trellis", "app")
+			rdb, app := newAppDB(t)
 			adminDSN, admin, run := rdb.dsn, rdb.admin, rdb.run
-			run(admin, `CREATE ROLE app LOGIN PASSWORD 'app-pw'`, `GRANT CREATE ON SCHEMA public TO app`)
-			app, err := pgx.Connect(ctx, asRole(t, adminDSN, "app", "app-pw"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer app.Close(ctx)
-			run(app, `CREATE TABLE orders (id int PRIMARY KEY, customer int, amount numeric)`,
-				`CREATE TABLE items (id int PRIMARY KEY, kind text)`,
-				`INSERT INTO orders SELECT g, g % 5, g % 40 FROM generate_series(1, 100) g`,
-				`INSERT INTO items SELECT g, 'k' || (g % 3) FROM generate_series(1, 20) g`)
 			run(admin, rs.admin...)
 			run(app, rs.owner...)
 
@@ -208,6 +198,25 @@ func TestRoleSetups(t *testing.T) {
 				`SELECT count(*) FROM items`)
 		})
 	}
+}
+
+// newAppDB is a database with roles trellis (not created yet) and app,
+// app's tables orders and items with rows, and a connection as app.
+func newAppDB(t *testing.T) (*roleDB, *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	rdb := newRoleDB(t, "trellis", "app")
+	rdb.run(rdb.admin, `CREATE ROLE app LOGIN PASSWORD 'app-pw'`, `GRANT CREATE ON SCHEMA public TO app`)
+	app, err := pgx.Connect(ctx, asRole(t, rdb.dsn, "app", "app-pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { app.Close(context.Background()) })
+	rdb.run(app, `CREATE TABLE orders (id int PRIMARY KEY, customer int, amount numeric)`,
+		`CREATE TABLE items (id int PRIMARY KEY, kind text)`,
+		`INSERT INTO orders SELECT g, g % 5, g % 40 FROM generate_series(1, 100) g`,
+		`INSERT INTO items SELECT g, 'k' || (g % 3) FROM generate_series(1, 20) g`)
+	return rdb, app
 }
 
 // asRole is dsn with another user and password.
@@ -288,18 +297,8 @@ func TestMissingPrivilege(t *testing.T) {
 // another table keeps applying, and a RESUME after the GRANT rebuilds it.
 func TestPrivilegeRevokedHalts(t *testing.T) {
 	ctx := context.Background()
-	rdb := newRoleDB(t, "trellis", "app")
+	rdb, app := newAppDB(t)
 	run, admin := rdb.run, rdb.admin
-	run(admin, `CREATE ROLE app LOGIN PASSWORD 'app-pw'`, `GRANT CREATE ON SCHEMA public TO app`)
-	app, err := pgx.Connect(ctx, asRole(t, rdb.dsn, "app", "app-pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer app.Close(ctx)
-	run(app, `CREATE TABLE orders (id int PRIMARY KEY, customer int, amount numeric)`,
-		`CREATE TABLE items (id int PRIMARY KEY, kind text)`,
-		`INSERT INTO orders SELECT g, g % 5, g % 40 FROM generate_series(1, 100) g`,
-		`INSERT INTO items SELECT g, 'k' || (g % 3) FROM generate_series(1, 20) g`)
 	run(admin, roleSetups[0].admin...)
 	run(app, `GRANT SELECT ON orders, items TO trellis`,
 		`CREATE PUBLICATION app_pub FOR TABLE orders, items WITH (publish_via_partition_root = true)`)

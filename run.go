@@ -458,13 +458,7 @@ func (r *runner) heartbeat(ctx context.Context) {
 			r.guardRetention(retained)
 		}
 	}
-	r.mu.Lock()
-	ws := make([]*worker, 0, len(r.workers))
-	for _, w := range r.workers {
-		ws = append(ws, w)
-	}
-	r.mu.Unlock()
-	for _, w := range ws {
+	for _, w := range r.workerList() {
 		n, err := r.store.Pending(w.id)
 		if err != nil {
 			continue
@@ -472,6 +466,17 @@ func (r *runner) heartbeat(ctx context.Context) {
 		r.metrics.DirtyKeys.WithLabelValues(w.name).Set(float64(n))
 		_ = r.t.cat.SetKeysWaiting(ctx, r.t.pool, w.id, n)
 	}
+}
+
+// workerList is a snapshot of the running workers.
+func (r *runner) workerList() []*worker {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ws := make([]*worker, 0, len(r.workers))
+	for _, w := range r.workers {
+		ws = append(ws, w)
+	}
+	return ws
 }
 
 // reconcile starts workers for transforms that should run and stops the

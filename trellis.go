@@ -296,14 +296,19 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token) error {
 				}
 			}
 		}
-		if changed, err := t.cat.TreesChanged(ctx, t.pool, roots); err != nil {
-			return terr.Wrap(terr.Unavailable, err, "read partition trees: %v", err)
-		} else if changed {
-			waiting = "a partition tree change"
+		changed, err := t.cat.TreesChanged(ctx, t.pool, roots)
+		var corr []catalog.Correction
+		if err == nil {
+			corr, err = t.cat.Corrections(ctx, t.pool, 0)
 		}
-		corr, err := t.cat.Corrections(ctx, t.pool, 0)
 		if err != nil {
-			return terr.Wrap(terr.Unavailable, err, "read corrections: %v", err)
+			if ctx.Err() != nil {
+				return terr.Wrap(terr.Timeout, ctx.Err(), "timed out waiting for convergence to %s", token)
+			}
+			return terr.Wrap(terr.Unavailable, err, "read partition corrections: %v", err)
+		}
+		if changed {
+			waiting = "a partition tree change"
 		}
 		correcting := map[int64]bool{}
 		for _, k := range corr {
