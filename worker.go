@@ -530,7 +530,8 @@ func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.T
 	return false, err
 }
 
-// rederiveStored re-derives every identity the transform holds.
+// rederiveStored re-derives every identity the transform stores, and
+// every key it holds in quarantine.
 func (w *worker) rederiveStored(ctx context.Context, a *engine.Applier, xids []uint32) error {
 	build, rebuild := a.Phases()
 	for phase := build; phase < rebuild; phase++ {
@@ -549,7 +550,20 @@ func (w *worker) rederiveStored(ctx context.Context, a *engine.Applier, xids []u
 			cursor = keys[len(keys)-1]
 		}
 	}
-	return nil
+	// A held key may have no stored row (the target refused its first
+	// one): re-derive the held keys too, so a TRUNCATE releases them.
+	held, err := w.r.t.cat.HeldOf(ctx, w.r.t.pool, w.id)
+	if err != nil || len(held) == 0 {
+		return err
+	}
+	units := make([]unit, 0, len(held))
+	for _, k := range held {
+		if srcs := w.plan.SourcesOf(k.TableOID); len(srcs) > 0 {
+			units = append(units, unit{table: k.TableOID, keyID: k.KeyID, key: k.Key, sources: srcs})
+		}
+	}
+	_, err = w.applyUnits(ctx, a, units, xids, 0, nil)
+	return err
 }
 
 // unitsOf are keys of plan source src as units of a batch.
