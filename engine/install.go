@@ -84,7 +84,9 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 			// has its one row: counts are 0, everything else NULL.
 			zero := []string{ident(RowsCol)}
 			for _, a := range p.Aggs {
-				if a.Mode == ModeCountStar || a.Mode == ModeCount {
+				// Recomputed counts too (DISTINCT, FILTER): count over
+				// no rows is 0 however it is kept.
+				if a.Mode == ModeCountStar || a.Mode == ModeCount || a.Func == "count" {
 					zero = append(zero, ident(a.Name))
 				}
 			}
