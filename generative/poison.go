@@ -462,7 +462,7 @@ func (g *gen) poisonInsert(kv []string, v string) string {
 // its rows. The engine re-derives after a TRUNCATE only the keys the
 // target stores, so a key held since its first (poisoned) insert, which
 // the target never stored, stays held after its row is gone (pinned by
-// testdata/regressions/pending/poison-truncate-keeps-held.txt); until that
+// testdata/regressions/pending/poison-truncate-keeps-held.trellis); until that
 // is fixed, poison programs do not truncate the poisoned table.
 func avoidTruncate(steps []Step, t *table) {
 	for i := range steps {
