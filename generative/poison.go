@@ -39,8 +39,8 @@ const (
 )
 
 // poisonPlan is what a poison program poisons: one table's column, the
-// values that trip the poisoned transforms, the keys poison statements
-// write them at, and the transforms.
+// values that trip the poisoned transforms, and the keys poison statements
+// write them at.
 type poisonPlan struct {
 	t *table
 	c *column
@@ -53,8 +53,6 @@ type poisonPlan struct {
 	// keys are the keys the poison statements write (maxPoisoned of them,
 	// from the key domain, so other statements touch them too).
 	keys [][]string
-	// defs are the poisoned transforms, by name as written.
-	defs []string
 }
 
 // drawPoison decides (from the poison stream) whether the program draws
@@ -169,8 +167,9 @@ func (g *gen) poisonSetup() []Step {
 		name := fmt.Sprintf("p%d", i)
 		sel, col := g.poisonSelect(kind, sign)
 		d := transformDef{name: name, table: pz.t, sql: sel}
+		// Among the program's transforms: its PAUSE, RESUME, DROP and
+		// redefinitions pick them too.
 		g.defs[name] = d
-		pz.defs = append(pz.defs, name)
 		script = append(script, d.create())
 		if kind == "check" {
 			alters = append(alters, fmt.Sprintf("ALTER TABLE %s ADD CONSTRAINT %s_poison CHECK (%s)", name, name, g.poisonCheck(col, integer, sign)))
