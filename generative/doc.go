@@ -4,9 +4,11 @@
 // writes, a check waits for convergence (WatermarkToken, AwaitConverged)
 // and compares every target with its query, two ways with EXCEPT ALL: the
 // query as the engine's plan renders it, and the SELECT the program wrote
-// (with the target's column types against the query's). A failure prints
-// its seed, is shrunk by delta debugging (re-running every candidate on a
-// fresh database) and written as a regression file.
+// (with the target's column types against the query's); a transform whose
+// rows can fail must hold exactly the failing rows' keys and equal its
+// query without them (see Poison). A failure prints its seed, is shrunk by
+// delta debugging (re-running every candidate on a fresh database) and
+// written as a regression file.
 //
 // # Programs
 //
@@ -17,13 +19,14 @@
 // transforms within the supported subset, and a body of transactions
 // (inserts, upserts, updates of values, group keys and primary keys,
 // deletes, TRUNCATE, partial rollbacks, bulk inserts, multi-table
-// transactions) and actions: kill -9 of a `trellis-repl run` child (also
-// right after the slot's confirmed position moves, while writers keep
-// committing), loss of its checkpoint store, PostgreSQL restarts, commits
-// held in flight as under synchronous replication, appliers stalled by a
-// user's lock on the targets, PAUSE/RESUME, DROP and re-CREATE, concurrent
-// writers, both confirm modes, both capture modes and switches between
-// them, streamed transactions, tiny apply batches.
+// transactions, poison rows) and actions: kill -9 of a `trellis-repl run`
+// child (also right after the slot's confirmed position moves, while
+// writers keep committing), loss of its checkpoint store, PostgreSQL
+// restarts, commits held in flight as under synchronous replication,
+// appliers stalled by a user's lock on the targets, PAUSE/RESUME, DROP
+// and re-CREATE, concurrent writers, both confirm modes, both capture
+// modes and switches between them, streamed transactions, tiny apply
+// batches.
 // About a third of the programs (Profile.Join; all of profile "join") are
 // join programs.
 //
@@ -164,6 +167,56 @@
 // fast lane's fixed cases do; TestCapturePrograms does the same for the
 // capture modes, switches and trigger-mode holds.
 //
+// # Poison
+//
+// About a quarter of the programs (all of profile "poison") draw poison
+// rows (ADR 0013) from a stream of their own (poison.go, seeded from the
+// seed), so a program without poison is what its seed drew before poison
+// existed. After the definitions, one table's small integer or text column
+// (a table whose key is integers and texts, whose key text is canonical; a
+// table of its own when none fits) is read by one or two row transforms p0,
+// p1 that fail on some values of it: a CHECK added to the target right
+// after CREATE (c < 500, c <> 777, BETWEEN, abs(c) < 600, NOT LIKE
+// 'poison%', …; NULL passes) or 100 / (c - K) in the select list. The
+// failing values (±500, ±777, ±4096; 'poison', 'poison!', 'Poisoned') lie
+// outside every domain, so only poison statements write them: each held key
+// costs about 300 ms of retries, and bulk rows from the domain would hold
+// hundreds. After one body event in five (and once after the definitions) a
+// transaction mixes one or two poison statements with good rows, so that
+// one batch holds both: a poisoned row inserted (an upsert) or a good row
+// poisoned at one of two fixed keys of the key domain, a poisoned row
+// corrected, deleted, or moved to another failing value; now and then a
+// check follows, or the poison transactions run in a lane while writer
+// lanes commit. Statements writing a failing value are guarded to leave at
+// most two rows holding one: the CLI runner has no flag for
+// QuarantineAfter, so its fuse is the default 5 (the in-process runner gets
+// 1000). With only divisions, poisoned rows may exist before the CREATE, so
+// that the build holds them. The poisoned transforms are among those the
+// program's PAUSE and RESUME (whose rebuild holds the keys again), DROP and
+// redefinitions (a re-created target has no CHECK) pick; kills, store loss
+// and switches reach them as any other. The poisoned table is never
+// truncated (DELETE instead): a TRUNCATE leaves held a key the target never
+// stored (testdata/regressions/pending/poison-truncate-keeps-held).
+//
+// The check reads what can fail from the database, not from the generator
+// (poisoncheck.go): the target's CHECK constraints from pg_constraint (a
+// transform dropped and created again has none) and the divisions in the
+// plan's select items, guarded by nullif. For each single-table row
+// transform with either, the keys PoisonedSince lists for it must be
+// exactly those of the source rows that pass its WHERE and fail (a held
+// key whose row was corrected or deleted since is re-derived and
+// released; one never changed again stays held), and its target without
+// the held keys must equal the plan's query without the failing rows (two
+// ways, EXCEPT ALL); the held keys' frozen rows are not compared. Every
+// other transform must hold no key and is compared as always; a
+// quarantined transform, or status held_keys disagreeing with
+// PoisonedSince, is a failure. Stats.PoisonCompares and Stats.HeldKeys
+// count those comparisons and the held keys they found.
+// TestPoisonPrograms checks the share of poison programs, and
+// TestFeaturePrograms that programs and the fast lane's case poison/214
+// draw each poison statement; the planted hold_whole_batch (every key of a
+// failing batch held) fails poison/214 at its first check.
+//
 // # Regression files
 //
 // Program.Format and Parse use a line format: "@kind args" directives, each
@@ -208,9 +261,10 @@
 //     TRELLIS_GEN_SOAK=30m.
 //   - Planted bugs: `go run ./generative/cmd/plantsweep` runs the fast lane
 //     under `-tags trellisplant` once per planted bug (internal/plant, the
-//     join bugs ignore_left_join_nulls and skip_dimension_change and the
-//     trigger drain's drain_skips_open_txn included; -only restricts the
-//     sweep) and reports the catch rate.
+//     join bugs ignore_left_join_nulls and skip_dimension_change, the
+//     trigger drain's drain_skips_open_txn and the quarantine's
+//     hold_whole_batch included; -only restricts the sweep) and reports
+//     the catch rate.
 //
 // Other knobs: TRELLIS_GEN_SEED and TRELLIS_GEN_PROFILE reproduce one case
 // (TestSeed); TRELLIS_GEN_FILE replays one file (TestRegressions);

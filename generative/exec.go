@@ -48,6 +48,10 @@ type Stats struct {
 	// JoinCompares counts comparisons of targets of joins (plans of
 	// several sources) with their queries.
 	JoinCompares int
+	// PoisonCompares counts comparisons of transforms whose rows can fail
+	// (poison.go) with their held keys and queries; HeldKeys the held
+	// keys those comparisons found, as expected.
+	PoisonCompares, HeldKeys int
 	// GeneratorErrors are statements refused for a reason the generator
 	// should have avoided (syntax, types, overflow).
 	GeneratorErrors []string

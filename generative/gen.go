@@ -37,24 +37,30 @@ type Profile struct {
 	// body (once, or twice in a quarter of those), drawn from the capture
 	// stream.
 	Switch int
+	// Poison is the chance the program draws poison rows (poison.go):
+	// row transforms of one table whose re-derive fails on some rows (a
+	// CHECK on the target, a division by zero), and writes that trip them.
+	Poison int
 }
 
 // Profiles returns the built-in profiles. "mixed" draws a bit of
 // everything; the others stress one kind of action each, "join" draws
 // only join programs, "trigger" starts every program in trigger capture
-// with many held transactions and switches.
+// with many held transactions and switches, "poison" draws poison rows in
+// every program.
 func Profiles() []Profile {
 	return []Profile{
-		{Name: "mixed", MinEvents: 20, MaxEvents: 60, BurstCrash: 1, FlowCrash: 1, Kill: 2, LoseStore: 1, RestartPG: 1, Held: 2, Pause: 2, Redefine: 2, Concurrent: 3, Stop: 2, Check: 8, Stream: 20, SmallBatch: 30, Join: 35, Switch: 25},
-		{Name: "crash", Runner: RunnerCLI, MinEvents: 20, MaxEvents: 50, BurstCrash: 4, FlowCrash: 3, Kill: 10, Concurrent: 8, Check: 6, Stream: 20, Join: 35, Switch: 25},
-		{Name: "store", Runner: RunnerCLI, Confirm: "applied", MinEvents: 15, MaxEvents: 30, BurstCrash: 4, FlowCrash: 12, Kill: 4, LoseStore: 6, Concurrent: 6, Check: 6, Join: 35, Switch: 25},
-		{Name: "held", MinEvents: 15, MaxEvents: 40, Held: 12, Check: 6, Concurrent: 2, SmallBatch: 30, Join: 35, Switch: 25},
-		{Name: "restart", MinEvents: 15, MaxEvents: 40, RestartPG: 5, Kill: 2, Concurrent: 3, Check: 6, Join: 35, Switch: 25},
-		{Name: "lifecycle", MinEvents: 20, MaxEvents: 50, Pause: 8, Redefine: 8, Stop: 4, Check: 8, Concurrent: 2, SmallBatch: 30, Join: 35, Switch: 25},
-		{Name: "concurrent", MinEvents: 10, MaxEvents: 25, Concurrent: 30, Kill: 2, Check: 6, Stream: 30, Join: 35, Switch: 25},
-		{Name: "batch", Runner: RunnerInProc, MinEvents: 20, MaxEvents: 60, Check: 10, Stream: 50, SmallBatch: 100, Concurrent: 3, Redefine: 2, Join: 35, Switch: 25},
-		{Name: "join", MinEvents: 20, MaxEvents: 45, BurstCrash: 2, FlowCrash: 1, Kill: 4, LoseStore: 1, RestartPG: 1, Held: 3, Pause: 2, Redefine: 4, Concurrent: 5, Stop: 2, Check: 10, Stream: 20, SmallBatch: 30, Join: 100, Switch: 25},
-		{Name: "trigger", Capture: CaptureTrigger, MinEvents: 10, MaxEvents: 22, BurstCrash: 2, FlowCrash: 2, Kill: 4, LoseStore: 4, RestartPG: 1, Held: 14, Pause: 2, Redefine: 2, Concurrent: 5, Stop: 2, Check: 6, SmallBatch: 20, Join: 35, Switch: 100},
+		{Name: "mixed", MinEvents: 20, MaxEvents: 60, BurstCrash: 1, FlowCrash: 1, Kill: 2, LoseStore: 1, RestartPG: 1, Held: 2, Pause: 2, Redefine: 2, Concurrent: 3, Stop: 2, Check: 8, Stream: 20, SmallBatch: 30, Join: 35, Switch: 25, Poison: 25},
+		{Name: "crash", Runner: RunnerCLI, MinEvents: 20, MaxEvents: 50, BurstCrash: 4, FlowCrash: 3, Kill: 10, Concurrent: 8, Check: 6, Stream: 20, Join: 35, Switch: 25, Poison: 25},
+		{Name: "store", Runner: RunnerCLI, Confirm: "applied", MinEvents: 15, MaxEvents: 30, BurstCrash: 4, FlowCrash: 12, Kill: 4, LoseStore: 6, Concurrent: 6, Check: 6, Join: 35, Switch: 25, Poison: 25},
+		{Name: "held", MinEvents: 15, MaxEvents: 40, Held: 12, Check: 6, Concurrent: 2, SmallBatch: 30, Join: 35, Switch: 25, Poison: 25},
+		{Name: "restart", MinEvents: 15, MaxEvents: 40, RestartPG: 5, Kill: 2, Concurrent: 3, Check: 6, Join: 35, Switch: 25, Poison: 25},
+		{Name: "lifecycle", MinEvents: 20, MaxEvents: 50, Pause: 8, Redefine: 8, Stop: 4, Check: 8, Concurrent: 2, SmallBatch: 30, Join: 35, Switch: 25, Poison: 25},
+		{Name: "concurrent", MinEvents: 10, MaxEvents: 25, Concurrent: 30, Kill: 2, Check: 6, Stream: 30, Join: 35, Switch: 25, Poison: 25},
+		{Name: "batch", Runner: RunnerInProc, MinEvents: 20, MaxEvents: 60, Check: 10, Stream: 50, SmallBatch: 100, Concurrent: 3, Redefine: 2, Join: 35, Switch: 25, Poison: 25},
+		{Name: "join", MinEvents: 20, MaxEvents: 45, BurstCrash: 2, FlowCrash: 1, Kill: 4, LoseStore: 1, RestartPG: 1, Held: 3, Pause: 2, Redefine: 4, Concurrent: 5, Stop: 2, Check: 10, Stream: 20, SmallBatch: 30, Join: 100, Switch: 25, Poison: 25},
+		{Name: "trigger", Capture: CaptureTrigger, MinEvents: 10, MaxEvents: 22, BurstCrash: 2, FlowCrash: 2, Kill: 4, LoseStore: 4, RestartPG: 1, Held: 14, Pause: 2, Redefine: 2, Concurrent: 5, Stop: 2, Check: 6, SmallBatch: 20, Join: 35, Switch: 100, Poison: 25},
+		{Name: "poison", MinEvents: 15, MaxEvents: 35, BurstCrash: 1, FlowCrash: 1, Kill: 3, LoseStore: 2, RestartPG: 1, Held: 2, Pause: 4, Redefine: 2, Concurrent: 4, Stop: 2, Check: 10, Stream: 20, SmallBatch: 40, Join: 20, Switch: 20, Poison: 100},
 	}
 }
 
@@ -74,7 +80,7 @@ func Generate(seed int64, prof Profile) *Program {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))
 	g := &gen{r: r, prof: prof, defs: map[string]transformDef{}, paused: map[string]bool{},
 		fr: rand.New(rand.NewPCG(uint64(seed), 0x66656174)), chainPaused: map[string]string{},
-		cr: rand.New(rand.NewPCG(uint64(seed), captureSalt))}
+		cr: rand.New(rand.NewPCG(uint64(seed), captureSalt)), pr: rand.New(rand.NewPCG(uint64(seed), poisonSalt))}
 	// Whether it is a join program is drawn apart, so that the programs
 	// without joins are what they were before joins existed.
 	g.join = prof.Join > 0 && rand.New(rand.NewPCG(uint64(seed), 0x6a6f696e)).IntN(100) < prof.Join
@@ -105,6 +111,10 @@ type gen struct {
 	// of the body being drawn.
 	cr   *rand.Rand
 	mode string
+	// pr is the poison stream (poison.go); pz the program's poison, nil
+	// for none.
+	pr *rand.Rand
+	pz *poisonPlan
 }
 
 func (g *gen) pct(p int) bool { return g.r.IntN(100) < p }
@@ -200,6 +210,9 @@ func (g *gen) program(seed int64) *Program {
 	if !startFirst {
 		p.Steps = append(p.Steps, Step{Kind: StepStart})
 	}
+	if g.drawPoison() {
+		p.Steps = append(p.Steps, g.poisonSetup()...)
+	}
 
 	// Body.
 	n := g.prof.MinEvents + r.IntN(g.prof.MaxEvents-g.prof.MinEvents+1)
@@ -220,6 +233,9 @@ func (g *gen) program(seed int64) *Program {
 		if len(g.chains) > 0 && g.fr.IntN(100) < featChainEventPct {
 			p.Steps = append(p.Steps, g.chainEvent()...)
 		}
+		if g.pz != nil && g.pr.IntN(100) < poisonEventPct {
+			p.Steps = append(p.Steps, g.poisonEvent()...)
+		}
 	}
 	for _, name := range g.sortedPaused() {
 		if r.IntN(5) > 0 {
@@ -234,6 +250,9 @@ func (g *gen) program(seed int64) *Program {
 		}
 	}
 	p.Steps = append(p.Steps, Step{Kind: StepCheck})
+	if g.pz != nil {
+		avoidTruncate(p.Steps, g.pz.t)
+	}
 	return p
 }
 

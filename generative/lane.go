@@ -27,15 +27,17 @@ func (c Case) Program() (*Program, error) {
 }
 
 // FastLaneCases are the fixed cases of the fast lane: together they cover
-// every action, every join shape, every feature of the feature stream and
-// both capture modes with switches both ways (TestJoinPrograms,
+// every action, every join shape, every feature of the feature and poison
+// streams and both capture modes with switches both ways (TestJoinPrograms,
 // TestFeaturePrograms, TestCapturePrograms), and so catch every planted
 // bug (the last sweep caught the aggregate and decoding bugs with mixed/1,
 // store/3 and held/4, skip_dimension_change with crash/2,
 // ignore_left_join_nulls with join/234, drain_skips_open_txn
-// with trigger/2), and each passes on the current code. The cases before
-// trigger/2 draw logical mode and no switch (TestFastLaneCaptureDraws), as
-// they did before capture modes existed.
+// with trigger/2, hold_whole_batch with poison/214), and each passes on
+// the current code. The cases before trigger/2 draw logical mode and no
+// switch (TestFastLaneCaptureDraws), as they did before capture modes
+// existed; the cases before poison/214 draw no poison
+// (TestFastLanePoisonDraws).
 func FastLaneCases() []Case {
 	return []Case{
 		{Seed: 1, Profile: "mixed"},
@@ -61,6 +63,12 @@ func FastLaneCases() []Case {
 		// in flight and open ones) across drains and ring rotations while
 		// fresh rows commit after them: catches drain_skips_open_txn.
 		{Seed: 2, Profile: "trigger"},
+		// Poison rows: a CHECK on one target, a division by zero in
+		// another's select list, poisoned rows in transactions with good
+		// ones, corrected, deleted, moved and met by a rebuild; catches
+		// hold_whole_batch (the good keys of a failing batch held too) at
+		// its first check.
+		{Seed: 214, Profile: "poison"},
 	}
 }
 

@@ -21,7 +21,9 @@ const undecodableSlot = "cannot decode the WAL of replication slot"
 
 // check is the oracle: wait for convergence to "now", then every target
 // that is not paused by a user must equal its query, both as the engine's
-// plan renders it and as the program wrote it.
+// plan renders it and as the program wrote it; a transform whose rows can
+// fail (poisoncheck.go) must hold exactly its failing rows' keys and equal
+// its query without them, and no other may hold any.
 func (r *run) check(ctx context.Context, path string) *Failure {
 	r.sup.ensureRunning()
 	ctx, cancel := context.WithTimeout(ctx, r.env.convergeTimeout())
@@ -104,10 +106,27 @@ func (r *run) compareAll(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("status: %w", err)
 	}
+	held, err := r.heldKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
 	paused := map[string]bool{}
 	for _, st := range sts {
-		if st.State == "paused" {
+		var count int64
+		if st.HeldKeys != nil {
+			count = st.HeldKeys.Count
+		}
+		switch {
+		case st.State == "paused":
 			paused[st.Name] = true
+			continue
+		case st.State == "quarantined":
+			// Generated programs hold fewer keys than any fuse allows. Its
+			// target is frozen, like a paused one's: not compared.
+			problems = append(problems, fmt.Sprintf("%s is quarantined, holding %d keys", st.Name, count))
+			paused[st.Name] = true
+		case count != int64(len(held[st.Name])):
+			problems = append(problems, fmt.Sprintf("%s: status says it holds %d keys, PoisonedSince lists %d", st.Name, count, len(held[st.Name])))
 		}
 	}
 	rows, err := conn.Query(ctx, `SELECT name, plan FROM trellis.transforms ORDER BY name`)
@@ -146,6 +165,37 @@ func (r *run) compareAll(ctx context.Context) ([]string, error) {
 			return nil, fmt.Errorf("decode plan of %s: %w", x.name, err)
 		}
 		target := pgx.Identifier{p.Target.Schema, p.Target.Name}
+		pc, err := poisonOf(ctx, conn, p)
+		if err != nil {
+			return nil, err
+		}
+		if pc != nil {
+			if sel, ok := defs[x.name]; ok {
+				if msg, err := typesDiffer(ctx, conn, target, p.Visible, sel); err != nil {
+					return nil, fmt.Errorf("column types of %s: %w", x.name, err)
+				} else if msg != "" {
+					problems = append(problems, fmt.Sprintf("%s: column types differ from its definition (%s): %s", x.name, sel, msg))
+					continue
+				}
+			}
+			msgs, err := pc.compare(ctx, conn, x.name, held[x.name])
+			if err != nil {
+				return nil, err
+			}
+			problems = append(problems, msgs...)
+			r.mu.Lock()
+			r.stats.PoisonCompares++
+			r.stats.HeldKeys += len(held[x.name])
+			r.mu.Unlock()
+			continue
+		}
+		if hk := held[x.name]; len(hk) > 0 {
+			shown := make([]string, len(hk))
+			for i, k := range hk {
+				shown[i] = showKey(k)
+			}
+			problems = append(problems, fmt.Sprintf("%s holds %d keys, though no row of it can fail: %s", x.name, len(hk), strings.Join(shown, " ")))
+		}
 		queries := []struct{ label, sql string }{{"plan query", p.QuerySQL()}}
 		if sel, ok := defs[x.name]; ok {
 			queries = append(queries, struct{ label, sql string }{"definition", sel})

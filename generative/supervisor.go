@@ -127,7 +127,11 @@ func (s *supervisor) launch() *instance {
 	cfg := trellis.Config{
 		DSN: r.dsn, DataDir: r.dataDir, Confirm: r.p.Config.Confirm, BatchSize: r.p.Config.Batch, Capture: r.captureMode(),
 		ProgressInterval: 100 * time.Millisecond,
-		Logger:           slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		// The fuse is not what programs check: they poison fewer keys than
+		// the CLI's default fuse allows (poison.go), and a planted bug that
+		// holds too many should show as the wrong keys held.
+		QuarantineAfter: 1000,
+		Logger:          slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	}
 	go func() {
 		defer close(inst.done)

@@ -27,6 +27,7 @@ var planted = []string{
 	plant.SkipLedgerUpdate, plant.StaleRead, plant.DropOldKey,
 	plant.KeepEmptyGroup, plant.ConfirmBeforeRecord, plant.SkipVisibilityWait,
 	plant.IgnoreLeftJoinNulls, plant.SkipDimensionChange, plant.DrainSkipsOpenTxn,
+	plant.HoldWholeBatch,
 }
 
 func main() {
