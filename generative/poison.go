@@ -458,11 +458,11 @@ func (g *gen) poisonInsert(kv []string, v string) string {
 }
 
 // avoidTruncate rewrites every TRUNCATE of t in steps as a DELETE of all
-// its rows. The engine re-derives after a TRUNCATE only the keys the
-// target stores, so a key held since its first (poisoned) insert, which
-// the target never stored, stays held after its row is gone (pinned by
-// testdata/regressions/pending/poison-truncate-keeps-held.trellis); until that
-// is fixed, poison programs do not truncate the poisoned table.
+// its rows. It dates from an engine bug since fixed (a TRUNCATE left held
+// a key the target never stored; testdata/regressions/
+// poison-truncate-keeps-held.trellis pins the fix); it stays so that the
+// fixed fast-lane seeds keep generating the programs their plant coverage
+// was established with.
 func avoidTruncate(steps []Step, t *table) {
 	for i := range steps {
 		s := &steps[i]
