@@ -59,6 +59,7 @@ func TestDDLDrift(t *testing.T) {
 		CREATE TRANSFORM qtys AS SELECT id, qty FROM orders;
 		CREATE TRANSFORM by_code AS SELECT code, count(*) AS n, sum(amount) AS total FROM orders GROUP BY code;
 		CREATE TRANSFORM amounts AS SELECT customer, sum(amount) AS total FROM orders GROUP BY customer;
+		CREATE TRANSFORM qsums AS SELECT customer, sum(qty) AS q, sum(qty) * 2 AS q2 FROM orders GROUP BY customer HAVING count(*) > 0;
 		CREATE TRANSFORM extras AS SELECT id, v FROM extra;
 		CREATE TRANSFORM keyeds AS SELECT a, v FROM keyed`)
 	e.start()
@@ -97,12 +98,17 @@ func TestDDLDrift(t *testing.T) {
 	e.exec(`ALTER TABLE orders ALTER COLUMN qty TYPE bigint`)
 	e.exec(`ALTER TABLE orders ALTER COLUMN code TYPE varchar(12)`)
 	pausedFor(t, e, "qtys", []string{"qty"}, "re-types")
-	pausedFor(t, e, "by_code", []string{"__g0"}, "re-types")
+	pausedFor(t, e, "by_code", []string{"code", "__g0"}, "re-types")
+	pausedFor(t, e, "qsums", []string{"q", "q2", "__x0", "__a0"}, "re-types")
 	e.exec(`UPDATE orders SET qty = 5000000000, code = 'a-longer-one' WHERE id = 3`)
-	e.apply(`RESUME TRANSFORM qtys; RESUME TRANSFORM by_code`)
+	e.apply(`RESUME TRANSFORM qtys; RESUME TRANSFORM by_code; RESUME TRANSFORM qsums`)
 	e.converge("after the re-typing RESUMEs")
 	if typ := e.queryText(`SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'qtys'::regclass AND attname = 'qty'`); typ != "bigint" {
 		t.Fatalf("qtys.qty is %s after RESUME, want bigint", typ)
+	}
+	// sum(bigint) is numeric: the target follows the query's type.
+	if typ := e.queryText(`SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'qsums'::regclass AND attname = 'q'`); typ != "numeric" {
+		t.Fatalf("qsums.q is %s after RESUME, want numeric (the type of sum(bigint))", typ)
 	}
 
 	// The primary key changed; the table renamed; the table dropped.
@@ -116,7 +122,7 @@ func TestDDLDrift(t *testing.T) {
 	e.converge("after the rename back")
 	e.exec(`DROP TABLE extra`)
 	pausedFor(t, e, "extras", nil, "dropped")
-	stillLive(t, e, "notes", "states", "qtys", "by_code", "amounts")
+	stillLive(t, e, "notes", "states", "qtys", "by_code", "amounts", "qsums")
 	e.apply(`DROP TRANSFORM extras`)
 	e.exec(`UPDATE orders SET amount = amount + 1, note = 'x' WHERE id % 5 = 0`)
 	e.converge("at the end")

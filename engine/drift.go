@@ -41,10 +41,10 @@ type Retype struct {
 	Column string
 	From   string
 	To     string
-	// col is the plan column to update once the table follows; also are
-	// the same column's copies in other stored tables (an aggregate's
-	// group column in its target or state table).
-	col  *Col
+	// set is the plan's type of the column, updated once the table
+	// follows; also are the same column's copies in other stored tables
+	// (an aggregate's group column in its target or state table).
+	set  *string
 	also []storedCol
 }
 
@@ -175,7 +175,7 @@ func storedTypes(ctx context.Context, db DB, p *Plan) (out []Retype, err error) 
 	}
 	type stored struct {
 		table Rel
-		col   *Col
+		set   *string
 		name  string
 		typ   string
 		also  []storedCol
@@ -184,7 +184,7 @@ func storedTypes(ctx context.Context, db DB, p *Plan) (out []Retype, err error) 
 	var exprs []string
 	if p.Shape == ShapeRow {
 		for i := range p.Visible {
-			want = append(want, stored{p.Target, &p.Cols[i], p.Cols[i].Name, p.Cols[i].Type, nil})
+			want = append(want, stored{p.Target, &p.Cols[i].Type, p.Cols[i].Name, p.Cols[i].Type, nil})
 		}
 		outs, err := describe(ctx, db, p.QuerySQL())
 		if err != nil {
@@ -192,36 +192,75 @@ func storedTypes(ctx context.Context, db DB, p *Plan) (out []Retype, err error) 
 		}
 		for i, w := range want {
 			if i < len(outs) && outs[i].name != w.typ {
-				out = append(out, Retype{Table: w.table, Column: w.name, From: w.typ, To: outs[i].name, col: w.col})
+				out = append(out, Retype{Table: w.table, Column: w.name, From: w.typ, To: outs[i].name, set: w.set})
 			}
 		}
 		return out, nil
 	}
-	if _, err := describe(ctx, db, p.QuerySQL()); err != nil {
+	outs, err := describe(ctx, db, p.QuerySQL())
+	if err != nil {
 		return nil, err
+	}
+	// The target's visible columns have the query's types: a projection
+	// over the state, or the groups and aggregates themselves.
+	for i, name := range p.Visible {
+		var set *string
+		switch {
+		case p.State != nil && i < len(p.Project):
+			set = &p.Project[i].Type
+		default:
+			for j := range p.Groups {
+				if p.Groups[j].Name == name {
+					set = &p.Groups[j].Type
+				}
+			}
+			for j := range p.Aggs {
+				if p.Aggs[j].Name == name {
+					set = &p.Aggs[j].Type
+				}
+			}
+		}
+		if set != nil && i < len(outs) && outs[i].name != *set {
+			out = append(out, Retype{Table: p.Target, Column: name, From: *set, To: outs[i].name, set: set})
+		}
+	}
+	// A state table's aggregates kept by deltas follow their argument.
+	if p.State != nil {
+		for j := range p.Aggs {
+			a := &p.Aggs[j]
+			if a.Arg < 0 || a.Mode == ModeRecompute {
+				continue
+			}
+			ts, err := describe(ctx, db, "SELECT "+a.Func+"("+p.Args[a.Arg].Expr+") FROM "+p.FromSQL())
+			if err != nil {
+				return nil, err
+			}
+			if ts[0].name != a.Type {
+				out = append(out, Retype{Table: *p.State, Column: a.Name, From: a.Type, To: ts[0].name, set: &a.Type})
+			}
+		}
 	}
 	for i := range p.Groups {
 		g := &p.Groups[i]
-		want = append(want, stored{*p.Ledger, g, fmt.Sprintf("__g%d", i), g.Type, []storedCol{{p.aggTarget(), g.Name}}})
-		if p.State != nil {
-			want[len(want)-1].also = append(want[len(want)-1].also, storedCol{p.Target, g.Name})
-		}
+		// Its copy in the target (or state) table follows with it; a
+		// visible group column in the target is also checked above.
+		want = append(want, stored{*p.Ledger, &g.Type, fmt.Sprintf("__g%d", i), g.Type, []storedCol{{p.aggTarget(), g.Name}}})
 		exprs = append(exprs, g.Expr)
 	}
 	for i := range p.Args {
-		want = append(want, stored{*p.Ledger, &p.Args[i], p.Args[i].Name, p.Args[i].Type, nil})
+		want = append(want, stored{*p.Ledger, &p.Args[i].Type, p.Args[i].Name, p.Args[i].Type, nil})
 		exprs = append(exprs, p.Args[i].Expr)
 	}
 	if len(exprs) == 0 {
 		return nil, nil
 	}
-	outs, err := describe(ctx, db, "SELECT "+strings.Join(exprs, ", ")+" FROM "+p.FromSQL())
+	outs, err = describe(ctx, db, "SELECT "+strings.Join(exprs, ", ")+" FROM "+p.FromSQL())
 	if err != nil {
 		return nil, err
 	}
 	for i, w := range want {
 		if outs[i].name != w.typ {
-			out = append(out, Retype{Table: w.table, Column: w.name, From: w.typ, To: outs[i].name, col: w.col, also: w.also})
+			out = append(out, Retype{Table: w.table, Column: w.name, From: w.typ, To: outs[i].name, set: w.set, also: w.also})
 		}
 	}
 	return out, nil
@@ -247,7 +286,7 @@ func ApplyRetype(ctx context.Context, db DB, p *Plan, d *Drift) error {
 				return fmt.Errorf("re-type %s.%s to %s: %w", c.table.Ident(), col, r.To, err)
 			}
 		}
-		r.col.Type = r.To
+		*r.set = r.To
 	}
 	return nil
 }
