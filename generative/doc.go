@@ -167,6 +167,20 @@
 // fast lane's fixed cases do; TestCapturePrograms does the same for the
 // capture modes, switches and trigger-mode holds.
 //
+// # DDL
+//
+// Profile "ddl" (and no other, so every other seed gives the program it
+// gave before) draws schema changes on the plain tables while the runner
+// runs (ddl.go), from a stream of their own: a column nobody reads added
+// or dropped again, after which no transform may pause; and an int column
+// retyped to bigint — one a transform reads as itself when there is one —
+// after which a transform may pause only with capture_failure.kind =
+// capture, and is resumed: the RESUME re-types its stored columns and
+// rebuilds, and the next check compares the target's column types with
+// the query's as it always does. A chain level that pauses later (its
+// source, the re-typed target, changed type in its turn) is resumed by
+// the check.
+//
 // # Poison
 //
 // About a quarter of the programs (all of profile "poison") draw poison

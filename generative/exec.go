@@ -82,6 +82,7 @@ type run struct {
 	stats    Stats
 	defs     map[string]string // transform name → its SELECT as written
 	disrupt  bool              // a lost store may have paused transforms (local, or trigger mode)
+	retyped  bool              // a source column was retyped: a chain may pause downstream (ddl.go)
 	restarts int               // server restarts so far
 	// mode is the capture mode the runner runs (or will run) in: the
 	// program's, then each switch's.
@@ -280,6 +281,9 @@ func (r *run) step(ctx context.Context, path string, s Step, sess *session) *Fai
 	case StepSwitch:
 		count()
 		return r.switchMode(ctx, path, s)
+	case StepDDL:
+		count()
+		return r.ddl(ctx, path, s)
 	case StepConcurrent:
 		count()
 		var wg sync.WaitGroup

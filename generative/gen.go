@@ -41,13 +41,16 @@ type Profile struct {
 	// row transforms of one table whose re-derive fails on some rows (a
 	// CHECK on the target, a division by zero), and writes that trip them.
 	Poison int
+	// DDL is the chance per body event of a schema change on a source
+	// (ddl.go), drawn from the DDL stream.
+	DDL int
 }
 
 // Profiles returns the built-in profiles. "mixed" draws a bit of
 // everything; the others stress one kind of action each, "join" draws
 // only join programs, "trigger" starts every program in trigger capture
 // with many held transactions and switches, "poison" draws poison rows in
-// every program.
+// every program, "ddl" schema changes on sources.
 func Profiles() []Profile {
 	return []Profile{
 		{Name: "mixed", MinEvents: 20, MaxEvents: 60, BurstCrash: 1, FlowCrash: 1, Kill: 2, LoseStore: 1, RestartPG: 1, Held: 2, Pause: 2, Redefine: 2, Concurrent: 3, Stop: 2, Check: 8, Stream: 20, SmallBatch: 30, Join: 35, Switch: 25, Poison: 25},
@@ -61,6 +64,7 @@ func Profiles() []Profile {
 		{Name: "join", MinEvents: 20, MaxEvents: 45, BurstCrash: 2, FlowCrash: 1, Kill: 4, LoseStore: 1, RestartPG: 1, Held: 3, Pause: 2, Redefine: 4, Concurrent: 5, Stop: 2, Check: 10, Stream: 20, SmallBatch: 30, Join: 100, Switch: 25, Poison: 25},
 		{Name: "trigger", Capture: CaptureTrigger, MinEvents: 10, MaxEvents: 22, BurstCrash: 2, FlowCrash: 2, Kill: 4, LoseStore: 4, RestartPG: 1, Held: 14, Pause: 2, Redefine: 2, Concurrent: 5, Stop: 2, Check: 6, SmallBatch: 20, Join: 35, Switch: 100, Poison: 25},
 		{Name: "poison", MinEvents: 15, MaxEvents: 35, BurstCrash: 1, FlowCrash: 1, Kill: 3, LoseStore: 2, RestartPG: 1, Held: 2, Pause: 4, Redefine: 2, Concurrent: 4, Stop: 2, Check: 10, Stream: 20, SmallBatch: 40, Join: 20, Switch: 20, Poison: 100},
+		{Name: "ddl", MinEvents: 15, MaxEvents: 30, Kill: 3, RestartPG: 1, Pause: 3, Redefine: 2, Concurrent: 4, Stop: 2, Check: 10, Stream: 20, SmallBatch: 30, Join: 30, Switch: 20, Poison: 25, DDL: ddlEventPct},
 	}
 }
 
@@ -80,7 +84,8 @@ func Generate(seed int64, prof Profile) *Program {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))
 	g := &gen{r: r, prof: prof, defs: map[string]transformDef{}, paused: map[string]bool{},
 		fr: rand.New(rand.NewPCG(uint64(seed), 0x66656174)), chainPaused: map[string]string{},
-		cr: rand.New(rand.NewPCG(uint64(seed), captureSalt)), pr: rand.New(rand.NewPCG(uint64(seed), poisonSalt))}
+		cr: rand.New(rand.NewPCG(uint64(seed), captureSalt)), pr: rand.New(rand.NewPCG(uint64(seed), poisonSalt)),
+		dr: rand.New(rand.NewPCG(uint64(seed), ddlSalt))}
 	// Whether it is a join program is drawn apart, so that the programs
 	// without joins are what they were before joins existed.
 	g.join = prof.Join > 0 && rand.New(rand.NewPCG(uint64(seed), 0x6a6f696e)).IntN(100) < prof.Join
@@ -115,6 +120,9 @@ type gen struct {
 	// for none.
 	pr *rand.Rand
 	pz *poisonPlan
+	// dr is the DDL stream (ddl.go); dd what it changed.
+	dr *rand.Rand
+	dd *ddlState
 }
 
 func (g *gen) pct(p int) bool { return g.r.IntN(100) < p }
@@ -235,6 +243,9 @@ func (g *gen) program(seed int64) *Program {
 		}
 		if g.pz != nil && g.pr.IntN(100) < poisonEventPct {
 			p.Steps = append(p.Steps, g.poisonEvent()...)
+		}
+		if g.prof.DDL > 0 && g.dr.IntN(100) < g.prof.DDL {
+			p.Steps = append(p.Steps, g.ddlEvent()...)
 		}
 	}
 	for _, name := range g.sortedPaused() {

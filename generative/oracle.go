@@ -35,8 +35,14 @@ func (r *run) check(ctx context.Context, path string) *Failure {
 	r.mu.Lock()
 	disrupt := r.disrupt
 	r.disrupt = false
+	retyped := r.retyped
 	r.mu.Unlock()
 	disruption := err != nil && trellis.CodeOf(err) == trellis.CodeConflict && strings.Contains(err.Error(), "disruption")
+	if retyped && err != nil && trellis.CodeOf(err) == trellis.CodeConflict && strings.Contains(err.Error(), "capture:") {
+		// A RESUME that re-typed a target changes the source of a chain
+		// reading it: that level pauses for the retype in its turn.
+		disruption, disrupt = true, true
+	}
 	if disruption && !disrupt && strings.Contains(err.Error(), undecodableSlot) {
 		// PostgreSQL failed to decode its own WAL (15.x, rarely, with
 		// TRUNCATE and savepoints in concurrent transactions; it does not
@@ -63,7 +69,8 @@ func (r *run) check(ctx context.Context, path string) *Failure {
 			resumed[n] = true
 		}
 		err = r.await(ctx)
-		disruption = !again && err != nil && trellis.CodeOf(err) == trellis.CodeConflict && strings.Contains(err.Error(), "disruption")
+		disruption = !again && err != nil && trellis.CodeOf(err) == trellis.CodeConflict &&
+			(strings.Contains(err.Error(), "disruption") || retyped && strings.Contains(err.Error(), "capture:"))
 	}
 	if err != nil {
 		kind := "conflict"

@@ -52,6 +52,11 @@ const (
 	// done: after a switch to trigger no replication slot is left, after a
 	// switch to logical no capture trigger (ADR 0012).
 	StepSwitch Kind = "switch"
+	// StepDDL runs its statements (ALTER TABLE on a source) with the
+	// runner running and checks what the drift watch paused: nothing for
+	// Mode "lossless", only capture pauses (then resumed) for "retype"
+	// (ddl.go).
+	StepDDL Kind = "ddl"
 )
 
 // Step is one element of a program.
@@ -187,7 +192,7 @@ func formatSteps(b *strings.Builder, ss []Step, indent string) {
 		switch s.Kind {
 		case StepKill, StepHeld, StepWait, StepStall:
 			fmt.Fprintf(b, " %d", s.Arg)
-		case StepSwitch:
+		case StepSwitch, StepDDL:
 			b.WriteString(" " + s.Mode)
 		}
 		if s.Open {
@@ -261,7 +266,7 @@ func Parse(text string) (*Program, error) {
 				return nil, fmt.Errorf("line %d: statement outside a step", line)
 			}
 			switch cur.Kind {
-			case StepSQL, StepApply, StepTxn, StepHeld:
+			case StepSQL, StepApply, StepTxn, StepHeld, StepDDL:
 			default:
 				return nil, fmt.Errorf("line %d: @%s takes no statements", line, cur.Kind)
 			}
@@ -316,7 +321,7 @@ func Parse(text string) (*Program, error) {
 		s := Step{Kind: Kind(f[0])}
 		switch s.Kind {
 		case StepSQL, StepApply, StepStart, StepStop, StepKill, StepLoseStore, StepRestartPG,
-			StepTxn, StepHeld, StepConcurrent, StepWait, StepStall, StepCheck, StepSwitch:
+			StepTxn, StepHeld, StepConcurrent, StepWait, StepStall, StepCheck, StepSwitch, StepDDL:
 		default:
 			return nil, fmt.Errorf("line %d: unknown directive @%s", line, f[0])
 		}
@@ -332,6 +337,11 @@ func Parse(text string) (*Program, error) {
 				s.Open = true
 			case "crash":
 				s.Crash = true
+			case ddlLossless, ddlRetype:
+				if s.Kind != StepDDL {
+					return nil, fmt.Errorf("line %d: @%s takes no DDL mode", line, s.Kind)
+				}
+				s.Mode = a
 			case CaptureLogical, CaptureTrigger:
 				if s.Kind != StepSwitch {
 					return nil, fmt.Errorf("line %d: @%s takes no capture mode", line, s.Kind)
@@ -344,6 +354,9 @@ func Parse(text string) (*Program, error) {
 				}
 				s.Arg = n
 			}
+		}
+		if s.Kind == StepDDL && s.Mode == "" {
+			return nil, fmt.Errorf("line %d: @ddl needs a mode (lossless or retype)", line)
 		}
 		if s.Kind == StepSwitch && s.Mode == "" {
 			return nil, fmt.Errorf("line %d: @switch needs a capture mode (logical or trigger)", line)
