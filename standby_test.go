@@ -11,6 +11,10 @@ package trellis_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -47,15 +51,18 @@ func TestStandbyTakesOver(t *testing.T) {
 			if c.sameDir {
 				dirB = dirA
 			}
-			args := func(dir string) []string {
-				return []string{"run", "--dsn", dsn, "--data-dir", dir, "--confirm", c.confirm}
+			addrA, addrB := freeAddr(t), freeAddr(t)
+			args := func(dir, addr string) []string {
+				return []string{"run", "--dsn", dsn, "--data-dir", dir, "--confirm", c.confirm, "--metrics-addr", addr}
 			}
-			a := startHARun(t, bin, args(dirA)...)
+			a := startHARun(t, bin, args(dirA, addrA)...)
 			e.converge("runner A built")
 			e.awaitRunner(a.pid(), time.Time{})
-			b := startHARun(t, bin, args(dirB)...)
+			b := startHARun(t, bin, args(dirB, addrB)...)
 			b.await(0, "another runner holds instance trellis; waiting as standby")
 			waitStandbys(t, e, 1)
+			awaitReady(t, addrA, http.StatusOK, trellis.RunnerActive)
+			awaitReady(t, addrB, http.StatusServiceUnavailable, trellis.RunnerStandby)
 			// A still maintains the instance while B waits.
 			e.awaitRunner(a.pid(), time.Time{})
 
@@ -66,6 +73,7 @@ func TestStandbyTakesOver(t *testing.T) {
 			rs := e.awaitRunner(b.pid(), killed)
 			t.Logf("runner B took over %s after A was killed", rs.Since.Sub(killed).Round(time.Millisecond))
 			b.await(0, "took over as the active runner")
+			awaitReady(t, addrB, http.StatusOK, trellis.RunnerActive)
 			if got := len(rs.StandbyPIDs); got != 0 {
 				t.Errorf("standbys after the takeover: %v", rs.StandbyPIDs)
 			}
@@ -109,4 +117,38 @@ func waitStandbys(t *testing.T, e *env, n int) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// freeAddr is a local address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// awaitReady polls a runner's /readyz until it answers code with state.
+func awaitReady(t *testing.T, addr string, code int, state string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			var rd trellis.Readiness
+			derr := json.NewDecoder(resp.Body).Decode(&rd)
+			resp.Body.Close()
+			if derr == nil && resp.StatusCode == code && rd.State == state && rd.Ready == (code == http.StatusOK) {
+				return
+			}
+			last = fmt.Sprintf("%d %+v", resp.StatusCode, rd)
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("/readyz of %s never answered %d %s; last: %s", addr, code, state, last)
 }

@@ -48,7 +48,9 @@ func (t *Trellis) run(ctx context.Context, streamFn streamFunc) error {
 	if s.metrics == nil {
 		s.metrics = NewMetrics(nil)
 	}
+	defer t.ready.set(RunnerStopped, "")
 	for {
+		t.ready.set(RunnerStarting, "")
 		err := s.runOnce(ctx)
 		if err == nil || ctx.Err() != nil {
 			return nil
@@ -56,6 +58,7 @@ func (t *Trellis) run(ctx context.Context, streamFn streamFunc) error {
 		if !lostConnection(err) {
 			return err
 		}
+		t.ready.set(RunnerReconnecting, err.Error())
 		// The pool's other sessions most likely went the same way (a
 		// restart): let the next run start on fresh ones.
 		t.pool.Reset()
@@ -140,6 +143,7 @@ func (s *supervisor) runOnce(ctx context.Context) error {
 // running is called once a run has prepared its capture and starts its
 // workers: an outage is over.
 func (s *supervisor) running() {
+	s.t.ready.set(RunnerActive, "")
 	s.backoff.Reset()
 	s.lost.Recover("as", "active runner")
 }
@@ -178,9 +182,10 @@ func (s *supervisor) takeLock(ctx context.Context, conn *pgx.Conn) error {
 				return terr.Wrap(terr.Unavailable, err, "announce standby: %v", err)
 			}
 			s.metrics.Standby.Set(1)
+			held, _ := inspectLock(ctx, conn, key)
+			s.t.ready.set(RunnerStandby, fmt.Sprintf("another runner holds instance %s (backend %d, %s)", s.t.cat.Schema, held.pid, held.app))
 			if !s.standbyLogged {
 				s.standbyLogged = true
-				held, _ := inspectLock(ctx, conn, key)
 				s.t.log.Info(fmt.Sprintf("another runner holds instance %s; waiting as standby", s.t.cat.Schema),
 					"holder_pid", held.pid, "holder", held.app, "poll", standbyPoll)
 			}

@@ -109,6 +109,8 @@ type Trellis struct {
 	pool *pgxpool.Pool
 	cat  catalog.Catalog
 	log  *slog.Logger
+	// ready is what Run in this process is doing (readiness.go).
+	ready readiness
 }
 
 // ResolveDSN returns dsn, else TRELLIS_DATABASE_URL, else "" (which pgx
