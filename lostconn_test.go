@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/trellis-repl/trellis-repl/internal/fault"
 	"github.com/trellis-repl/trellis-repl/internal/terr"
 )
 
@@ -49,8 +50,8 @@ func TestLostConnection(t *testing.T) {
 		{nil, false},
 	}
 	for _, c := range cases {
-		if got := lostConnection(c.err); got != c.lost {
-			t.Errorf("lostConnection(%v) = %v, want %v", c.err, got, c.lost)
+		if got := fault.Disconnected(c.err); got != c.lost {
+			t.Errorf("fault.Disconnected(%v) = %v, want %v", c.err, got, c.lost)
 		}
 	}
 }

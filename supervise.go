@@ -55,7 +55,7 @@ func (t *Trellis) run(ctx context.Context, streamFn streamFunc) error {
 		if err == nil || ctx.Err() != nil {
 			return nil
 		}
-		if !lostConnection(err) {
+		if !fault.Disconnected(err) {
 			return err
 		}
 		t.ready.set(RunnerReconnecting, err.Error())
@@ -302,7 +302,3 @@ func (t *Trellis) runnerStatus(ctx context.Context, inst *catalog.Instance) (*Ru
 	}
 	return rs, nil
 }
-
-// lostConnection reports whether err ended a run because the connection to
-// the server went away (the one classifier's Disconnected).
-func lostConnection(err error) bool { return fault.Disconnected(err) }

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -579,24 +578,20 @@ func (a *Applier) Enumerate(ctx context.Context, phase int, cursor []string, lim
 	if err != nil {
 		return 0, nil, fmt.Errorf("enumerate keys of %s: %w", a.Plan.Target.Name, err)
 	}
-	defer rows.Close()
-	var out [][]string
-	for rows.Next() {
-		vals, err := rows.Values()
-		if err != nil {
-			return 0, nil, err
+	out, err := scanKeys(rows)
+	return e.Source, out, err
+}
+
+// scanKeys reads rows of key values cast to text.
+func scanKeys(rows pgx.Rows) ([][]string, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) ([]string, error) {
+		k := make([]string, len(row.FieldDescriptions()))
+		ptrs := make([]any, len(k))
+		for i := range k {
+			ptrs[i] = &k[i]
 		}
-		k := make([]string, len(vals))
-		for i, v := range vals {
-			s, ok := v.(string)
-			if !ok {
-				return 0, nil, errors.New("enumerate: key value is not text")
-			}
-			k[i] = s
-		}
-		out = append(out, k)
-	}
-	return e.Source, out, rows.Err()
+		return k, row.Scan(ptrs...)
+	})
 }
 
 // KeysOf places keys of source i in a Batch's per-source key list.

@@ -38,12 +38,5 @@ func (a *Applier) EnumerateTable(ctx context.Context, src int, table string, cur
 	if err != nil {
 		return nil, fmt.Errorf("enumerate keys of %s for %s: %w", table, a.Plan.Target.Name, err)
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) ([]string, error) {
-		k := make([]string, len(key))
-		ptrs := make([]any, len(key))
-		for i := range k {
-			ptrs[i] = &k[i]
-		}
-		return k, row.Scan(ptrs...)
-	})
+	return scanKeys(rows)
 }
