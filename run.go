@@ -82,7 +82,7 @@ func (t *Trellis) runMode(ctx context.Context, lockConn *pgx.Conn, streamFn stre
 	if err != nil {
 		return err
 	}
-	store, err := checkpoint.Open(dir, t.log)
+	store, err := checkpoint.OpenWith(dir, checkpoint.Options{Logger: t.log, SyncInterval: max(t.cfg.StoreSyncInterval, 0)})
 	if err != nil {
 		return terr.Wrap(terr.Unavailable, err, "open the local checkpoint store in %s: %v; use --data-dir to choose a writable directory", dir, err)
 	}

@@ -84,6 +84,20 @@ type Config struct {
 	// BatchSize caps the keys re-derived in one apply transaction
 	// (default 10000).
 	BatchSize int
+	// CoalesceWindow is the latency budget of a live transform's batches
+	// (default 20ms; negative: none): a worker woken by a change less than
+	// this long after its last batch started waits for the rest of the
+	// window, so that a trickle of one-row commits is re-derived in one
+	// transaction per window rather than one per commit. A backlog of
+	// CoalesceKeys keys or more is taken at once. See docs/tuning.md.
+	CoalesceWindow time.Duration
+	// CoalesceKeys is the backlog that ends a coalescing wait early
+	// (default 1000).
+	CoalesceKeys int
+	// StoreSyncInterval bounds how often the local store fsyncs recorded
+	// changes (default 10ms; negative: every group commit). Keys are taken
+	// before the sync; only the slot's confirmed position waits for it.
+	StoreSyncInterval time.Duration
 	// Metrics, when set, receives Run's Prometheus metrics.
 	Metrics *Metrics
 	// Publication, when set, names a publication the source tables' owner
@@ -102,6 +116,12 @@ type Config struct {
 	// transform is quarantined (default 5; ADR 0013).
 	QuarantineAfter int
 }
+
+// The defaults of Config's latency budgets (ADR 0016, docs/tuning.md).
+const (
+	DefaultCoalesceWindow    = 20 * time.Millisecond
+	DefaultStoreSyncInterval = 10 * time.Millisecond
+)
 
 // Trellis is an open instance: a connection pool and the catalog.
 type Trellis struct {
@@ -149,6 +169,15 @@ func Open(ctx context.Context, cfg Config) (*Trellis, error) {
 	}
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 10000
+	}
+	if cfg.CoalesceWindow == 0 {
+		cfg.CoalesceWindow = DefaultCoalesceWindow
+	}
+	if cfg.CoalesceKeys <= 0 {
+		cfg.CoalesceKeys = 1000
+	}
+	if cfg.StoreSyncInterval == 0 {
+		cfg.StoreSyncInterval = DefaultStoreSyncInterval
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

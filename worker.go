@@ -37,6 +37,9 @@ type worker struct {
 	persisted atomic.Uint64
 	applied   uint64
 	lastSaved time.Time
+	// lastTake is when the worker last took a batch of changes: the
+	// coalescing window counts from it.
+	lastTake time.Time
 	failures  int
 	// buildAttempts counts build steps failed in a row; drainFailure is the
 	// failing drain being reported (nil when the last batch applied).
@@ -313,7 +316,7 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 			}
 			w.log().Info("building transform")
 		case catalog.StateBackfilling:
-			if err := w.drain(ctx, a); err != nil {
+			if err := w.drain(ctx, a, false); err != nil {
 				return err
 			}
 			done, err := w.buildStep(ctx, a, tr)
@@ -357,7 +360,7 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 // reconcile) or until its catalog row may have changed.
 func (w *worker) live(ctx context.Context, a *engine.Applier) error {
 	for ctx.Err() == nil {
-		if err := w.drain(ctx, a); err != nil {
+		if err := w.drain(ctx, a, true); err != nil {
 			return err
 		}
 		if err := w.correct(ctx, a); err != nil {
@@ -378,12 +381,41 @@ func (w *worker) live(ctx context.Context, a *engine.Applier) error {
 	return nil
 }
 
-// drain applies dirty keys until the set is empty.
-func (w *worker) drain(ctx context.Context, a *engine.Applier) error {
+// coalesce waits, before a live transform takes a batch, for the rest of
+// the coalescing window the last batch opened, unless the backlog is
+// already large: at one row per commit every batch costs a transaction, a
+// visibility check and a progress write whatever its size, so a trickle is
+// re-derived once per window (ADR 0016). A catalog change waits too: the
+// window is short.
+func (w *worker) coalesce(ctx context.Context) {
+	wait := w.r.t.cfg.CoalesceWindow - time.Since(w.lastTake)
+	if wait <= 0 {
+		return
+	}
+	if n, err := w.r.store.Pending(w.id); err != nil || n == 0 || n >= int64(w.r.t.cfg.CoalesceKeys) {
+		return // nothing to wait for, or enough
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// drain applies dirty keys until the set is empty; live: batches keep to
+// the coalescing window (a build's are taken at once).
+func (w *worker) drain(ctx context.Context, a *engine.Applier, live bool) error {
 	for ctx.Err() == nil {
+		if live {
+			w.coalesce(ctx)
+		}
 		b, err := w.r.store.Take(w.id, w.r.t.cfg.BatchSize)
 		if err != nil {
 			return err
+		}
+		if len(b.Keys) > 0 || len(b.Truncated) > 0 {
+			w.lastTake = time.Now()
 		}
 		if len(b.Keys) == 0 && len(b.Truncated) == 0 {
 			if b.All && b.UpTo > w.applied {

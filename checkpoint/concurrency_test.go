@@ -19,12 +19,18 @@ import (
 // previous one.
 func TestConcurrentRecordTakeDone(t *testing.T) {
 	for _, pipelined := range []bool{false, true} {
-		t.Run(fmt.Sprint("pipelined=", pipelined), func(t *testing.T) { testConcurrentRecordTakeDone(t, pipelined) })
+		for _, every := range []time.Duration{0, time.Millisecond} {
+			t.Run(fmt.Sprint("pipelined=", pipelined, ",sync=", every), func(t *testing.T) { testConcurrentRecordTakeDone(t, pipelined, every) })
+		}
 	}
 }
 
-func testConcurrentRecordTakeDone(t *testing.T, pipelined bool) {
-	s := openTest(t, t.TempDir())
+func testConcurrentRecordTakeDone(t *testing.T, pipelined bool, syncEvery time.Duration) {
+	s, err := open(t.TempDir(), Options{SyncInterval: syncEvery}, testMirrorCap(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
 	const (
 		transforms = 3
 		keySpace   = 200

@@ -79,13 +79,14 @@ func (b Batch) MaxLSN() uint64 {
 	return m
 }
 
-// Record durably records one committed transaction; see RecordMany.
+// Record records one committed transaction; see RecordMany.
 func (s *Store) Record(lsn uint64, xid uint32, keys []DirtyKey, truncs []TableRef) error {
 	return s.RecordMany([]Txn{{LSN: lsn, Xid: xid, Keys: keys, Truncs: truncs}})
 }
 
-// RecordMany durably records several committed transactions in one synced
-// Pebble batch (group commit): each key joins its transform's dirty set
+// RecordMany records several committed transactions in one Pebble batch
+// (group commit), synced as the store's Options.SyncInterval says (see
+// commitRecorded): each key joins its transform's dirty set
 // (an already dirty key just takes the newer LSN), each truncation becomes
 // a marker, each transaction with keys and a non-zero xid gets a
 // visibility entry, and ReceivedLSN advances to the largest LSN (never
@@ -120,7 +121,7 @@ func (s *Store) RecordMany(txns []Txn) error {
 		}
 	}
 	w.publishCounts()
-	return s.commitSynced(b, top)
+	return s.commitRecorded(b, top)
 }
 
 // MarkDirty durably adds keys to dirty sets at the current ReceivedLSN
@@ -174,7 +175,7 @@ func (s *Store) Take(transform int64, limit int) (Batch, error) {
 	s.mu.Lock()
 	if s.watch[transform] == nil {
 		s.watchSeq++
-		s.watch[transform] = &watch{id: s.watchSeq, marked: make(map[string]uint64)}
+		s.watch[transform] = &watch{id: s.watchSeq, marked: make(map[string]mirrorEntry)}
 	}
 	out.watch = s.watch[transform].id
 	kp := keyPrefix(transform)
@@ -186,6 +187,11 @@ func (s *Store) Take(transform int64, limit int) (Batch, error) {
 		start = low
 	}
 	from := s.cursors[transform]
+	if m := s.mirrors[transform]; m != nil {
+		s.takeMirror(transform, m, limit, &out)
+		s.mu.Unlock()
+		return out, nil
+	}
 	s.mu.Unlock()
 	// The markers' range has an upper bound of its own: a seek past the
 	// last marker would otherwise step over every tombstone at the front
@@ -259,6 +265,7 @@ func (s *Store) Take(transform int64, limit int) (Batch, error) {
 	// was registered: the smallest of both is the new low-water mark.
 	if w := s.watch[transform]; full && w != nil && w.id == out.watch {
 		s.low[transform] = lowest(prefixEnd(kp), first, w.min)
+		s.rebuildMirror(transform, &out, w)
 	}
 	s.mu.Unlock()
 	return out, nil
@@ -284,7 +291,7 @@ func (s *Store) Done(transform int64, b Batch) error {
 	removed := int64(0)
 	// The keys marked since this batch's Take, when that watch is still
 	// the transform's; otherwise every entry is read.
-	var marked map[string]uint64
+	var marked map[string]mirrorEntry
 	// A batch with every dirty key leaves only the keys marked since its
 	// Take, each of them in the watch: their smallest is the new
 	// low-water mark, once the deletions are committed.
@@ -301,12 +308,17 @@ func (s *Store) Done(transform int64, b Batch) error {
 			s.low[transform] = low
 		}
 	}
+	m := s.mirrors[transform]
 	del := func(k []byte, version uint64) (bool, error) {
 		if _, dup := seen[string(k)]; dup {
 			return false, nil
 		}
-		if cur, again := marked[string(k)]; again {
-			if cur != version {
+		if m != nil {
+			if cur, ok := m[string(k)]; !ok || cur.ver != version {
+				return false, nil // dirtied again since Take
+			}
+		} else if cur, again := marked[string(k)]; again {
+			if cur.ver != version {
 				return false, nil // dirtied again since Take
 			}
 		} else if marked == nil {
@@ -342,6 +354,9 @@ func (s *Store) Done(transform int64, b Batch) error {
 	}
 	if err := pb.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("checkpoint: done %d: %w", transform, err)
+	}
+	for k := range seen {
+		delete(m, k)
 	}
 	setLow()
 	s.addPending(transform, -removed)
@@ -388,6 +403,7 @@ func (s *Store) DropTransform(transform int64) error {
 	delete(s.low, transform)
 	delete(s.pending, transform)
 	delete(s.watch, transform)
+	s.mirrors[transform] = mirror{}
 	return s.commitSynced(b, 0)
 }
 
@@ -437,7 +453,11 @@ func (w *writer) markTrunc(transform int64, table uint32, lsn uint64) error {
 
 func (w *writer) set(transform int64, k []byte, lsn uint64) (isNew bool, err error) {
 	prev, inBatch := w.seen[string(k)]
-	if !inBatch {
+	if m := w.s.mirrors[transform]; !inBatch && m != nil {
+		// The mirror is the whole set: no read of the store.
+		cur, ok := m[string(k)]
+		prev, isNew = cur.lsn, !ok
+	} else if !inBatch {
 		v, ok, err := w.s.get(k)
 		if err != nil {
 			return false, err
@@ -453,9 +473,11 @@ func (w *writer) set(transform int64, k []byte, lsn uint64) (isNew bool, err err
 	w.seen[string(k)] = lsn
 	ver := w.s.nextVersion
 	w.s.nextVersion++
+	e := mirrorEntry{lsn: lsn, ver: ver}
 	if watch := w.s.watch[transform]; watch != nil {
-		watch.marked[string(k)] = ver
+		watch.marked[string(k)] = e
 	}
+	w.s.mirrorSet(transform, k, e)
 	return isNew, w.b.Set(k, encodeValue(lsn, ver), nil)
 }
 
@@ -478,6 +500,6 @@ func (w *writer) abort(err error) error {
 // can delete the batch's other keys without reading them.
 type watch struct {
 	id     uint64
-	marked map[string]uint64 // dirty-set key -> version written
-	min    []byte            // the smallest dirty key in marked (nil: none)
+	marked map[string]mirrorEntry // dirty-set key -> what was written
+	min    []byte                 // the smallest dirty key in marked (nil: none)
 }

@@ -7,8 +7,11 @@
 //   - ReceivedLSN only ever reports a position that is fsynced, together with
 //     every key of every transaction at or below it. The caller may confirm
 //     the slot up to it.
-//   - Record/RecordMany, CommitSpill, MarkDirty, SetConfirmedLSN and
-//     DropTransform are synced. Done, ResolveXids and the spill calls are
+//   - CommitSpill, MarkDirty, SetConfirmedLSN and DropTransform are synced.
+//     Record/RecordMany are synced too, or, with Options.SyncInterval, at
+//     most once per interval (group commit across calls): their keys can
+//     be taken at once, and ReceivedLSN reports their position once the
+//     sync that covers them is done. Done, ResolveXids and the spill calls are
 //     not: losing them only causes a harmless re-derive, a repeated
 //     visibility check, or a spill the server re-streams anyway. Because
 //     Pebble's WAL is sequential, every synced write also makes all earlier
@@ -73,10 +76,21 @@ type Store struct {
 	// deletions leave tombstones until Pebble compacts them (in a long
 	// catch-up, a third of the process's CPU went to stepping over them).
 	// Absent: not known yet (after Open), the front.
-	low         map[int64][]byte
+	low map[int64][]byte
+	// mirrors holds the exact in-memory copy of each small dirty set
+	// (mirror.go); absent: read the set from Pebble.
+	mirrors     map[int64]mirror
+	mirrorCap   int
 	nextVersion uint64
 	recvWritten uint64 // highest received LSN written to any batch
 	recvDefer   uint64 // AdvanceReceived value not yet written
+	// recvUnsynced is the received position written by a RecordMany
+	// whose sync was deferred (0: none); syncScheduled says a timer will
+	// sync it; syncErr is that timer's failure, returned by the next call.
+	syncEvery     time.Duration
+	recvUnsynced  uint64
+	syncScheduled bool
+	syncErr       error
 	lastSync    time.Time
 
 	// xids mirrors the visibility entries (see xids.go).
@@ -95,6 +109,31 @@ type Store struct {
 // 64 MB block cache (which also accounts for the 16 MB memtables; a smaller
 // cache would be eaten by them and every lookup would hit the disk).
 func Open(dir string, logger *slog.Logger) (*Store, error) {
+	return OpenWith(dir, Options{Logger: logger})
+}
+
+// Options tune a Store.
+type Options struct {
+	// Logger receives the store's and Pebble's messages; nil discards them.
+	Logger *slog.Logger
+	// SyncInterval, when > 0, lets RecordMany sync at most once per
+	// interval: a call within the interval after the last sync is applied
+	// without waiting for the disk, and a timer syncs it by the end of the
+	// interval. It bounds how far ReceivedLSN (and so the slot's confirmed
+	// position) trails what was recorded, not how soon keys can be taken.
+	// 0 syncs every call.
+	SyncInterval time.Duration
+}
+
+// OpenWith is Open with options.
+func OpenWith(dir string, o Options) (*Store, error) {
+	return open(dir, o, defaultMirrorCap)
+}
+
+// open is OpenWith with the mirror bound as a parameter (tests run the
+// store with no mirror, a tiny one and the default).
+func open(dir string, o Options, mirrorCap int) (*Store, error) {
+	logger := o.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -115,7 +154,8 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: open pebble in %s: %w", dir, err)
 	}
-	s := &Store{db: db, log: logger, pending: make(map[int64]int64), watch: make(map[int64]*watch), nextVersion: 1, cursors: make(map[int64][]byte), low: make(map[int64][]byte)}
+	s := &Store{db: db, log: logger, pending: make(map[int64]int64), watch: make(map[int64]*watch), nextVersion: 1, cursors: make(map[int64][]byte), low: make(map[int64][]byte),
+		mirrors: make(map[int64]mirror), mirrorCap: mirrorCap, syncEvery: o.SyncInterval}
 	if err := s.load(); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
@@ -166,7 +206,9 @@ func (s *Store) load() error {
 	}
 	s.recvWritten = s.received.Load()
 
-	// Rebuild the per-transform counters and the version counter.
+	// Rebuild the per-transform counters, the version counter and the
+	// mirrors of the sets small enough to have one.
+	over := map[int64]bool{}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{nsDirty}, UpperBound: []byte{nsDirty + 1}})
 	if err != nil {
 		return fmt.Errorf("checkpoint: scan dirty sets: %w", err)
@@ -176,15 +218,28 @@ func (s *Store) load() error {
 		if len(k) < 14 {
 			return errors.Join(fmt.Errorf("checkpoint: corrupt dirty key %x", k), it.Close())
 		}
-		_, ver, err := decodeValue(it.Value())
+		lsn, ver, err := decodeValue(it.Value())
 		if err != nil {
 			return errors.Join(err, it.Close())
 		}
 		if ver >= s.nextVersion {
 			s.nextVersion = ver + 1
 		}
+		tr := transformFromBytes(k[1:9])
 		if k[9] == tagKey {
-			s.pending[transformFromBytes(k[1:9])]++
+			s.pending[tr]++
+		}
+		if !over[tr] {
+			m := s.mirrors[tr]
+			if m == nil {
+				m = mirror{}
+				s.mirrors[tr] = m
+			}
+			m[string(k)] = mirrorEntry{lsn: lsn, ver: ver}
+			if len(m) > s.mirrorCap {
+				delete(s.mirrors, tr)
+				over[tr] = true
+			}
 		}
 	}
 	if err := it.Close(); err != nil {
@@ -295,7 +350,7 @@ func (s *Store) Flush() error {
 
 func (s *Store) flushDeferred() error {
 	s.mu.Lock()
-	if s.recvDefer <= s.recvWritten {
+	if s.recvDefer <= s.recvWritten && s.recvUnsynced == 0 {
 		s.mu.Unlock()
 		return nil
 	}
@@ -310,8 +365,9 @@ func (s *Store) flushDeferred() error {
 // Applying under s.mu and waiting for the fsync outside it keeps appliers'
 // Done calls from queuing behind the disk.
 func (s *Store) commitSynced(b *pebble.Batch, lsn uint64) error {
-	recv := max(s.recvWritten, s.recvDefer, lsn)
-	s.recvDefer = 0
+	// The sync also makes every earlier write durable, deferred ones too.
+	recv := max(s.recvWritten, s.recvDefer, s.recvUnsynced, lsn)
+	s.recvDefer, s.recvUnsynced = 0, 0
 	if recv > s.recvWritten {
 		_ = b.Set(metaKey(metaReceived), be64(recv), nil)
 		s.recvWritten = recv
@@ -333,6 +389,65 @@ func (s *Store) commitSynced(b *pebble.Batch, lsn uint64) error {
 		if recv <= cur || s.received.CompareAndSwap(cur, recv) {
 			return nil
 		}
+	}
+}
+
+// commitRecorded commits a RecordMany batch: synced, unless the last sync
+// is less than syncEvery ago; then it is applied at once (its keys can be
+// taken) with its received position written but not yet reported, and a
+// timer syncs it by the end of the interval. Reporting the position only
+// after a sync is what the durability contract needs; writing it before is
+// safe, as Pebble's WAL is sequential: a recovered position comes with
+// every key written before it. Called with s.mu held; releases it.
+func (s *Store) commitRecorded(b *pebble.Batch, lsn uint64) error {
+	if err := s.syncErr; err != nil {
+		s.mu.Unlock()
+		_ = b.Close()
+		return err
+	}
+	wait := s.syncEvery - time.Since(s.lastSync)
+	if s.syncEvery <= 0 || wait <= 0 {
+		return s.commitSynced(b, lsn)
+	}
+	recv := max(s.recvWritten, s.recvDefer, lsn)
+	s.recvDefer = 0
+	if recv > s.recvWritten {
+		_ = b.Set(metaKey(metaReceived), be64(recv), nil)
+		s.recvWritten = recv
+	}
+	err := s.db.Apply(b, pebble.NoSync)
+	if err == nil {
+		s.recvUnsynced = max(s.recvUnsynced, recv)
+		if !s.syncScheduled {
+			s.syncScheduled = true
+			time.AfterFunc(wait, s.syncDeferred)
+		}
+	}
+	s.mu.Unlock()
+	_ = b.Close()
+	if err != nil {
+		return fmt.Errorf("checkpoint: write batch: %w", err)
+	}
+	return nil
+}
+
+// syncDeferred is the timer that syncs what commitRecorded deferred.
+func (s *Store) syncDeferred() {
+	if err := s.enter(); err != nil {
+		return // closed: Close synced it
+	}
+	defer s.life.RUnlock()
+	s.mu.Lock()
+	s.syncScheduled = false
+	if s.recvUnsynced == 0 {
+		s.mu.Unlock()
+		return
+	}
+	if err := s.commitSynced(s.db.NewBatch(), 0); err != nil {
+		s.log.Error("sync the checkpoint store", "err", err)
+		s.mu.Lock()
+		s.syncErr = err
+		s.mu.Unlock()
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 
 func openTest(t testing.TB, dir string) *Store {
 	t.Helper()
-	s, err := Open(dir, nil)
+	s, err := open(dir, Options{}, testMirrorCap(t))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -702,5 +702,48 @@ func TestTakeFromLowWaterMark(t *testing.T) {
 	}
 	if n := mustPending(t, s, 1); n != 0 {
 		t.Errorf("Pending = %d after draining", n)
+	}
+}
+
+// TestDeferredSync: with a sync interval, a Record soon after a sync is
+// applied at once (its key can be taken) but ReceivedLSN reports it only
+// once the timer has synced it; Close syncs what is still deferred.
+func TestDeferredSync(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenWith(dir, Options{SyncInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Record(10, 1, []DirtyKey{dk(1, 1, "a")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.ReceivedLSN(); got != 10 {
+		t.Fatalf("first record after a quiet period: ReceivedLSN %d, want 10 (synced at once)", got)
+	}
+	if err := s.Record(20, 2, []DirtyKey{dk(1, 1, "b")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.ReceivedLSN(); got != 10 {
+		t.Fatalf("record within the interval: ReceivedLSN %d, want 10 until synced", got)
+	}
+	if got := keyNames(t, mustTake(t, s, 1, 0)); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("take before the sync: %v, want both keys", got)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.ReceivedLSN() != 20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("ReceivedLSN %d long after the interval, want 20", s.ReceivedLSN())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := s.Record(30, 3, []DirtyKey{dk(1, 1, "c")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := openTest(t, dir)
+	if got := s2.ReceivedLSN(); got != 30 {
+		t.Fatalf("after Close and reopen: ReceivedLSN %d, want 30", got)
 	}
 }

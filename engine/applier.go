@@ -280,9 +280,12 @@ const maxWidenRounds = 10000
 func (a *Applier) send(ctx context.Context, tx pgx.Tx, batch *pgx.Batch, steps []Step, ints []int64) (written, widened int64, err error) {
 	queued := batch.Len()
 	for _, st := range steps {
-		if st.KeyArgs {
+		switch {
+		case st.KeyArgs:
 			batch.Queue(st.SQL, ints, ints[0], ints[len(ints)-1])
-		} else {
+		case st.BoundArgs:
+			batch.Queue(st.SQL, ints[0], ints[len(ints)-1])
+		default:
 			batch.Queue(st.SQL)
 		}
 	}
@@ -361,11 +364,7 @@ func (a *Applier) queueKeys(batch *pgx.Batch, keys [][]string, ints []int64) err
 	// thousands of keys and scans whole tables to re-derive a few (80x
 	// slower for 30 keys of a 100k-row table).
 	batch.Queue("ANALYZE " + keysTable)
-	switch {
-	case a.Stmts.LoadBounds == "":
-	case a.Stmts.IntKey:
-		batch.Queue(a.Stmts.LoadBounds, ints[0], ints[len(ints)-1])
-	default:
+	if a.Stmts.LoadBounds != "" {
 		batch.Queue(a.Stmts.LoadBounds)
 	}
 	return nil

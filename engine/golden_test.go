@@ -34,6 +34,8 @@ func TestGeneratedSQL(t *testing.T) {
 		{"agg_join", `CREATE TRANSFORM agg_join AS SELECT d.name, count(*) AS n, sum(f.v) AS s FROM fact f JOIN dim d ON d.id = f.d1 GROUP BY d.name`},
 		{"anti_join", `CREATE TRANSFORM anti_join AS SELECT f.id FROM fact f LEFT JOIN dim d ON d.id = f.d1 WHERE d.id IS NULL`},
 		{"agg_total_extreme", `CREATE TRANSFORM agg_total_extreme AS SELECT max(v) AS hi, count(*) + 1 AS q FROM src`},
+		{"agg_intkey", `CREATE TRANSFORM agg_intkey AS SELECT d1, count(*) AS n, sum(v) AS s FROM fact GROUP BY d1`},
+		{"row_intkey", `CREATE TRANSFORM row_intkey AS SELECT id, v + 1 AS v1 FROM fact WHERE v > 0`},
 		{"having", `CREATE TRANSFORM having_pct AS SELECT d.name, 100.0 * sum(f.v) / nullif(count(*), 0) AS pct FROM fact f JOIN dim d ON d.id = f.d1 GROUP BY d.name HAVING count(*) > 2`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,7 +53,14 @@ func TestGeneratedSQL(t *testing.T) {
 			section("load keys", s.LoadKeys, s.LoadBounds)
 			section("load source keys", s.LoadSource...)
 			for _, st := range s.Apply {
-				section("apply", st.SQL)
+				switch {
+				case st.KeyArgs:
+					section("apply (keys $1, first and last key $2 $3)", st.SQL)
+				case st.BoundArgs:
+					section("apply (first and last key $1 $2)", st.SQL)
+				default:
+					section("apply", st.SQL)
+				}
 			}
 			for _, e := range s.Enum {
 				section("walk", e.First, e.After)

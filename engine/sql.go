@@ -23,8 +23,9 @@ type Statements struct {
 	LoadSource []string
 	Analyze    []string
 	// LoadBounds records the batch's first and last key value for
-	// keyBounds, after LoadKeys; under IntKey they are its two parameters
-	// ("" when the key type does not qualify or no step reads them).
+	// keyBounds, after LoadKeys ("" under IntKey, where the bounds are
+	// parameters, when the key type does not qualify, or when no step
+	// reads them).
 	LoadBounds string
 	// Apply re-derives the loaded keys and writes ledger and target, in order.
 	Apply []Step
@@ -58,6 +59,10 @@ type Step struct {
 	// (IntKey only: $1 the bigint[] of keys, $2 and $3 the first and
 	// last) rather than from the key table.
 	KeyArgs bool
+	// BoundArgs: the statement reads the key table, bounded by the
+	// batch's first and last key as its parameters $1 and $2 (IntKey
+	// only; see keyBounds).
+	BoundArgs bool
 }
 
 // StepRole says what an apply statement writes.
@@ -159,14 +164,26 @@ func argBounds(col string) string {
 // qualify. PostgreSQL's merge join reads an index from its start, not from
 // the other side's first key: without the bounds, re-deriving a batch of
 // neighbouring keys far into a big table scans every index entry before
-// them, in each statement. The values are found once per batch
-// (LoadBounds), not by each statement.
+// them, in each statement. Under IntKey the applier knows the values and
+// passes them as the statement's parameters $1 and $2 (Step.BoundArgs):
+// the planner then sees the range, and chooses per batch between a range
+// scan (neighbouring keys) and index probes (keys scattered over the
+// table, where a range priced at its default selectivity read the whole
+// index: ADR 0016). Otherwise they are found once per batch
+// (LoadBounds), not by each statement, and read from the bounds table.
 func keyBounds(p *Plan, col string) string {
-	if p.Multi() || !boundable(p) {
+	switch {
+	case p.Multi() || !boundable(p):
 		return ""
+	case intKey(p):
+		return " AND " + col + " >= $1::bigint AND " + col + " <= $2::bigint"
 	}
 	return " AND " + col + " >= (SELECT __lo FROM " + boundsTable + ") AND " + col + " <= (SELECT __hi FROM " + boundsTable + ")"
 }
+
+// boundArgs says whether keyBounds makes parameters of a one-source plan's
+// bounds (the statements using them are then BoundArgs).
+func boundArgs(p *Plan) bool { return !p.Multi() && boundable(p) && intKey(p) }
 
 // BuildStatements generates the applier SQL for a plan, for a server of
 // the given version (server_version_num; MERGE needs 150000).
@@ -202,7 +219,20 @@ func BuildStatements(p *Plan, serverVersion int) *Statements {
 	case p.Shape != ShapeRow:
 		first, after = enumLedger(p)
 		s.Enum = append(s.Enum, Enum{Source: 0, Stored: true, First: first, After: after})
-		buildAggregate(s, p, singleChanges(p, fromK, where), serverVersion >= 150000)
+		// The changes table takes its columns from the query without
+		// parameters: a CREATE TABLE AS takes none.
+		shape := singleChanges(p, keysTable+" __k", noBounds, where)
+		if s.IntKey {
+			// Only the changes query reads the keys: from the array, whose
+			// length the planner knows, so no key table is filled and
+			// analyzed per batch (ADR 0016).
+			s.LoadKeys = ""
+			buildAggregate(s, p, Step{Role: RoleChanges, SQL: "INSERT INTO " + changesTable + " " + singleChanges(p, keyArray(p), argBounds, where), KeyArgs: true},
+				shape, serverVersion >= 150000)
+			break
+		}
+		changes := singleChanges(p, keysTable+" __k", func(col string) string { return keyBounds(p, col) }, where)
+		buildAggregate(s, p, Step{Role: RoleChanges, SQL: "INSERT INTO " + changesTable + " " + changes}, shape, serverVersion >= 150000)
 	case serverVersion >= 150000:
 		s.Apply = []Step{{Role: RoleMerge, SQL: mergeRow(p, false)}}
 	default:
@@ -228,17 +258,13 @@ func loadKeyTable(s *Statements, p *Plan) {
 		s.LoadKeys = "INSERT INTO " + keysTable + " SELECT DISTINCT " + strings.Join(kcasts, ", ") +
 			" FROM unnest(" + strings.Join(kparams, ", ") + ") AS u(" + strings.Join(ucols, ", ") + ")"
 	}
-	if !boundable(p) {
-		return
+	if !boundable(p) || s.IntKey {
+		return // no bounds, or bounds as parameters (keyBounds)
 	}
 	typ := p.Sources[0].Key[0].Type
 	s.Setup = append(s.Setup, fmt.Sprintf("CREATE TEMP TABLE IF NOT EXISTS __trellis_b (__lo %s, __hi %s) ON COMMIT DELETE ROWS", typ, typ))
-	if s.IntKey {
-		s.LoadBounds = "INSERT INTO " + boundsTable + " VALUES ($1::bigint, $2::bigint)"
-	} else {
-		s.LoadBounds = "INSERT INTO " + boundsTable + " SELECT (SELECT __k0 FROM " + keysTable + " ORDER BY __k0 LIMIT 1), (SELECT __k0 FROM " +
-			keysTable + " ORDER BY __k0 DESC LIMIT 1)"
-	}
+	s.LoadBounds = "INSERT INTO " + boundsTable + " SELECT (SELECT __k0 FROM " + keysTable + " ORDER BY __k0 LIMIT 1), (SELECT __k0 FROM " +
+		keysTable + " ORDER BY __k0 DESC LIMIT 1)"
 }
 
 // enumSource lists source keys in key order, for builds: the first page,
@@ -300,7 +326,7 @@ func upsertRow(p *Plan, fromK, where string) Step {
 		keyBounds(p, "__t."+ident(p.Identity[0])) + " RETURNING 1),\n" +
 		" __u AS (INSERT INTO " + t + " AS __t (" + strings.Join(names, ", ") + ") SELECT " + strings.Join(names, ", ") +
 		" FROM __n" + conflict + " RETURNING 1)\n" +
-		"SELECT (SELECT count(*) FROM __d) + (SELECT count(*) FROM __u)"}
+		"SELECT (SELECT count(*) FROM __d) + (SELECT count(*) FROM __u)", BoundArgs: boundArgs(p)}
 }
 
 // enumIdentities lists a row target's identities in key order, for
@@ -336,10 +362,21 @@ func enumLedger(p *Plan) (first, after string) {
 	return first, after
 }
 
+// noBounds is the bounds of a statement that has none.
+func noBounds(string) string { return "" }
+
 // singleChanges is the query of a one-source aggregate's changed
-// contributions: the loaded keys' new ledger rows (fromK, where) full-joined
-// to their old ones.
-func singleChanges(p *Plan, fromK, where string) string {
+// contributions: the new ledger rows (where) of the batch's keys (the FROM
+// item keys, named __k), full-joined to their old ones; bounds(col) is the
+// redundant key-range condition on a key column (keyBounds).
+func singleChanges(p *Plan, keys string, bounds func(col string) string, where string) string {
+	src := p.Sources[0]
+	ref := ident(src.Ref)
+	var joinK []string
+	for i, k := range src.Key {
+		joinK = append(joinK, fmt.Sprintf("%s.%s = __k.__k%d", ref, ident(k.Name), i))
+	}
+	fromK := src.From + " JOIN " + keys + " ON " + strings.Join(joinK, " AND ") + bounds(ref+"."+ident(src.Key[0].Name))
 	nk := len(p.Sources[0].Key)
 	L := p.Ledger.Ident()
 	var nsel []string
@@ -363,7 +400,7 @@ func singleChanges(p *Plan, fromK, where string) string {
 	sel, differs := changedContributions(p)
 	return "SELECT " + strings.Join(append(csel, sel...), ", ") +
 		" FROM (SELECT " + strings.Join(nsel, ", ") + " FROM " + fromK + where + ") __n" +
-		" FULL JOIN (SELECT __l.* FROM " + L + " __l JOIN " + keysTable + " __k ON " + strings.Join(ljoin, " AND ") + keyBounds(p, "__l.__k0") + ") __o" +
+		" FULL JOIN (SELECT __l.* FROM " + L + " __l JOIN " + keys + " ON " + strings.Join(ljoin, " AND ") + bounds("__l.__k0") + ") __o" +
 		" ON " + strings.Join(fjoin, " AND ") +
 		" WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR " + differs
 }
@@ -386,16 +423,18 @@ func changedContributions(p *Plan) (sel []string, differs string) {
 	return sel, "(" + strings.Join(append(oldv, "NULL"), ", ") + ") IS DISTINCT FROM (" + strings.Join(append(newv, "NULL"), ", ") + ")"
 }
 
-// buildAggregate generates an aggregate's apply statements from the query
-// of its changed contributions; merge: the server has MERGE (15+).
-func buildAggregate(s *Statements, p *Plan, changes string, merge bool) {
+// buildAggregate generates an aggregate's apply statements from the step
+// that fills the changes table with its changed contributions (and the
+// query of those without parameters, for the shape of the table); merge:
+// the server has MERGE (15+).
+func buildAggregate(s *Statements, p *Plan, changes Step, shape string, merge bool) {
 	ng := len(p.Groups)
 	L := p.Ledger.Ident()
 	T := p.aggTarget().Ident()
 	s.Reconcile = reconcileAggregate(p)
 	defer projectSteps(s, p)
-	s.Setup = append(s.Setup, "CREATE TEMP TABLE IF NOT EXISTS __trellis_c ON COMMIT DELETE ROWS AS "+changes+" WITH NO DATA")
-	s.Apply = append(s.Apply, Step{Role: RoleChanges, SQL: "INSERT INTO " + changesTable + " " + changes})
+	s.Setup = append(s.Setup, "CREATE TEMP TABLE IF NOT EXISTS __trellis_c ON COMMIT DELETE ROWS AS "+shape+" WITH NO DATA")
+	s.Apply = append(s.Apply, changes)
 
 	s.Apply = append(s.Apply, ledgerSteps(p, merge)...)
 
@@ -759,7 +798,7 @@ func ledgerSteps(p *Plan, merge bool) []Step {
 		}
 	}
 	del := Step{Role: RoleLedger, SQL: "DELETE FROM " + L + " __l USING " + changesTable + " __c WHERE " + strings.Join(lkeyEq, " AND ") +
-		bounds + " AND NOT __c.__has"}
+		bounds + " AND NOT __c.__has", BoundArgs: bounds != "" && boundArgs(p)}
 	lconf := " ON CONFLICT (" + strings.Join(keys, ", ") + ") DO NOTHING"
 	if len(lset) > 0 {
 		lconf = " ON CONFLICT (" + strings.Join(keys, ", ") + ") DO UPDATE SET " + strings.Join(lset, ", ")
@@ -775,7 +814,7 @@ func ledgerSteps(p *Plan, merge bool) []Step {
 		q += " WHEN MATCHED THEN UPDATE SET " + strings.Join(mset, ", ")
 	}
 	q += " WHEN NOT MATCHED AND __c.__has THEN INSERT (" + strings.Join(lcols, ", ") + ") VALUES (" + strings.Join(mvals, ", ") + ")"
-	return []Step{{Role: RoleLedger, SQL: q}}
+	return []Step{{Role: RoleLedger, SQL: q, BoundArgs: bounds != "" && boundArgs(p)}}
 }
 
 // targetSet is the SET list that adds a group's deltas to its target row

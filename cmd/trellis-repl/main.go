@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -226,6 +227,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	publication := fs.String("publication", "", "read this publication, created and managed by the source tables' owner (never altered); default: the instance's own <schema>_pub")
 	maxRetained := fs.String("max-retained-wal", "", "warn above this much WAL retained by the slot (e.g. 10GB); with --capture auto, switch to triggers")
 	quarantineAfter := fs.Int("quarantine-after", 5, "quarantine a transform once it holds this many keys whose re-derive fails on row data")
+	pprofOn := fs.Bool("pprof", false, "also serve Go's profiler at /debug/pprof/ on --metrics-addr (for tuning; see docs/tuning.md)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -261,6 +263,12 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		if *pprofOn {
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 			rd := t.Readiness()
