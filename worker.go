@@ -40,7 +40,7 @@ type worker struct {
 	// lastTake is when the worker last took a batch of changes: the
 	// coalescing window counts from it.
 	lastTake time.Time
-	failures  int
+	failures int
 	// buildAttempts counts build steps failed in a row; drainFailure is the
 	// failing drain being reported (nil when the last batch applied).
 	buildAttempts int

@@ -91,7 +91,7 @@ type Store struct {
 	recvUnsynced  uint64
 	syncScheduled bool
 	syncErr       error
-	lastSync    time.Time
+	lastSync      time.Time
 
 	// xids mirrors the visibility entries (see xids.go).
 	xids xidLog
