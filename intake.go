@@ -328,12 +328,29 @@ func (in *intake) StreamAbort(ctx context.Context, xid, subxid uint32) error {
 	return in.r.store.AbortSpill(xid, subxid)
 }
 
-// Idle advances the position over WAL that changed nothing we read.
-func (in *intake) Idle(ctx context.Context, walEnd uint64) error {
+// Sync writes what is queued and makes everything recorded durable
+// (capture.Sink: the trigger drain deletes the rows it moved only after).
+func (in *intake) Sync(ctx context.Context) error {
 	if err := in.flush(); err != nil {
 		return err
 	}
+	return in.r.store.Flush()
+}
+
+// Idle advances the position over WAL that changed nothing we read. With
+// transactions queued it rides with them (the group commit writes the
+// largest position it is given) instead of writing them at once: the
+// walsender sends a keepalive each time it catches up, at one row per
+// commit after nearly every transaction, and a flush per keepalive undid
+// the group commit (ADR 0016).
+func (in *intake) Idle(ctx context.Context, walEnd uint64) error {
 	in.mu.Lock()
+	if len(in.pending) > 0 {
+		in.pending = append(in.pending, checkpoint.Txn{LSN: walEnd})
+		in.mu.Unlock()
+		in.ensureFlusher()
+		return nil
+	}
 	defer in.mu.Unlock()
 	return in.r.store.AdvanceReceived(walEnd)
 }

@@ -98,6 +98,10 @@ type Config struct {
 	// changes (default 10ms; negative: every group commit). Keys are taken
 	// before the sync; only the slot's confirmed position waits for it.
 	StoreSyncInterval time.Duration
+	// PoolSize is the size of the shared connection pool (default 8):
+	// catalog, status and capture control. Each transform's applier and
+	// the capture stream have connections of their own.
+	PoolSize int
 	// Metrics, when set, receives Run's Prometheus metrics.
 	Metrics *Metrics
 	// Publication, when set, names a publication the source tables' owner
@@ -187,6 +191,9 @@ func Open(ctx context.Context, cfg Config) (*Trellis, error) {
 		return nil, terr.Wrap(terr.Validation, err, "the connection string is not valid: %v; pass --dsn postgres://user@host/db or set TRELLIS_DATABASE_URL", err)
 	}
 	pcfg.MaxConns = 8
+	if cfg.PoolSize > 0 {
+		pcfg.MaxConns = int32(cfg.PoolSize)
+	}
 	if pcfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		// Names trellis-repl's sessions in pg_stat_activity; the runner's
 		// own (lock, appliers, capture) say which they are.

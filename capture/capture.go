@@ -55,7 +55,18 @@ type Capture interface {
 	// fails for good. Continuity lost while streaming is reported to
 	// disrupted, which pauses what it must, before capture starts again
 	// from a new position.
-	Stream(ctx context.Context, sink decode.Sink, disrupted func(context.Context, Disruption) error) error
+	Stream(ctx context.Context, sink Sink, disrupted func(context.Context, Disruption) error) error
+}
+
+// Sink is where capture delivers changes: decode.Sink, and a way to make
+// everything delivered so far durable. The trigger drain needs it before it
+// deletes the rows it moved; the slot stream needs none (the slot keeps
+// what is not confirmed, and the runner confirms only what its store made
+// durable).
+type Sink interface {
+	decode.Sink
+	// Sync returns once everything delivered before it is durable.
+	Sync(ctx context.Context) error
 }
 
 // Table is a source table: its name, OID (changes are routed by it) and

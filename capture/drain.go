@@ -16,7 +16,7 @@ import (
 // Stream drains the capture log into sink until ctx ends, reconnecting
 // after failures with capped backoff. Trigger capture has no continuity to
 // lose while running, so disrupted is never called.
-func (t *Trigger) Stream(ctx context.Context, sink decode.Sink, disrupted func(context.Context, Disruption) error) error {
+func (t *Trigger) Stream(ctx context.Context, sink Sink, disrupted func(context.Context, Disruption) error) error {
 	var backoff retry.Backoff
 	failing := retry.NewEpisode(t.cfg.Logger, "trigger capture drain failed; retrying", "trigger capture drain recovered")
 	for {
@@ -40,7 +40,7 @@ func (t *Trigger) Stream(ctx context.Context, sink decode.Sink, disrupted func(c
 type drainer struct {
 	t    *Trigger
 	conn *pgx.Conn
-	sink decode.Sink
+	sink Sink
 	// announced holds the relations sent to the sink, by OID.
 	announced map[uint32]bool
 	// clean marks partitions truncated since they were last current.
@@ -90,7 +90,7 @@ func (d *drainer) pos(lsn uint64) uint64 {
 // capture hands over to a slot that starts at ceiling: rows of
 // transactions still open stay in the log and commit after the slot's
 // start, so the slot delivers them.
-func (t *Trigger) DrainAll(ctx context.Context, sink decode.Sink, ceiling uint64) error {
+func (t *Trigger) DrainAll(ctx context.Context, sink Sink, ceiling uint64) error {
 	conn, err := pgx.ConnectConfig(ctx, t.cfg.Conn)
 	if err != nil {
 		return fmt.Errorf("connect the drain: %w", err)
@@ -107,7 +107,7 @@ func (t *Trigger) DrainAll(ctx context.Context, sink decode.Sink, ceiling uint64
 
 // session drains on one connection until ctx ends or it fails; up is
 // called after every drain that worked (the end of a failure episode).
-func (t *Trigger) session(ctx context.Context, sink decode.Sink, up func()) error {
+func (t *Trigger) session(ctx context.Context, sink Sink, up func()) error {
 	conn, err := pgx.ConnectConfig(ctx, t.cfg.Conn)
 	if err != nil {
 		return fmt.Errorf("connect the drain: %w", err)
@@ -246,7 +246,8 @@ func collect(rows pgx.Rows, txn *decode.Txn) (n int, last string, err error) {
 }
 
 // deliver sends the relations the sink has not seen, then the batch as one
-// committed transaction, and makes it durable (Idle flushes the intake).
+// committed transaction, and makes it durable (Sync) before the caller
+// deletes the rows it moved.
 func (d *drainer) deliver(ctx context.Context, q Querier, txn *decode.Txn) error {
 	for _, k := range txn.Keys {
 		if err := d.announce(ctx, q, k.Rel); err != nil {
@@ -261,7 +262,10 @@ func (d *drainer) deliver(ctx context.Context, q Querier, txn *decode.Txn) error
 	if err := d.sink.Commit(ctx, txn); err != nil {
 		return err
 	}
-	return d.sink.Idle(ctx, txn.EndLSN)
+	if err := d.sink.Idle(ctx, txn.EndLSN); err != nil {
+		return err
+	}
+	return d.sink.Sync(ctx)
 }
 
 // announce sends a table's Relation (its key columns in the order the

@@ -334,7 +334,7 @@ func (l *Logical) Retain(ctx context.Context, keep []Table) error {
 
 // Stream runs the replication connection, recovering from a lost slot:
 // disrupted pauses the transforms, then a new slot starts.
-func (l *Logical) Stream(ctx context.Context, sink decode.Sink, disrupted func(context.Context, Disruption) error) error {
+func (l *Logical) Stream(ctx context.Context, sink Sink, disrupted func(context.Context, Disruption) error) error {
 	c := l.cfg
 	for {
 		err := c.Stream(ctx, replication.Config{

@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/trellis-repl/trellis-repl/internal/plant"
 )
 
 // DirtyKey is one row key to re-derive for one transform.
@@ -313,12 +315,15 @@ func (s *Store) Done(transform int64, b Batch) error {
 		if _, dup := seen[string(k)]; dup {
 			return false, nil
 		}
+		// The planted done_clears_redirtied_key bug (test builds only)
+		// forgets that a key may have been dirtied again since Take.
+		redirtied := func(cur uint64) bool { return cur != version && !plant.Active(plant.DoneClearsRedirtied) }
 		if m != nil {
-			if cur, ok := m[string(k)]; !ok || cur.ver != version {
+			if cur, ok := m[string(k)]; !ok || redirtied(cur.ver) {
 				return false, nil // dirtied again since Take
 			}
 		} else if cur, again := marked[string(k)]; again {
-			if cur.ver != version {
+			if redirtied(cur.ver) {
 				return false, nil // dirtied again since Take
 			}
 		} else if marked == nil {
@@ -327,7 +332,7 @@ func (s *Store) Done(transform int64, b Batch) error {
 				return false, err
 			}
 			_, cur, err := decodeValue(v)
-			if err != nil || cur != version {
+			if err != nil || redirtied(cur) {
 				return false, err
 			}
 		}
@@ -357,6 +362,11 @@ func (s *Store) Done(transform int64, b Batch) error {
 	}
 	for k := range seen {
 		delete(m, k)
+	}
+	if m != nil && len(m) == 0 {
+		// A map keeps the buckets of its largest size, and Take iterates
+		// them all: a drained set starts afresh.
+		s.mirrors[transform] = mirror{}
 	}
 	setLow()
 	s.addPending(transform, -removed)

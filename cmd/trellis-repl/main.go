@@ -227,6 +227,12 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	publication := fs.String("publication", "", "read this publication, created and managed by the source tables' owner (never altered); default: the instance's own <schema>_pub")
 	maxRetained := fs.String("max-retained-wal", "", "warn above this much WAL retained by the slot (e.g. 10GB); with --capture auto, switch to triggers")
 	quarantineAfter := fs.Int("quarantine-after", 5, "quarantine a transform once it holds this many keys whose re-derive fails on row data")
+	batchSize := fs.Int("batch-size", 10000, "most keys re-derived in one apply transaction")
+	coalesce := fs.Duration("coalesce-window", trellis.DefaultCoalesceWindow, "latency budget of a live transform's batches: at most one batch per window while the backlog is under --coalesce-keys (0s: none)")
+	coalesceKeys := fs.Int("coalesce-keys", 1000, "a backlog this large is taken at once, without waiting for the window")
+	syncEvery := fs.Duration("store-sync-interval", trellis.DefaultStoreSyncInterval, "fsync the local store's recorded changes at most this often (0s: every group commit); bounds how far the slot's confirmed position trails")
+	progressEvery := fs.Duration("progress-interval", time.Second, "how often an idle transform records its applied position (what status and self-check wait for)")
+	poolSize := fs.Int("pool-size", 8, "connections of the shared pool (catalog, status, capture control); each transform's applier has its own")
 	pprofOn := fs.Bool("pprof", false, "also serve Go's profiler at /debug/pprof/ on --metrics-addr (for tuning; see docs/tuning.md)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -250,8 +256,21 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	m := trellis.NewMetrics(reg)
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--coalesce-window", *coalesce}, {"--store-sync-interval", *syncEvery}, {"--progress-interval", *progressEvery}} {
+		if d.v < 0 {
+			return usageError{d.name + " must not be negative"}
+		}
+	}
+	if *batchSize < 1 || *coalesceKeys < 1 || *poolSize < 2 {
+		return usageError{"--batch-size and --coalesce-keys must be at least 1, --pool-size at least 2"}
+	}
 	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, DataDir: *dataDir, Capture: *capture,
-		Confirm: *confirm, Logger: log, Metrics: m, MaxRetainedWAL: maxRetainedBytes, Publication: *publication, QuarantineAfter: *quarantineAfter})
+		Confirm: *confirm, Logger: log, Metrics: m, MaxRetainedWAL: maxRetainedBytes, Publication: *publication, QuarantineAfter: *quarantineAfter,
+		BatchSize: *batchSize, CoalesceWindow: orNone(*coalesce), CoalesceKeys: *coalesceKeys, StoreSyncInterval: orNone(*syncEvery),
+		ProgressInterval: *progressEvery, PoolSize: *poolSize})
 	if err != nil {
 		return err
 	}
@@ -333,6 +352,15 @@ func cmdStatus(ctx context.Context, args []string, stdout io.Writer) error {
 			strings.ReplaceAll(problem, "\n", " "))
 	}
 	return tw.Flush()
+}
+
+// orNone maps a flag's 0 ("none") to Config's negative duration (0 there
+// means the default).
+func orNone(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // runnerLine says whether a runner maintains the instance: the states

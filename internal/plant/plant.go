@@ -35,6 +35,10 @@ const (
 	// HoldWholeBatch: a batch failing on one key's data holds every key of
 	// the batch instead of isolating the failing one (ADR 0013).
 	HoldWholeBatch = "hold_whole_batch"
+	// DoneClearsRedirtied: a key marked dirty again while its batch is
+	// being applied is cleared when that batch completes, so its second
+	// change is never re-derived.
+	DoneClearsRedirtied = "done_clears_redirtied_key"
 )
 
 // EnvVar names the environment variable that selects a planted bug.
