@@ -95,7 +95,7 @@ type Config struct {
 	// (default 1000).
 	CoalesceKeys int
 	// StoreSyncInterval bounds how often the local store fsyncs recorded
-	// changes (default 10ms; negative: every group commit). Keys are taken
+	// changes (default 50ms; negative: every group commit). Keys are taken
 	// before the sync; only the slot's confirmed position waits for it.
 	StoreSyncInterval time.Duration
 	// PoolSize is the size of the shared connection pool (default 8):
@@ -124,7 +124,7 @@ type Config struct {
 // The defaults of Config's latency budgets (ADR 0016, docs/tuning.md).
 const (
 	DefaultCoalesceWindow    = 20 * time.Millisecond
-	DefaultStoreSyncInterval = 10 * time.Millisecond
+	DefaultStoreSyncInterval = 50 * time.Millisecond
 )
 
 // Trellis is an open instance: a connection pool and the catalog.

@@ -104,6 +104,8 @@ func (s *Store) RecordMany(txns []Txn) error {
 	b := s.db.NewBatch()
 	s.mu.Lock()
 	w := s.newWriter(b)
+	deferred := s.deferSync()
+	w.stage = deferred
 	var top uint64
 	for _, t := range txns {
 		top = max(top, t.LSN)
@@ -118,12 +120,20 @@ func (s *Store) RecordMany(txns []Txn) error {
 			}
 		}
 		if t.Xid != 0 && len(t.Keys)+len(t.Truncs) > 0 {
-			_ = b.Set(xidKey(t.LSN), binary.BigEndian.AppendUint32(nil, t.Xid), nil)
-			s.xids.add(XidEntry{LSN: t.LSN, Xid: t.Xid})
+			e := XidEntry{LSN: t.LSN, Xid: t.Xid}
+			if deferred {
+				s.stagedXids = append(s.stagedXids, e)
+			} else {
+				_ = b.Set(xidKey(t.LSN), binary.BigEndian.AppendUint32(nil, t.Xid), nil)
+			}
+			s.xids.add(e)
 		}
 	}
 	w.publishCounts()
-	return s.commitRecorded(b, top)
+	if deferred {
+		return s.commitDeferred(b, top)
+	}
+	return s.commitSynced(b, top)
 }
 
 // MarkDirty durably adds keys to dirty sets at the current ReceivedLSN
@@ -337,6 +347,9 @@ func (s *Store) Done(transform int64, b Batch) error {
 			}
 		}
 		seen[string(k)] = struct{}{}
+		if m != nil && !m[string(k)].stored {
+			return true, nil // only staged: nothing to delete from Pebble
+		}
 		return true, pb.Delete(k, nil)
 	}
 	for _, e := range b.Keys {
@@ -353,15 +366,14 @@ func (s *Store) Done(transform int64, b Batch) error {
 			return err
 		}
 	}
-	if pb.Empty() {
-		setLow()
-		return nil
-	}
-	if err := pb.Commit(pebble.NoSync); err != nil {
-		return fmt.Errorf("checkpoint: done %d: %w", transform, err)
+	if !pb.Empty() {
+		if err := pb.Commit(pebble.NoSync); err != nil {
+			return fmt.Errorf("checkpoint: done %d: %w", transform, err)
+		}
 	}
 	for k := range seen {
 		delete(m, k)
+		delete(s.staged, k)
 	}
 	if m != nil && len(m) == 0 {
 		// A map keeps the buckets of its largest size, and Take iterates
@@ -414,6 +426,11 @@ func (s *Store) DropTransform(transform int64) error {
 	delete(s.pending, transform)
 	delete(s.watch, transform)
 	s.mirrors[transform] = mirror{}
+	for k, tr := range s.staged {
+		if tr == transform {
+			delete(s.staged, k)
+		}
+	}
 	return s.commitSynced(b, 0)
 }
 
@@ -429,8 +446,11 @@ func (s *Store) addPending(transform int64, d int64) {
 // per-transform counters exact: it looks every key up (in the batch so far,
 // then in the DB) to know whether the key is new.
 type writer struct {
-	s     *Store
-	b     *pebble.Batch
+	s *Store
+	b *pebble.Batch
+	// stage: keys of transforms with a mirror are staged instead of
+	// written to b (a RecordMany whose sync is deferred).
+	stage bool
 	seen  map[string]uint64 // keys already in b -> their LSN
 	delta map[int64]int64
 }
@@ -487,7 +507,26 @@ func (w *writer) set(transform int64, k []byte, lsn uint64) (isNew bool, err err
 	if watch := w.s.watch[transform]; watch != nil {
 		watch.marked[string(k)] = e
 	}
-	w.s.mirrorSet(transform, k, e)
+	m := w.s.mirrors[transform]
+	if m != nil && w.stage {
+		// Staged: written by the sync that reports its position, unless a
+		// Done removes it first (mirror.go).
+		e.stored = m[string(k)].stored
+		m[string(k)] = e
+		w.s.staged[string(k)] = transform
+		if len(m) > w.s.mirrorCap {
+			w.dropMirror(transform)
+		}
+		return isNew, nil
+	}
+	e.stored = true
+	delete(w.s.staged, string(k))
+	if m != nil {
+		m[string(k)] = e
+		if len(m) > w.s.mirrorCap {
+			w.dropMirror(transform)
+		}
+	}
 	return isNew, w.b.Set(k, encodeValue(lsn, ver), nil)
 }
 

@@ -3,6 +3,8 @@ package checkpoint
 import (
 	"encoding/binary"
 	"slices"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // defaultMirrorCap bounds the entries (keys and TRUNCATE markers) of one
@@ -11,8 +13,12 @@ import (
 const defaultMirrorCap = 1 << 16
 
 // mirrorEntry is what a dirty entry's value holds: the newest LSN that
-// dirtied it and its version stamp.
-type mirrorEntry struct{ lsn, ver uint64 }
+// dirtied it and its version stamp; stored says Pebble holds the entry
+// (some version of it), so removing it takes a deletion.
+type mirrorEntry struct {
+	lsn, ver uint64
+	stored   bool
+}
 
 // mirror is an exact in-memory copy of one transform's dirty set, by
 // dirty-set key (dirtyKey or truncKey). While a transform has one, Take
@@ -24,17 +30,63 @@ type mirrorEntry struct{ lsn, ver uint64 }
 // Guarded by Store.mu.
 type mirror map[string]mirrorEntry
 
-// mirrorSet notes a write in the transform's mirror, dropping the mirror
-// when the set outgrows s.mirrorCap (it is then read from Pebble until a
-// full Take finds it small again). Called with s.mu held.
-func (s *Store) mirrorSet(transform int64, k []byte, e mirrorEntry) {
+// Staging. While a transform has a mirror, a RecordMany whose sync is
+// deferred (Options.SyncInterval) does not write its keys to Pebble: it
+// stages them (Store.staged, and its visibility entries in
+// Store.stagedXids), and the sync that reports their position writes the
+// staged entries still dirty, with that position, in one batch. A key
+// applied before then (its Done came first) is never written nor deleted:
+// at one row per commit that was four memtable inserts per transaction
+// (ADR 0016). The durability contract holds: ReceivedLSN reports a
+// position only after the sync that wrote every staged key at or below
+// it, and a key removed by Done is already reflected in PostgreSQL.
+
+// dropMirror stops mirroring a transform whose set outgrew s.mirrorCap
+// (it is then read from Pebble until a full Take finds it small again);
+// its staged entries are written to the writer's batch first, as Pebble
+// must then hold the whole set, and noted as written by it (later keys of
+// the batch are looked up in the store, which does not have them yet).
+// Called with s.mu held.
+func (w *writer) dropMirror(transform int64) {
+	s := w.s
 	m := s.mirrors[transform]
-	if m == nil {
-		return
+	for k, tr := range s.staged {
+		if tr != transform {
+			continue
+		}
+		e := m[k]
+		_ = w.b.Set([]byte(k), encodeValue(e.lsn, e.ver), nil)
+		if _, ok := w.seen[k]; !ok {
+			w.seen[k] = e.lsn
+		}
+		delete(s.staged, k)
 	}
-	m[string(k)] = e
-	if len(m) > s.mirrorCap {
-		delete(s.mirrors, transform)
+	delete(s.mirrors, transform)
+}
+
+// writeStaged adds every staged entry to b, which the caller syncs
+// together with the received position: the entries still dirty (staged
+// keys Done removed are no longer staged), and the visibility entries not
+// resolved meanwhile. Called with s.mu held.
+func (s *Store) writeStaged(b *pebble.Batch) {
+	for k, tr := range s.staged {
+		m := s.mirrors[tr]
+		e := m[k]
+		_ = b.Set([]byte(k), encodeValue(e.lsn, e.ver), nil)
+		e.stored = true
+		m[k] = e
+		delete(s.staged, k)
+	}
+	if len(s.stagedXids) > 0 {
+		s.xids.mu.Lock()
+		resolved := s.xids.resolved
+		s.xids.mu.Unlock()
+		for _, x := range s.stagedXids {
+			if x.LSN > resolved {
+				_ = b.Set(xidKey(x.LSN), binary.BigEndian.AppendUint32(nil, x.Xid), nil)
+			}
+		}
+		s.stagedXids = s.stagedXids[:0]
 	}
 }
 
@@ -85,14 +137,16 @@ func (s *Store) rebuildMirror(transform int64, b *Batch, w *watch) {
 		return
 	}
 	m := make(mirror, len(b.Keys)+len(b.Truncated)+len(w.marked))
+	// Without a mirror nothing was staged: Pebble holds every entry.
 	for _, e := range b.Keys {
-		m[string(dirtyKey(transform, e.Table, e.Key))] = mirrorEntry{lsn: e.LSN, ver: e.Version}
+		m[string(dirtyKey(transform, e.Table, e.Key))] = mirrorEntry{lsn: e.LSN, ver: e.Version, stored: true}
 	}
 	for _, t := range b.Truncated {
-		m[string(truncKey(transform, t.Table))] = mirrorEntry{lsn: t.LSN, ver: t.Version}
+		m[string(truncKey(transform, t.Table))] = mirrorEntry{lsn: t.LSN, ver: t.Version, stored: true}
 	}
 	for k, e := range w.marked {
 		if cur, ok := m[k]; !ok || e.ver > cur.ver {
+			e.stored = true
 			m[k] = e
 		}
 	}

@@ -90,7 +90,7 @@ func TestMirrorFollowsStore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			scan[string(it.Key())] = mirrorEntry{lsn, ver}
+			scan[string(it.Key())] = mirrorEntry{lsn: lsn, ver: ver, stored: true}
 		}
 		_ = it.Close()
 		if fmt.Sprint(scan) != fmt.Sprint(map[string]mirrorEntry(m)) {

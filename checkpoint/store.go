@@ -84,10 +84,13 @@ type Store struct {
 	nextVersion uint64
 	recvWritten uint64 // highest received LSN written to any batch
 	recvDefer   uint64 // AdvanceReceived value not yet written
-	// recvUnsynced is the received position written by a RecordMany
+	// recvUnsynced is the received position of a RecordMany
 	// whose sync was deferred (0: none); syncScheduled says a timer will
-	// sync it; syncErr is that timer's failure, returned by the next call.
+	// sync it; syncErr is that timer's failure: the next RecordMany then
+	// syncs by itself (and reports the disk's error if it persists).
 	syncEvery     time.Duration
+	staged        map[string]int64 // staged dirty-set key -> transform (mirror.go)
+	stagedXids    []XidEntry
 	recvUnsynced  uint64
 	syncScheduled bool
 	syncErr       error
@@ -155,7 +158,8 @@ func open(dir string, o Options, mirrorCap int) (*Store, error) {
 		return nil, fmt.Errorf("checkpoint: open pebble in %s: %w", dir, err)
 	}
 	s := &Store{db: db, log: logger, pending: make(map[int64]int64), watch: make(map[int64]*watch), nextVersion: 1, cursors: make(map[int64][]byte), low: make(map[int64][]byte),
-		mirrors: make(map[int64]mirror), mirrorCap: mirrorCap, syncEvery: o.SyncInterval}
+		mirrors: make(map[int64]mirror), mirrorCap: mirrorCap, syncEvery: o.SyncInterval,
+		staged: make(map[string]int64)}
 	if err := s.load(); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
@@ -235,7 +239,7 @@ func (s *Store) load() error {
 				m = mirror{}
 				s.mirrors[tr] = m
 			}
-			m[string(k)] = mirrorEntry{lsn: lsn, ver: ver}
+			m[string(k)] = mirrorEntry{lsn: lsn, ver: ver, stored: true}
 			if len(m) > s.mirrorCap {
 				delete(s.mirrors, tr)
 				over[tr] = true
@@ -350,7 +354,7 @@ func (s *Store) Flush() error {
 
 func (s *Store) flushDeferred() error {
 	s.mu.Lock()
-	if s.recvDefer <= s.recvWritten && s.recvUnsynced == 0 {
+	if s.recvDefer <= s.recvWritten && s.recvUnsynced == 0 && len(s.staged) == 0 && len(s.stagedXids) == 0 {
 		s.mu.Unlock()
 		return nil
 	}
@@ -365,7 +369,9 @@ func (s *Store) flushDeferred() error {
 // Applying under s.mu and waiting for the fsync outside it keeps appliers'
 // Done calls from queuing behind the disk.
 func (s *Store) commitSynced(b *pebble.Batch, lsn uint64) error {
-	// The sync also makes every earlier write durable, deferred ones too.
+	// The sync also makes every earlier write durable, deferred ones too,
+	// and writes what was staged.
+	s.writeStaged(b)
 	recv := max(s.recvWritten, s.recvDefer, s.recvUnsynced, lsn)
 	s.recvDefer, s.recvUnsynced = 0, 0
 	if recv > s.recvWritten {
@@ -392,35 +398,29 @@ func (s *Store) commitSynced(b *pebble.Batch, lsn uint64) error {
 	}
 }
 
-// commitRecorded commits a RecordMany batch: synced, unless the last sync
-// is less than syncEvery ago; then it is applied at once (its keys can be
-// taken) with its received position written but not yet reported, and a
-// timer syncs it by the end of the interval. Reporting the position only
-// after a sync is what the durability contract needs; writing it before is
-// safe, as Pebble's WAL is sequential: a recovered position comes with
-// every key written before it. Called with s.mu held; releases it.
-func (s *Store) commitRecorded(b *pebble.Batch, lsn uint64) error {
-	if err := s.syncErr; err != nil {
-		s.mu.Unlock()
-		_ = b.Close()
-		return err
+// deferSync says whether a RecordMany now may leave its sync to the timer:
+// a sync interval is set and the last sync is less than one ago. Called
+// with s.mu held.
+func (s *Store) deferSync() bool {
+	return s.syncEvery > 0 && s.syncErr == nil && time.Since(s.lastSync) < s.syncEvery
+}
+
+// commitDeferred commits a RecordMany batch whose sync is deferred: the
+// keys of mirrored transforms were staged (mirror.go), the rest is applied
+// now without waiting for the disk, and a timer syncs everything, with the
+// received position, by the end of the interval. The position is neither
+// written nor reported before that sync. Called with s.mu held; releases
+// it.
+func (s *Store) commitDeferred(b *pebble.Batch, lsn uint64) error {
+	var err error
+	if !b.Empty() {
+		err = s.db.Apply(b, pebble.NoSync)
 	}
-	wait := s.syncEvery - time.Since(s.lastSync)
-	if s.syncEvery <= 0 || wait <= 0 {
-		return s.commitSynced(b, lsn)
-	}
-	recv := max(s.recvWritten, s.recvDefer, lsn)
-	s.recvDefer = 0
-	if recv > s.recvWritten {
-		_ = b.Set(metaKey(metaReceived), be64(recv), nil)
-		s.recvWritten = recv
-	}
-	err := s.db.Apply(b, pebble.NoSync)
 	if err == nil {
-		s.recvUnsynced = max(s.recvUnsynced, recv)
+		s.recvUnsynced = max(s.recvUnsynced, lsn)
 		if !s.syncScheduled {
 			s.syncScheduled = true
-			time.AfterFunc(wait, s.syncDeferred)
+			time.AfterFunc(s.syncEvery-time.Since(s.lastSync), s.syncDeferred)
 		}
 	}
 	s.mu.Unlock()
@@ -439,7 +439,7 @@ func (s *Store) syncDeferred() {
 	defer s.life.RUnlock()
 	s.mu.Lock()
 	s.syncScheduled = false
-	if s.recvUnsynced == 0 {
+	if s.recvUnsynced == 0 && len(s.staged) == 0 && len(s.stagedXids) == 0 {
 		s.mu.Unlock()
 		return
 	}
