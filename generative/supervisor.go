@@ -127,6 +127,11 @@ func (s *supervisor) launch() *instance {
 	cfg := trellis.Config{
 		DSN: r.dsn, DataDir: r.dataDir, Confirm: r.p.Config.Confirm, BatchSize: r.p.Config.Batch, Capture: r.captureMode(),
 		ProgressInterval: 100 * time.Millisecond,
+		// Short latency budgets: the coalescing window and the deferred,
+		// staged store sync still run (ADR 0016), with more batches, more
+		// interleavings and less waiting per check than the defaults.
+		CoalesceWindow:    5 * time.Millisecond,
+		StoreSyncInterval: 5 * time.Millisecond,
 		// The fuse is not what programs check: they poison fewer keys than
 		// the CLI's default fuse allows (poison.go), and a planted bug that
 		// holds too many should show as the wrong keys held.
