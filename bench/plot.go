@@ -139,6 +139,7 @@ func groupedBars(title, ylabel string, gs []*pointGroup, metrics, names []string
 		p.Add(l)
 	}
 	p.Legend.Top = true
+	p.Y.Max *= 1.2 // room for the legend
 	p.NominalX(labels...)
 	return p, nil
 }
