@@ -28,6 +28,12 @@ type CatchUpConfig struct {
 	// Modes are Run's modes (default catch-up only; live adds the
 	// engine running while the workload writes).
 	Modes []string
+	// JoinFacts, when positive, adds the join workload (join.go): that
+	// many facts, 1,000 per commit, over a 1,000-row and a 100-row
+	// dimension, shapes joinrow and joinagg (100 groups), with 5
+	// dimension changes timed against REFRESH MATERIALIZED VIEW in live
+	// mode.
+	JoinFacts int
 }
 
 func (c *CatchUpConfig) defaults() {
@@ -57,9 +63,17 @@ func (s *suiteRun) catchUp(ctx context.Context, round int) error {
 		cfg.Shapes = append(cfg.Shapes, sh)
 	}
 	cfg.Workloads = []Workload{{Rows: cc.Rows, PerCommit: 1000, RederiveKeys: cc.RederiveKeys}, {Rows: cc.Rows1, PerCommit: 1}}
+	if cc.JoinFacts > 0 {
+		cfg.Workloads = append(cfg.Workloads, Workload{Rows: cc.JoinFacts, PerCommit: 1000, Shapes: JoinShapes(),
+			Join: &JoinSizes{Dim1Rows: 1000, Dim2Rows: 100, Groups: 100, DimChanges: 5}})
+	}
 	results, err := Run(ctx, cfg, s.dbs)
 	for _, r := range results {
-		p := Point{Scenario: ScenarioCatchUp, Point: fmt.Sprintf("%s %s %s %d/commit", r.Shape, r.Mode, r.Phase, r.RowsPerCommit), Round: round,
+		name := fmt.Sprintf("%s %s %s %d/commit", r.Shape, r.Mode, r.Phase, r.RowsPerCommit)
+		if r.Phase == PhaseDimChange {
+			name = fmt.Sprintf("%s %s %s", r.Shape, r.Mode, r.Phase)
+		}
+		p := Point{Scenario: ScenarioCatchUp, Point: name, Round: round,
 			Metrics: map[string]float64{"rows": float64(r.Rows), "rows_per_commit": float64(r.RowsPerCommit),
 				"writer_seconds": r.WriterSeconds, "end_to_end_seconds": r.EndToEndSeconds, "rows_per_second": r.RowsPerSecond},
 			Labels: map[string]string{"shape": r.Shape, "mode": r.Mode, "phase": r.Phase}}
@@ -69,6 +83,11 @@ func (s *suiteRun) catchUp(ctx context.Context, round int) error {
 			if r.BaselineRowsPerSecond > 0 {
 				p.Metrics["baseline_rows_per_second"] = r.BaselineRowsPerSecond
 				p.Ratio = ratio(r.Ratio)
+			}
+			if r.Phase == PhaseDimChange {
+				// The baseline of a dimension change is REFRESH of the view.
+				p.Metrics["refresh_seconds"] = r.RefreshSeconds
+				p.Ratio = ratio(r.RefreshRatio)
 			}
 			if r.HandSeconds > 0 {
 				p.Metrics["hand_seconds"], p.Metrics["hand_ratio"] = r.HandSeconds, r.HandRatio

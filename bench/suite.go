@@ -223,7 +223,7 @@ type SuiteConfig struct {
 func QuickSuite() SuiteConfig {
 	c := SuiteConfig{
 		Rounds: 1,
-		WriteTax: WriteTaxConfig{Scale: 1, Duration: 2 * time.Second,
+		WriteTax: WriteTaxConfig{Scale: 1, Duration: 2 * time.Second, Warmup: time.Second,
 			Points: []string{PointRecvLogical, PointTrellis1, PointTrellis2, PointTrigger}},
 		Latency: LatencyConfig{Probe: 1500 * time.Millisecond, Duration: 1500 * time.Millisecond},
 		KeepUp:  KeepUpConfig{Scale: 1, Duration: 4 * time.Second},

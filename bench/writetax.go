@@ -4,7 +4,7 @@ package bench
 // the writers on the primary, with pgbench's TPC-B-like workload.
 //
 // Each point of each round gets a fresh database loaded by `pgbench -i -s
-// Scale`. In it, pgbench (`-n -c Clients -j Threads -T Duration`, every
+// Scale` and warmed up by an untimed pgbench run. In it, pgbench (`-n -c Clients -j Threads -T Duration`, every
 // transaction logged with -l for the latency percentiles) runs first with
 // nothing capturing (checked: no trigger on pgbench_accounts, no
 // publication and no slot in the database, no logical slot in use on the
@@ -87,6 +87,11 @@ type WriteTaxConfig struct {
 	// Points are the capture points (default WriteTaxPoints()); each runs
 	// next to its own no-capture run.
 	Points []string
+	// Warmup is an untimed pgbench run right after the load, before the
+	// no-capture run (default 5s): the first run on a fresh database is
+	// slower (cold caches, hint bits, autovacuum's first pass) and would
+	// flatter the capture run after it.
+	Warmup time.Duration
 }
 
 func (c *WriteTaxConfig) defaults() {
@@ -104,6 +109,9 @@ func (c *WriteTaxConfig) defaults() {
 	}
 	if len(c.Points) == 0 {
 		c.Points = WriteTaxPoints()
+	}
+	if c.Warmup <= 0 {
+		c.Warmup = 5 * time.Second
 	}
 }
 
@@ -153,6 +161,9 @@ func (s *suiteRun) writeTaxPoint(ctx context.Context, round int, point string) (
 	defer func() { err = errors.Join(err, cleanup()) }()
 	if err := pgbenchInit(ctx, dsn, cfg.Scale); err != nil {
 		return err
+	}
+	if _, err := pgbenchRun(ctx, dsn, cfg.Clients, cfg.Threads, cfg.Warmup); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
 	}
 
 	// The no-capture run.

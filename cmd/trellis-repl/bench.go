@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -117,6 +118,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	plotDir := fs.String("plot", "", "write one PNG chart per scenario into this directory")
 	serverLog := fs.String("server-log", "", "throwaway server only: copy its log to this file at the end")
 	verbose := fs.Bool("v", false, "log the library's messages to stderr")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the embedded runners) to this file")
 	fs.DurationVar(&cfg.ProgressInterval, "progress-interval", cfg.ProgressInterval, "trellis ProgressInterval (how late convergence is noticed)")
 	fs.DurationVar(&cfg.PhaseTimeout, "phase-timeout", cfg.PhaseTimeout, "longest wait for convergence")
 
@@ -125,6 +127,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&wt.Clients, "clients", wt.Clients, "write-tax: pgbench -c")
 	fs.IntVar(&wt.Threads, "threads", wt.Threads, "write-tax: pgbench -j")
 	fs.DurationVar(&wt.Duration, "duration", wt.Duration, "write-tax: each pgbench run's -T (whole seconds)")
+	fs.DurationVar(&wt.Warmup, "warmup", wt.Warmup, "write-tax: untimed pgbench run after the load, before the no-capture run")
 	fs.Var(listFlag{&wt.Points}, "capture", "write-tax: capture points, each next to its own no-capture run ("+strings.Join(bench.WriteTaxPoints(), ",")+")")
 	lt := &cfg.Latency
 	fs.IntVar(&lt.Writers, "latency-writers", lt.Writers, "latency: writer connections")
@@ -140,6 +143,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var(listFlag{&cu.Shapes}, "catchup-shapes", "catch-up: shapes (row, agg, agg1k)")
 	fs.IntVar(&cu.RederiveKeys, "catchup-rederive", cu.RederiveKeys, "catch-up: keys of the re-derive phase with the hand-written comparison (0: none)")
 	fs.Var(listFlag{&cu.Modes}, "catchup-modes", "catch-up: catchup and/or live")
+	fs.IntVar(&cu.JoinFacts, "catchup-join-facts", cu.JoinFacts, "catch-up: also the join workload with this many facts (0: none)")
 	bu := &cfg.Build
 	fs.IntVar(&bu.Rows, "build-rows", bu.Rows, "build: source rows")
 	fs.IntVar(&bu.Groups, "build-groups", bu.Groups, "build: the aggregate's groups")
@@ -176,6 +180,18 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.Progress = stderr
 	if *verbose {
 		cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return &trellis.Error{Code: trellis.CodeNotFound, Msg: fmt.Sprintf("cannot create --cpuprofile %s: %v", *cpuProfile, err)}
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("bench: --cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 
 	var lines io.Writer = stdout
