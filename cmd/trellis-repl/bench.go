@@ -230,9 +230,12 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		adminDSN, server = srv.DSN("postgres"), "throwaway pgserver (fsync=off, same machine)"
 	}
 
-	start := time.Now()
+	start, loadBefore := time.Now(), loadAverage()
 	rep, runErr := bench.RunSuite(ctx, cfg, bench.ServerDatabases{AdminDSN: adminDSN})
 	settings := benchSettings(ctx)
+	// Other work on the machine skews every figure; the load averages
+	// before and after the run show whether there was any.
+	settings["loadavg_before"], settings["loadavg_after"] = loadBefore, loadAverage()
 	settings["server"] = server
 	settings["quick"] = quick
 	settings["rounds"] = cfg.Rounds
@@ -305,6 +308,20 @@ func benchSettings(ctx context.Context) map[string]any {
 		}
 	}
 	return out
+}
+
+// loadAverage is the first three fields of /proc/loadavg ("" when not
+// available).
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // copyFile copies the file at src to dst.
