@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // WritePlots writes one PNG chart per scenario of rep into dir (created
@@ -39,7 +41,7 @@ func WritePlots(dir string, rep SuiteReport) ([]string, error) {
 			return nil
 		}
 		path := filepath.Join(dir, name+".png")
-		if err := p.Save(8*vg.Inch, 4.5*vg.Inch, path); err != nil {
+		if err := p.Save(9*vg.Inch, 5*vg.Inch, path); err != nil {
 			return fmt.Errorf("bench: save %s: %w", path, err)
 		}
 		files = append(files, path)
@@ -141,6 +143,11 @@ func groupedBars(title, ylabel string, gs []*pointGroup, metrics, names []string
 	p.Legend.Top = true
 	p.Y.Max *= 1.2 // room for the legend
 	p.NominalX(labels...)
+	if len(gs) > 5 {
+		// Long point names side by side would overlap.
+		p.X.Tick.Label.Rotation = math.Pi / 6
+		p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = draw.XRight, draw.YCenter
+	}
 	return p, nil
 }
 

@@ -230,9 +230,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		adminDSN, server = srv.DSN("postgres"), "throwaway pgserver (fsync=off, same machine)"
 	}
 
+	settings := benchSettings(ctx)
 	start, loadBefore := time.Now(), loadAverage()
 	rep, runErr := bench.RunSuite(ctx, cfg, bench.ServerDatabases{AdminDSN: adminDSN})
-	settings := benchSettings(ctx)
 	// Other work on the machine skews every figure; the load averages
 	// before and after the run show whether there was any.
 	settings["loadavg_before"], settings["loadavg_after"] = loadBefore, loadAverage()
