@@ -167,11 +167,14 @@ func ratio(x float64) *float64 { return &x }
 // the median over rounds of Metric (or of ratio_to_baseline when Metric is
 // "ratio_to_baseline") must be at most (AtMost) or at least Want.
 type Goal struct {
+	// Scenario and Point name the point checked.
 	Scenario string
 	Point    string
-	Metric   string
-	AtMost   bool
-	Want     float64
+	// Metric is a Metrics key, or "ratio_to_baseline".
+	Metric string
+	// AtMost says the median must be at most Want (else at least).
+	AtMost bool
+	Want   float64
 	// Text describes the goal in the summary.
 	Text string
 }
@@ -197,7 +200,9 @@ type SuiteConfig struct {
 	// of Scenarios().
 	Scenarios []string
 	// Rounds is how many times each scenario is measured (default 2).
-	Rounds   int
+	Rounds int
+	// WriteTax, Latency, KeepUp, CatchUp, Build and Refresh size the
+	// scenarios (zero fields: the defaults).
 	WriteTax WriteTaxConfig
 	Latency  LatencyConfig
 	KeepUp   KeepUpConfig
@@ -227,7 +232,7 @@ func QuickSuite() SuiteConfig {
 			Points: []string{PointRecvLogical, PointTrellis1, PointTrellis2, PointTrigger}},
 		Latency: LatencyConfig{Probe: 1500 * time.Millisecond, Duration: 1500 * time.Millisecond},
 		KeepUp:  KeepUpConfig{Scale: 1, Duration: 4 * time.Second},
-		CatchUp: CatchUpConfig{Rows: 5_000, Rows1: 500, Shapes: []string{"row", "agg"}},
+		CatchUp: CatchUpConfig{Rows: 5_000, Rows1: 500, Shapes: []string{"row"}},
 		Build:   BuildConfig{Rows: 20_000, Groups: 2_000},
 		Refresh: RefreshConfig{Rows: 20_000, Groups: 2_000, Changes: 3},
 	}
@@ -273,16 +278,21 @@ func (c *SuiteConfig) engineConfig() *Config {
 
 // ScenarioOutcome is how one scenario of a suite run went.
 type ScenarioOutcome struct {
-	Name    string  `json:"name"`
+	// Name is the scenario.
+	Name string `json:"name"`
+	// Seconds is how long its rounds took, setup included.
 	Seconds float64 `json:"seconds"`
-	Points  int     `json:"points"`
+	// Points counts the points it measured.
+	Points int `json:"points"`
 	// Error is why the scenario failed ("" when it did not).
 	Error string `json:"error,omitempty"`
 }
 
 // SuiteReport is what RunSuite measured.
 type SuiteReport struct {
-	Points    []Point
+	// Points are every point measured, in order.
+	Points []Point
+	// Scenarios are the outcomes of the scenarios run, in order.
 	Scenarios []ScenarioOutcome
 	// Settings describes the run (sizes, server, code revision); the
 	// caller fills in what RunSuite cannot know.

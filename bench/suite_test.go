@@ -42,7 +42,7 @@ func TestQuickSuite(t *testing.T) {
 			PointTrellis2: "runner_cpu_us_per_txn", PointTrigger: "tps"},
 		ScenarioLatency: {PointSustainable: "rate_per_second", "10%": "p99_ms", "50%": "p99_ms", "90%": "max_ms"},
 		ScenarioKeepUp:  {PointKeepUp: "converge_seconds", PointKeepUpSample: "keys_waiting"},
-		ScenarioCatchUp: {"row catchup insert 1000/commit": "rows_per_second", "agg catchup update 1/commit": "rows_per_second",
+		ScenarioCatchUp: {"row catchup insert 1000/commit": "rows_per_second", "row catchup update 1/commit": "rows_per_second",
 			BaselineName + " drain insert 1/commit": "rows_per_second"},
 		ScenarioBuild:   {"row": "build_seconds", "agg": "ctas_seconds"},
 		ScenarioRefresh: {PointRefresh: "refresh_ms"},

@@ -40,6 +40,7 @@ timings mean little). See docs/performance.md.
 // listFlag is a comma-separated list of strings.
 type listFlag struct{ v *[]string }
 
+// String is the list as given.
 func (f listFlag) String() string {
 	if f.v == nil {
 		return ""
@@ -47,6 +48,7 @@ func (f listFlag) String() string {
 	return strings.Join(*f.v, ",")
 }
 
+// Set replaces the list with the items of s.
 func (f listFlag) Set(s string) error {
 	*f.v = nil
 	for _, p := range strings.Split(s, ",") {
@@ -60,6 +62,7 @@ func (f listFlag) Set(s string) error {
 // fractionsFlag is a comma-separated list of percentages.
 type fractionsFlag struct{ v *[]float64 }
 
+// String is the list as percentages.
 func (f fractionsFlag) String() string {
 	if f.v == nil {
 		return ""
@@ -71,6 +74,7 @@ func (f fractionsFlag) String() string {
 	return strings.Join(out, ",")
 }
 
+// Set replaces the list with the percentages of s, as fractions.
 func (f fractionsFlag) Set(s string) error {
 	*f.v = nil
 	for _, p := range strings.Split(s, ",") {
