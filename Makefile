@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build test demo bench generative soak plants vet fmt-check clean
+.PHONY: build test demo bench bench-quick generative soak plants vet fmt-check clean
 
 build:
 	$(GO) build -o bin/trellis-repl ./cmd/trellis-repl
@@ -38,9 +38,16 @@ soak:
 plants:
 	$(GO) run ./generative/cmd/plantsweep $(PLANT_ARGS)
 
-# Throughput of the engine end to end vs pg_recvlogical draining the same WAL.
+# The benchmark suite (docs/performance.md): write tax, latency, keep-up,
+# catch-up, build, refresh; JSON lines on stdout, a Markdown summary at the
+# end (BENCH_ARGS="--scenarios write-tax --rounds 3 --plot out/").
 bench:
-	$(GO) run ./bench/cmd/trellis-bench $(BENCH_ARGS)
+	$(GO) run ./cmd/trellis-repl bench $(BENCH_ARGS)
+
+# Every scenario at small sizes, correctness only (also part of `make
+# test`, as bench.TestQuickSuite).
+bench-quick:
+	$(GO) run ./cmd/trellis-repl bench --quick $(BENCH_ARGS)
 
 clean:
 	rm -rf bin trellis-repl-data

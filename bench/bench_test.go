@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -21,78 +20,6 @@ type testDatabases struct{ t *testing.T }
 
 func (d testDatabases) NewDatabase(context.Context) (string, func(context.Context) error, error) {
 	return pgtest.NewDatabase(d.t), func(context.Context) error { return nil }, nil
-}
-
-// TestQuickRun runs the whole harness at a tiny size: every phase of every
-// case must converge, the targets must equal their queries, and the
-// reports must render.
-func TestQuickRun(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cfg := Config{
-		Workloads: []Workload{
-			{Rows: 2000, PerCommit: 1000, RederiveKeys: 200},
-			{Rows: 100, PerCommit: 1},
-		},
-		Shapes:   []Shape{mustShape(t, "row"), mustShape(t, "agg")},
-		Modes:    []string{ModeLive, ModeCatchUp},
-		Baseline: true,
-		Verify:   true,
-	}
-	results, err := Run(ctx, cfg, testDatabases{t})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Baseline: 3 + 2 phases; each shape and mode: 3 + 2 phases.
-	if want := 5 * (1 + len(cfg.Shapes)*len(cfg.Modes)); len(results) != want {
-		t.Fatalf("got %d results, want %d: %+v", len(results), want, results)
-	}
-	hands := 0
-	for _, r := range results {
-		if r.RowsPerSecond <= 0 || r.EndToEndSeconds <= 0 {
-			t.Errorf("%s %s: no rate measured: %+v", r.Shape, r.Phase, r)
-		}
-		if r.Shape != BaselineName && r.Ratio <= 0 {
-			t.Errorf("%s %s: no ratio against the baseline: %+v", r.Shape, r.Phase, r)
-		}
-		if r.Shape != BaselineName && r.Verified != "" && r.Verified != "ok" {
-			t.Errorf("%s: target differs from its query: %s", r.Shape, r.Verified)
-		}
-		// The hand-written baseline: measured and verified for exactly the
-		// engine cases' re-derive phases.
-		if r.Shape != BaselineName && r.Phase == PhaseRederive {
-			hands++
-			if r.HandSeconds <= 0 || r.HandKeysSeconds <= 0 || r.HandRatio <= 0 || r.ApplySeconds <= 0 {
-				t.Errorf("%s %s: hand-written baseline not measured: %+v", r.Shape, r.Mode, r)
-			}
-			if r.HandVerified != "ok" {
-				t.Errorf("%s %s: hand-written copy differs from the query: %q", r.Shape, r.Mode, r.HandVerified)
-			}
-		} else if r.HandSeconds != 0 || r.HandVerified != "" {
-			t.Errorf("%s %s %s: hand-written baseline outside the re-derive phase: %+v", r.Shape, r.Mode, r.Phase, r)
-		}
-	}
-	if want := len(cfg.Shapes) * len(cfg.Modes); hands != want {
-		t.Errorf("got %d re-derive results with a hand-written baseline, want %d", hands, want)
-	}
-	var tbl bytes.Buffer
-	if err := WriteTable(&tbl, results); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"pg_recvlogical", "rederive", "agg", "catchup", "ratio", "hand/apply"} {
-		if !strings.Contains(tbl.String(), want) {
-			t.Errorf("table lacks %q:\n%s", want, tbl.String())
-		}
-	}
-	var js bytes.Buffer
-	if err := WriteJSON(&js, Report{Results: results}); err != nil {
-		t.Fatal(err)
-	}
-	var back Report
-	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Results) != len(results) {
-		t.Fatalf("JSON does not round-trip: %v\n%s", err, js.String())
-	}
-	t.Logf("\n%s", tbl.String())
 }
 
 // TestJoinQuickRun runs the join scenarios at a tiny size: the fact

@@ -1,34 +1,11 @@
 package bench
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 )
-
-// Report is the machine-readable output of a run.
-type Report struct {
-	// Settings describes the run (rows, rows per commit, server, …).
-	Settings map[string]any `json:"settings"`
-	Results  []Result       `json:"results"`
-	// WriteTax is the write-tax scenario's outcome (see writetax.go), when
-	// it ran.
-	WriteTax *WriteTaxReport `json:"write_tax,omitempty"`
-	// Error is set when the run stopped early.
-	Error string `json:"error,omitempty"`
-}
-
-// WriteJSON writes rep as indented JSON.
-func WriteJSON(w io.Writer, rep Report) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(rep); err != nil {
-		return fmt.Errorf("bench: write JSON: %w", err)
-	}
-	return nil
-}
 
 // WriteTable writes results as an aligned table. End-to-end runs, for live
 // engine rows, from the first write to convergence; for catch-up rows, from

@@ -49,6 +49,8 @@ const usage = `usage:
   trellis-repl release --dsn URL TRANSFORM TABLE KEY...      re-derive one held key (a value per key column)
   trellis-repl release --dsn URL --all TRANSFORM
   trellis-repl quarantine --dsn URL [--json] [TRANSFORM]     quarantined transforms, or one's state
+  trellis-repl bench  [--quick] [--dsn URL] [--scenarios LIST] [--json-out FILE] [--markdown FILE] [--plot DIR]
+                      benchmark suite (see docs/performance.md; bench --help for the size flags)
 --dsn defaults to TRELLIS_DATABASE_URL, then the libpq PG* variables.
 `
 
@@ -91,6 +93,8 @@ func runWithContext(ctx context.Context, args []string, stdout, stderr io.Writer
 		err = cmdRelease(ctx, args[1:], stdout)
 	case "quarantine":
 		err = cmdQuarantine(ctx, args[1:], stdout)
+	case "bench":
+		err = cmdBench(ctx, args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "validation: unknown command %q; run 'trellis-repl --help' for usage\n", args[0])
 		return 2

@@ -1,0 +1,338 @@
+package main
+
+// trellis-repl bench: the benchmark suite users tune with (bench.RunSuite).
+// One JSON line per measured point goes to stdout (or --json-out FILE),
+// progress to stderr, and at the end a Markdown summary (to stdout when
+// the JSON lines go to a file, else to stderr; --markdown FILE as well)
+// and, with --plot DIR, one PNG chart per scenario.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	trellis "github.com/trellis-repl/trellis-repl"
+	"github.com/trellis-repl/trellis-repl/bench"
+	"github.com/trellis-repl/trellis-repl/internal/pgserver"
+)
+
+const benchUsage = `usage: trellis-repl bench [--quick] [--dsn URL] [--scenarios LIST] [--rounds N]
+                          [--json-out FILE] [--markdown FILE] [--plot DIR] [size flags]
+scenarios: write-tax, latency, keep-up, catch-up, build, refresh (default: all).
+--dsn is a superuser URL of a server with wal_level=logical; without it each run
+starts a throwaway PostgreSQL. --quick runs every scenario at small sizes (its
+timings mean little). See docs/performance.md.
+`
+
+// listFlag is a comma-separated list of strings.
+type listFlag struct{ v *[]string }
+
+// String is the list as given.
+func (f listFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return strings.Join(*f.v, ",")
+}
+
+// Set replaces the list with the items of s.
+func (f listFlag) Set(s string) error {
+	*f.v = nil
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*f.v = append(*f.v, p)
+		}
+	}
+	return nil
+}
+
+// fractionsFlag is a comma-separated list of percentages.
+type fractionsFlag struct{ v *[]float64 }
+
+// String is the list as percentages.
+func (f fractionsFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	var out []string
+	for _, x := range *f.v {
+		out = append(out, strconv.FormatFloat(x*100, 'g', -1, 64))
+	}
+	return strings.Join(out, ",")
+}
+
+// Set replaces the list with the percentages of s, as fractions.
+func (f fractionsFlag) Set(s string) error {
+	*f.v = nil
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSuffix(strings.TrimSpace(p), "%")
+		if p == "" {
+			continue
+		}
+		x, err := strconv.ParseFloat(p, 64)
+		if err != nil || x <= 0 || x > 100 {
+			return fmt.Errorf("%q is not a percentage in (0, 100]", p)
+		}
+		*f.v = append(*f.v, x/100)
+	}
+	return nil
+}
+
+// wantsQuick says whether args ask for --quick, before the flags are
+// registered: the quick sizes are the flags' defaults then.
+func wantsQuick(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		switch a {
+		case "-quick", "--quick", "-quick=true", "--quick=true":
+			return true
+		}
+	}
+	return false
+}
+
+func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	quick := wantsQuick(args)
+	cfg := bench.DefaultSuite()
+	if quick {
+		cfg = bench.QuickSuite()
+	}
+	fs.Bool("quick", false, "every scenario at small sizes, one round (sizes below then default to the quick ones)")
+	dsn := fs.String("dsn", "", "superuser URL of a server with wal_level=logical (default: a throwaway server)")
+	fs.Var(listFlag{&cfg.Scenarios}, "scenarios", "comma-separated scenarios (default all: "+strings.Join(bench.Scenarios(), ",")+")")
+	fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "rounds of every scenario; the summary reports medians")
+	jsonOut := fs.String("json-out", "", "write the JSON lines to this file instead of stdout")
+	mdOut := fs.String("markdown", "", "also write the Markdown summary to this file")
+	plotDir := fs.String("plot", "", "write one PNG chart per scenario into this directory")
+	serverLog := fs.String("server-log", "", "throwaway server only: copy its log to this file at the end")
+	verbose := fs.Bool("v", false, "log the library's messages to stderr")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the embedded runners) to this file")
+	fs.DurationVar(&cfg.ProgressInterval, "progress-interval", cfg.ProgressInterval, "trellis ProgressInterval (how late convergence is noticed)")
+	fs.DurationVar(&cfg.PhaseTimeout, "phase-timeout", cfg.PhaseTimeout, "longest wait for convergence")
+
+	wt := &cfg.WriteTax
+	fs.IntVar(&wt.Scale, "scale", wt.Scale, "write-tax: pgbench scale factor")
+	fs.IntVar(&wt.Clients, "clients", wt.Clients, "write-tax: pgbench -c")
+	fs.IntVar(&wt.Threads, "threads", wt.Threads, "write-tax: pgbench -j")
+	fs.DurationVar(&wt.Duration, "duration", wt.Duration, "write-tax: each pgbench run's -T (whole seconds)")
+	fs.DurationVar(&wt.Warmup, "warmup", wt.Warmup, "write-tax: untimed pgbench run after the load, before the no-capture run")
+	fs.Var(listFlag{&wt.Points}, "capture", "write-tax: capture points, each next to its own no-capture run ("+strings.Join(bench.WriteTaxPoints(), ",")+")")
+	lt := &cfg.Latency
+	fs.IntVar(&lt.Writers, "latency-writers", lt.Writers, "latency: writer connections")
+	fs.DurationVar(&lt.Probe, "latency-probe", lt.Probe, "latency: full-speed run that measures the sustainable rate")
+	fs.DurationVar(&lt.Duration, "latency-duration", lt.Duration, "latency: each paced point")
+	fs.Var(fractionsFlag{&lt.Fractions}, "latency-load", "latency: comma-separated percentages of the sustainable rate")
+	ku := &cfg.KeepUp
+	fs.IntVar(&ku.Scale, "keepup-scale", ku.Scale, "keep-up: pgbench scale factor")
+	fs.DurationVar(&ku.Duration, "keepup-duration", ku.Duration, "keep-up: how long pgbench writes at full speed")
+	cu := &cfg.CatchUp
+	fs.IntVar(&cu.Rows, "catchup-rows", cu.Rows, "catch-up: rows inserted then updated at 1,000 rows per commit")
+	fs.IntVar(&cu.Rows1, "catchup-rows1", cu.Rows1, "catch-up: rows inserted then updated at 1 row per commit")
+	fs.Var(listFlag{&cu.Shapes}, "catchup-shapes", "catch-up: shapes (row, agg, agg1k)")
+	fs.IntVar(&cu.RederiveKeys, "catchup-rederive", cu.RederiveKeys, "catch-up: keys of the re-derive phase with the hand-written comparison (0: none)")
+	fs.Var(listFlag{&cu.Modes}, "catchup-modes", "catch-up: catchup and/or live")
+	fs.IntVar(&cu.JoinFacts, "catchup-join-facts", cu.JoinFacts, "catch-up: also the join workload with this many facts (0: none)")
+	bu := &cfg.Build
+	fs.IntVar(&bu.Rows, "build-rows", bu.Rows, "build: source rows")
+	fs.IntVar(&bu.Groups, "build-groups", bu.Groups, "build: the aggregate's groups")
+	rf := &cfg.Refresh
+	fs.IntVar(&rf.Rows, "refresh-rows", rf.Rows, "refresh: source rows")
+	fs.IntVar(&rf.Groups, "refresh-groups", rf.Groups, "refresh: the aggregate's groups")
+	fs.IntVar(&rf.Changes, "refresh-changes", rf.Changes, "refresh: single-row changes (and refreshes) timed")
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, benchUsage)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return nil
+		}
+		return usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usageError{"bench takes no arguments"}
+	}
+	for _, sc := range cfg.Scenarios {
+		if !slicesContains(bench.Scenarios(), sc) {
+			return usageError{fmt.Sprintf("--scenarios: unknown scenario %q; use %s", sc, strings.Join(bench.Scenarios(), ", "))}
+		}
+	}
+	for _, p := range wt.Points {
+		if !slicesContains(bench.WriteTaxPoints(), p) {
+			return usageError{fmt.Sprintf("--capture: unknown point %q; use %s", p, strings.Join(bench.WriteTaxPoints(), ", "))}
+		}
+	}
+	if *dsn != "" && *serverLog != "" {
+		return usageError{"--server-log needs the throwaway server (no --dsn)"}
+	}
+	cfg.Progress = stderr
+	if *verbose {
+		cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return &trellis.Error{Code: trellis.CodeNotFound, Msg: fmt.Sprintf("cannot create --cpuprofile %s: %v", *cpuProfile, err)}
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("bench: --cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	var lines io.Writer = stdout
+	summaryTo := stderr
+	if *jsonOut != "" {
+		f, err := os.Create(*jsonOut)
+		if err != nil {
+			return &trellis.Error{Code: trellis.CodeNotFound, Msg: fmt.Sprintf("cannot create --json-out %s: %v", *jsonOut, err)}
+		}
+		defer f.Close()
+		lines, summaryTo = f, stdout
+	}
+	enc := json.NewEncoder(lines)
+	cfg.Emit = func(p bench.Point) error { return enc.Encode(p) }
+
+	adminDSN, server := *dsn, "external (--dsn)"
+	if adminDSN == "" {
+		srv, err := pgserver.Start(ctx, pgserver.Options{ReapOnExit: true, Settings: map[string]string{"max_wal_size": "'4GB'"}})
+		if err != nil {
+			return &trellis.Error{Code: trellis.CodeUnavailable, Msg: fmt.Sprintf("cannot start a throwaway PostgreSQL (give --dsn instead): %v", err)}
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if err := srv.Stop(sctx); err != nil {
+				fmt.Fprintln(stderr, "bench: stop PostgreSQL:", err)
+			}
+		}()
+		if *serverLog != "" {
+			defer func() { // before Stop, deferred earlier, removes it
+				if err := copyFile(*serverLog, srv.LogPath()); err != nil {
+					fmt.Fprintln(stderr, "bench: --server-log:", err)
+				}
+			}()
+		}
+		adminDSN, server = srv.DSN("postgres"), "throwaway pgserver (fsync=off, same machine)"
+	}
+
+	settings := benchSettings(ctx)
+	start, loadBefore := time.Now(), loadAverage()
+	rep, runErr := bench.RunSuite(ctx, cfg, bench.ServerDatabases{AdminDSN: adminDSN})
+	// Other work on the machine skews every figure; the load averages
+	// before and after the run show whether there was any.
+	settings["loadavg_before"], settings["loadavg_after"] = loadBefore, loadAverage()
+	settings["server"] = server
+	settings["quick"] = quick
+	settings["rounds"] = cfg.Rounds
+	settings["seconds"] = fmt.Sprintf("%.0f", time.Since(start).Seconds())
+	settings["sizes"] = benchSizes(cfg)
+	rep.Settings = settings
+
+	var errs []error
+	errs = append(errs, runErr)
+	var md bytes.Buffer
+	if err := bench.WriteMarkdown(&md, rep); err != nil {
+		errs = append(errs, err)
+	}
+	fmt.Fprintf(summaryTo, "\n%s", md.String())
+	if *mdOut != "" {
+		if err := os.WriteFile(*mdOut, md.Bytes(), 0o644); err != nil {
+			errs = append(errs, fmt.Errorf("bench: --markdown: %w", err))
+		}
+	}
+	if *plotDir != "" {
+		files, err := bench.WritePlots(*plotDir, rep)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, f := range files {
+			fmt.Fprintln(stderr, "bench: wrote", f)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func slicesContains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// benchSizes describes the sizes a run used, for the summary.
+func benchSizes(c bench.SuiteConfig) string {
+	return fmt.Sprintf("write-tax scale %d, %d clients/%d threads, %s runs, points %s; latency %d writers, probe %s, %s per point; "+
+		"keep-up scale %d for %s; catch-up %d rows at 1000/commit and %d at 1/commit, shapes %s; build %d rows/%d groups; refresh %d rows/%d groups, %d changes",
+		c.WriteTax.Scale, c.WriteTax.Clients, c.WriteTax.Threads, c.WriteTax.Duration, strings.Join(c.WriteTax.Points, ","),
+		c.Latency.Writers, c.Latency.Probe, c.Latency.Duration, c.KeepUp.Scale, c.KeepUp.Duration,
+		c.CatchUp.Rows, c.CatchUp.Rows1, strings.Join(c.CatchUp.Shapes, ","), c.Build.Rows, c.Build.Groups,
+		c.Refresh.Rows, c.Refresh.Groups, c.Refresh.Changes)
+}
+
+// benchSettings records which code was measured and where: figures are
+// only comparable for one revision on one machine. `go run` stamps no
+// VCS information, so git is asked (read-only) when it is at hand.
+func benchSettings(ctx context.Context) map[string]any {
+	out := map[string]any{"cpus": runtime.NumCPU(), "go": runtime.Version(), "started_at": time.Now().UTC().Format(time.RFC3339)}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision", "vcs.modified":
+				out[s.Key] = s.Value
+			}
+		}
+	}
+	if _, ok := out["vcs.revision"]; !ok {
+		if rev, err := exec.CommandContext(ctx, "git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+			out["vcs.revision"] = strings.TrimSpace(string(rev))
+			if st, err := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil {
+				out["vcs.modified"] = strconv.FormatBool(len(bytes.TrimSpace(st)) > 0)
+			}
+		}
+	}
+	return out
+}
+
+// loadAverage is the first three fields of /proc/loadavg ("" when not
+// available).
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// copyFile copies the file at src to dst.
+func copyFile(dst, src string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
+}
