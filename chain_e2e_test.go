@@ -326,7 +326,7 @@ func chainBurstAsync(dsn string, seed int64, d time.Duration) (wait func() error
 // order of the only customer of a region deleted (the region's groups
 // empty at levels 2 and 3), a dimension-only move, a deleted customer, a
 // customer's primary key changed, TRUNCATE and a bulk update.
-func TestChainThreeLevels(t *testing.T) { eachMode(t, testChainThreeLevels) }
+func TestChainThreeLevels(t *testing.T) { eachModeParallel(t, testChainThreeLevels) }
 
 func testChainThreeLevels(t *testing.T, mode string) {
 	e := newEnv(t, trellis.Config{Capture: mode})
@@ -447,6 +447,7 @@ func TestChainSurvivesKill(t *testing.T) {
 	bin := buildCLI(t)
 	for _, m := range killModes {
 		t.Run(m.name, func(t *testing.T) {
+			t.Parallel() // each mode on a database of its own
 			confirm := m.confirm
 			e := newEnv(t, trellis.Config{Confirm: confirm, Capture: m.capture})
 			e.exec(chainSchemaSQL)

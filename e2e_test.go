@@ -44,6 +44,18 @@ func eachMode(t *testing.T, fn func(t *testing.T, mode string)) {
 	}
 }
 
+// eachModeParallel is eachMode with the modes run at the same time: for
+// the long tests that mostly wait (restarts, kills, convergence), each
+// mode on a database — and for trigger capture a server — of its own.
+func eachModeParallel(t *testing.T, fn func(t *testing.T, mode string)) {
+	for _, mode := range captureModes {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			fn(t, mode)
+		})
+	}
+}
+
 // replicaServer is a server started with wal_level=replica: logical
 // replication is impossible there, so --capture=auto must pick triggers.
 func replicaServer(t *testing.T) *pgserver.Server {

@@ -473,6 +473,7 @@ func TestJoinSurvivesKill(t *testing.T) {
 	bin := buildCLI(t)
 	for _, m := range killModes {
 		t.Run(m.name, func(t *testing.T) {
+			t.Parallel() // each mode on a database of its own
 			confirm := m.confirm
 			e := newEnv(t, trellis.Config{Confirm: confirm, Capture: m.capture})
 			e.exec(joinSchemaSQL)

@@ -321,7 +321,7 @@ func reconnectServer(t *testing.T, mode string) *pgserver.Server {
 
 func TestReconnect(t *testing.T) {
 	bin := buildCLI(t)
-	eachMode(t, func(t *testing.T, mode string) { testReconnect(t, bin, mode) })
+	eachModeParallel(t, func(t *testing.T, mode string) { testReconnect(t, bin, mode) })
 }
 
 func testReconnect(t *testing.T, bin, mode string) {
