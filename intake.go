@@ -37,6 +37,9 @@ type intake struct {
 	pending []checkpoint.Txn
 	nkeys   int
 	since   time.Time
+	// flushed is when the queue was last written: a transaction after a
+	// quiet period is written at once rather than after groupCommitWait.
+	flushed time.Time
 	stopped chan struct{}
 	closed  bool // set by close: the store may be gone
 }
@@ -190,7 +193,8 @@ func (in *intake) Commit(ctx context.Context, txn *decode.Txn) error {
 	if plant.Active(plant.ConfirmBeforeRecord) {
 		in.r.confirmed.Store(max(in.r.confirmed.Load(), txn.EndLSN))
 	}
-	full := in.nkeys >= groupCommitKeys || len(in.pending) >= groupCommitTxns || time.Since(in.since) >= groupCommitWait
+	full := in.nkeys >= groupCommitKeys || len(in.pending) >= groupCommitTxns || time.Since(in.since) >= groupCommitWait ||
+		len(in.pending) == 1 && time.Since(in.flushed) >= groupCommitWait
 	in.mu.Unlock()
 	in.r.metrics.Transactions.Inc()
 	if full {
@@ -239,6 +243,7 @@ func (in *intake) flush() error {
 	}
 	txns := in.pending
 	in.pending, in.nkeys = nil, 0
+	in.flushed = time.Now()
 	if len(txns) == 0 {
 		in.mu.Unlock()
 		return nil

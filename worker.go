@@ -37,9 +37,10 @@ type worker struct {
 	persisted atomic.Uint64
 	applied   uint64
 	lastSaved time.Time
-	// lastTake is when the worker last took a batch of changes: the
-	// coalescing window counts from it.
+	// lastTake is when the worker last took a batch of changes, and
+	// lastKeys how many keys it had: the coalescing window counts from it.
 	lastTake time.Time
+	lastKeys int
 	failures int
 	// buildAttempts counts build steps failed in a row; drainFailure is the
 	// failing drain being reported (nil when the last batch applied).
@@ -385,11 +386,13 @@ func (w *worker) live(ctx context.Context, a *engine.Applier) error {
 // the coalescing window the last batch opened, unless the backlog is
 // already large: at one row per commit every batch costs a transaction, a
 // visibility check and a progress write whatever its size, so a trickle is
-// re-derived once per window (ADR 0016). A catalog change waits too: the
-// window is short.
+// re-derived once per window (ADR 0016). A worker whose last batch had one
+// key keeps up change by change and does not wait: a lone change, or
+// changes made one after another each waiting for the last to show, are
+// applied at once. A catalog change waits too: the window is short.
 func (w *worker) coalesce(ctx context.Context) {
 	wait := w.r.t.cfg.CoalesceWindow - time.Since(w.lastTake)
-	if wait <= 0 {
+	if wait <= 0 || w.lastKeys < 2 {
 		return
 	}
 	if n, err := w.r.store.Pending(w.id); err != nil || n == 0 || n >= int64(w.r.t.cfg.CoalesceKeys) {
@@ -415,7 +418,7 @@ func (w *worker) drain(ctx context.Context, a *engine.Applier, live bool) error 
 			return err
 		}
 		if len(b.Keys) > 0 || len(b.Truncated) > 0 {
-			w.lastTake = time.Now()
+			w.lastTake, w.lastKeys = time.Now(), len(b.Keys)
 		}
 		if len(b.Keys) == 0 && len(b.Truncated) == 0 {
 			if b.All && b.UpTo > w.applied {

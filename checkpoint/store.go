@@ -398,11 +398,13 @@ func (s *Store) commitSynced(b *pebble.Batch, lsn uint64) error {
 	}
 }
 
-// deferSync says whether a RecordMany now may leave its sync to the timer:
-// a sync interval is set and the last sync is less than one ago. Called
-// with s.mu held.
+// deferSync says whether a RecordMany leaves its sync to the timer: a sync
+// interval is set (and the timer's last sync did not fail). The timer
+// fires at once when the last sync is an interval ago or more, so a lone
+// transaction is durable as soon as without the interval, but its keys can
+// be taken before the fsync ends. Called with s.mu held.
 func (s *Store) deferSync() bool {
-	return s.syncEvery > 0 && s.syncErr == nil && time.Since(s.lastSync) < s.syncEvery
+	return s.syncEvery > 0 && s.syncErr == nil
 }
 
 // commitDeferred commits a RecordMany batch whose sync is deferred: the
@@ -420,7 +422,7 @@ func (s *Store) commitDeferred(b *pebble.Batch, lsn uint64) error {
 		s.recvUnsynced = max(s.recvUnsynced, lsn)
 		if !s.syncScheduled {
 			s.syncScheduled = true
-			time.AfterFunc(s.syncEvery-time.Since(s.lastSync), s.syncDeferred)
+			time.AfterFunc(max(0, s.syncEvery-time.Since(s.lastSync)), s.syncDeferred)
 		}
 	}
 	s.mu.Unlock()

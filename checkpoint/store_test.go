@@ -717,9 +717,7 @@ func TestDeferredSync(t *testing.T) {
 	if err := s.Record(10, 1, []DirtyKey{dk(1, 1, "a")}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := s.ReceivedLSN(); got != 10 {
-		t.Fatalf("first record after a quiet period: ReceivedLSN %d, want 10 (synced at once)", got)
-	}
+	awaitReceived(t, s, 10) // after a quiet period the timer syncs at once
 	if err := s.Record(20, 2, []DirtyKey{dk(1, 1, "b")}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -729,13 +727,7 @@ func TestDeferredSync(t *testing.T) {
 	if got := keyNames(t, mustTake(t, s, 1, 0)); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("take before the sync: %v, want both keys", got)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for s.ReceivedLSN() != 20 {
-		if time.Now().After(deadline) {
-			t.Fatalf("ReceivedLSN %d long after the interval, want 20", s.ReceivedLSN())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	awaitReceived(t, s, 20)
 	if err := s.Record(30, 3, []DirtyKey{dk(1, 1, "c")}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -745,6 +737,18 @@ func TestDeferredSync(t *testing.T) {
 	s2 := openTest(t, dir)
 	if got := s2.ReceivedLSN(); got != 30 {
 		t.Fatalf("after Close and reopen: ReceivedLSN %d, want 30", got)
+	}
+}
+
+// awaitReceived waits until the store reports lsn as received.
+func awaitReceived(t *testing.T, s *Store, lsn uint64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.ReceivedLSN() != lsn {
+		if time.Now().After(deadline) {
+			t.Fatalf("ReceivedLSN %d long after the interval, want %d", s.ReceivedLSN(), lsn)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -760,13 +764,14 @@ func TestStagedKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A first full Take gives the transform its mirror; the first Record
-	// after the quiet period is synced at once.
+	// after the quiet period is synced at once, by the timer.
 	if err := s.Done(1, mustTake(t, s, 1, 0)); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Record(10, 1, []DirtyKey{dk(1, 1, "a")}, nil); err != nil {
 		t.Fatal(err)
 	}
+	awaitReceived(t, s, 10)
 	if err := s.Record(20, 2, []DirtyKey{dk(1, 1, "b"), dk(1, 1, "c")}, nil); err != nil {
 		t.Fatal(err)
 	}
