@@ -26,7 +26,8 @@ type mirrorEntry struct {
 // random places of the key range that every scan steps over until a
 // compaction, three quarters of the runner's CPU at one row per commit —
 // Record learns from it whether a key is new, and Done compares versions
-// against it. Pebble remains the durable copy and is written as before.
+// against it. Pebble remains the durable copy (written at once, or by
+// the next sync when staged: see below).
 // Guarded by Store.mu.
 type mirror map[string]mirrorEntry
 

@@ -433,7 +433,7 @@ func (s *Store) commitDeferred(b *pebble.Batch, lsn uint64) error {
 	return nil
 }
 
-// syncDeferred is the timer that syncs what commitRecorded deferred.
+// syncDeferred is the timer that syncs what commitDeferred deferred.
 func (s *Store) syncDeferred() {
 	if err := s.enter(); err != nil {
 		return // closed: Close synced it
