@@ -87,8 +87,9 @@ func (s *Store) Record(lsn uint64, xid uint32, keys []DirtyKey, truncs []TableRe
 }
 
 // RecordMany records several committed transactions in one Pebble batch
-// (group commit), synced as the store's Options.SyncInterval says (see
-// commitRecorded): each key joins its transform's dirty set
+// (group commit), synced at once or, with Options.SyncInterval, by a timer
+// that also writes what it staged (commitDeferred, mirror.go): each key
+// joins its transform's dirty set
 // (an already dirty key just takes the newer LSN), each truncation becomes
 // a marker, each transaction with keys and a non-zero xid gets a
 // visibility entry, and ReceivedLSN advances to the largest LSN (never
