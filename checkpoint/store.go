@@ -119,12 +119,13 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 type Options struct {
 	// Logger receives the store's and Pebble's messages; nil discards them.
 	Logger *slog.Logger
-	// SyncInterval, when > 0, lets RecordMany sync at most once per
-	// interval: a call within the interval after the last sync is applied
-	// without waiting for the disk, and a timer syncs it by the end of the
-	// interval. It bounds how far ReceivedLSN (and so the slot's confirmed
-	// position) trails what was recorded, not how soon keys can be taken.
-	// 0 syncs every call.
+	// SyncInterval, when > 0, lets RecordMany leave its sync to a timer
+	// that fires at most an interval after the last sync (at once when
+	// that is overdue): keys can be taken before the fsync ends, and keys
+	// of mirrored sets applied before it are never written (mirror.go). It
+	// bounds how far ReceivedLSN (and so the slot's confirmed position)
+	// trails what was recorded, not how soon keys can be taken. 0 syncs
+	// every call.
 	SyncInterval time.Duration
 }
 
@@ -343,7 +344,8 @@ func (s *Store) AdvanceReceived(lsn uint64) error {
 	return s.commitSynced(b, lsn)
 }
 
-// Flush makes a value deferred by AdvanceReceived durable now.
+// Flush makes everything deferred durable now: a position deferred by
+// AdvanceReceived, and what RecordMany staged or left to the timer.
 func (s *Store) Flush() error {
 	if err := s.enter(); err != nil {
 		return err
