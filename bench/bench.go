@@ -161,6 +161,9 @@ type Config struct {
 	ProgressInterval time.Duration
 	// BatchSize is passed to trellis.Config (0 = the library's default).
 	BatchSize int
+	// Tuning holds the runner's latency and sync knobs, passed to
+	// trellis.Config as they are (zero fields: the library's defaults).
+	Tuning Tuning
 	// Verify compares the target with its query after every phase (not
 	// timed).
 	Verify bool

@@ -53,7 +53,7 @@ func (c *CatchUpConfig) defaults() {
 
 func (s *suiteRun) catchUp(ctx context.Context, round int) error {
 	cc := s.cfg.CatchUp
-	cfg := Config{Modes: cc.Modes, Baseline: true, Verify: true, ProgressInterval: s.cfg.ProgressInterval,
+	cfg := Config{Modes: cc.Modes, Baseline: true, Verify: true, ProgressInterval: s.cfg.ProgressInterval, Tuning: s.cfg.Tuning,
 		PhaseTimeout: s.cfg.PhaseTimeout, Logger: s.cfg.Logger, Progress: s.cfg.Progress}
 	for _, name := range cc.Shapes {
 		sh, ok := ShapeByName(name)

@@ -51,9 +51,11 @@ func runEngine(ctx context.Context, cfg *Config, dbs Databases, wl Workload, sh 
 	// end) need distinct schemas.
 	schema := fmt.Sprintf("trellis_bench_%s_%d_%s", sh.Name, wl.PerCommit, mode)
 	reg := prometheus.NewRegistry()
-	tr, err := trellis.Open(ctx, trellis.Config{DSN: dsn, Schema: schema, DataDir: dir, Confirm: trellis.ConfirmLocal,
+	tc := trellis.Config{DSN: dsn, Schema: schema, DataDir: dir, Confirm: trellis.ConfirmLocal,
 		Capture: trellis.CaptureLogical, ProgressInterval: cfg.ProgressInterval, BatchSize: cfg.BatchSize, Logger: cfg.Logger,
-		Metrics: trellis.NewMetrics(reg)})
+		Metrics: trellis.NewMetrics(reg)}
+	cfg.Tuning.apply(&tc)
+	tr, err := trellis.Open(ctx, tc)
 	if err != nil {
 		return nil, fmt.Errorf("bench: open: %w", err)
 	}

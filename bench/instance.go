@@ -5,12 +5,27 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	trellis "github.com/trellis-repl/trellis-repl"
 )
+
+// Tuning is the part of trellis.Config that docs/tuning.md covers and the
+// bench lets users vary: zero values are the library's defaults, negative
+// durations mean none, as in trellis.Config.
+type Tuning struct {
+	CoalesceWindow    time.Duration
+	CoalesceKeys      int
+	StoreSyncInterval time.Duration
+}
+
+// apply copies the knobs into a trellis.Config.
+func (t Tuning) apply(c *trellis.Config) {
+	c.CoalesceWindow, c.CoalesceKeys, c.StoreSyncInterval = t.CoalesceWindow, t.CoalesceKeys, t.StoreSyncInterval
+}
 
 // instance is a trellis-repl instance embedded in this process (Open,
 // Apply, Run in a goroutine), maintaining some transforms of one database.
@@ -41,9 +56,11 @@ func openInstance(ctx context.Context, ec *Config, dsn, schema, capture string, 
 	}
 	in.done = append(in.done, func() error { return os.RemoveAll(dir) })
 	in.reg = prometheus.NewRegistry()
-	in.tr, err = trellis.Open(ctx, trellis.Config{DSN: dsn, Schema: schema, DataDir: dir, Confirm: trellis.ConfirmLocal,
+	tc := trellis.Config{DSN: dsn, Schema: schema, DataDir: dir, Confirm: trellis.ConfirmLocal,
 		Capture: capture, ProgressInterval: ec.ProgressInterval, BatchSize: ec.BatchSize, Logger: ec.Logger,
-		Metrics: trellis.NewMetrics(in.reg)})
+		Metrics: trellis.NewMetrics(in.reg)}
+	ec.Tuning.apply(&tc)
+	in.tr, err = trellis.Open(ctx, tc)
 	if err != nil {
 		return in, fmt.Errorf("bench: open: %w", err)
 	}

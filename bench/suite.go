@@ -214,6 +214,8 @@ type SuiteConfig struct {
 	ProgressInterval time.Duration
 	// PhaseTimeout bounds every wait for convergence (default 10m).
 	PhaseTimeout time.Duration
+	// Tuning is passed to every embedded runner (zero: the defaults).
+	Tuning Tuning
 	// Logger receives the library's logs; nil discards them.
 	Logger *slog.Logger
 	// Progress receives a line per finished measurement; nil discards.
@@ -271,7 +273,7 @@ func (c *SuiteConfig) defaults() {
 // engineConfig is the Config the shared helpers (running.converge, verify)
 // read.
 func (c *SuiteConfig) engineConfig() *Config {
-	ec := &Config{ProgressInterval: c.ProgressInterval, PhaseTimeout: c.PhaseTimeout, Logger: c.Logger, Progress: c.Progress, Verify: true}
+	ec := &Config{ProgressInterval: c.ProgressInterval, PhaseTimeout: c.PhaseTimeout, Tuning: c.Tuning, Logger: c.Logger, Progress: c.Progress, Verify: true}
 	ec.defaults()
 	return ec
 }

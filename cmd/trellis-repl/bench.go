@@ -125,6 +125,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the embedded runners) to this file")
 	fs.DurationVar(&cfg.ProgressInterval, "progress-interval", cfg.ProgressInterval, "trellis ProgressInterval (how late convergence is noticed)")
 	fs.DurationVar(&cfg.PhaseTimeout, "phase-timeout", cfg.PhaseTimeout, "longest wait for convergence")
+	fs.DurationVar(&cfg.Tuning.CoalesceWindow, "coalesce-window", 0, "every runner's --coalesce-window (0: run's default; negative: none)")
+	fs.IntVar(&cfg.Tuning.CoalesceKeys, "coalesce-keys", 0, "every runner's --coalesce-keys (0: run's default)")
+	fs.DurationVar(&cfg.Tuning.StoreSyncInterval, "store-sync-interval", 0, "every runner's --store-sync-interval (0: run's default; negative: every group commit)")
 
 	wt := &cfg.WriteTax
 	fs.IntVar(&wt.Scale, "scale", wt.Scale, "write-tax: pgbench scale factor")
