@@ -56,7 +56,7 @@ type Truncation struct {
 type Batch struct {
 	Keys      []Entry
 	Truncated []Truncation
-	// UpTo is ReceivedLSN when the batch was read: every key of every
+	// UpTo is RecordedLSN when the batch was read: every key of every
 	// transaction at or below UpTo is in this batch, or was removed by an
 	// earlier Done, or is still in the set (only if All is false).
 	// Keys may also carry LSNs above UpTo.
@@ -177,10 +177,10 @@ func (s *Store) Take(transform int64, limit int) (Batch, error) {
 		return Batch{}, err
 	}
 	defer s.life.RUnlock()
-	// Read the durable position first: everything at or below it was
-	// visible before it was published, so the iterator (a consistent
-	// point-in-time view opened after) sees all of it.
-	out := Batch{UpTo: s.received.Load()}
+	// Read the recorded position first: everything at or below it was
+	// readable before it was published, so the iterator (a consistent
+	// point-in-time view opened after) and the mirror see all of it.
+	out := Batch{UpTo: s.recorded.Load()}
 	// From here on, Record notes the keys it marks for this transform, so
 	// Done knows which of the batch's keys changed without reading each.
 	// Registered before the iterator opens: a mark is either in its view or

@@ -99,8 +99,13 @@ type Store struct {
 	// xids mirrors the visibility entries (see xids.go).
 	xids xidLog
 
-	received  atomic.Uint64 // durable received LSN
-	confirmMu sync.Mutex    // orders SetConfirmedLSN calls
+	received atomic.Uint64 // durable received LSN
+	// recorded is the newest position such that every key of every
+	// transaction at or below it is recorded here, durably or with its
+	// sync still deferred: what a Take covers. It runs ahead of received
+	// by at most the sync interval (or advanceSyncInterval when idle).
+	recorded  atomic.Uint64
+	confirmMu sync.Mutex // orders SetConfirmedLSN calls
 	confirmed atomic.Uint64
 	spillSeq  atomic.Uint64
 }
@@ -210,6 +215,7 @@ func (s *Store) load() error {
 		}
 	}
 	s.recvWritten = s.received.Load()
+	s.recorded.Store(s.recvWritten)
 
 	// Rebuild the per-transform counters, the version counter and the
 	// mirrors of the sets small enough to have one.
@@ -298,6 +304,27 @@ func (s *Store) Created() bool { return s.created }
 // transaction at or below it is durable here. It never goes backwards.
 func (s *Store) ReceivedLSN() uint64 { return s.received.Load() }
 
+// RecordedLSN is the newest slot position such that every key of every
+// transaction at or below it is recorded here, its sync perhaps still
+// deferred: at or after ReceivedLSN. A batch that applied a transform's
+// whole dirty set makes the target reflect every change up to it, durable
+// or not, so Take's UpTo is this position; what the slot may be told is
+// ReceivedLSN. A crash loses at most the keys above ReceivedLSN, which
+// the slot sends again.
+func (s *Store) RecordedLSN() uint64 { return s.recorded.Load() }
+
+// noteRecorded moves RecordedLSN forward to lsn. Called once the keys at
+// or below lsn are readable (applied to Pebble or in a mirror), so that a
+// Take that reads the position first sees them.
+func (s *Store) noteRecorded(lsn uint64) {
+	for {
+		cur := s.recorded.Load()
+		if lsn <= cur || s.recorded.CompareAndSwap(cur, lsn) {
+			return
+		}
+	}
+}
+
 // ConfirmedLSN is the last position passed to SetConfirmedLSN.
 func (s *Store) ConfirmedLSN() uint64 { return s.confirmed.Load() }
 
@@ -337,6 +364,7 @@ func (s *Store) AdvanceReceived(lsn uint64) error {
 	}
 	if time.Since(s.lastSync) < advanceSyncInterval {
 		s.recvDefer = lsn
+		s.noteRecorded(lsn)
 		s.mu.Unlock()
 		return nil
 	}
@@ -392,6 +420,7 @@ func (s *Store) commitSynced(b *pebble.Batch, lsn uint64) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint: sync batch: %w", err)
 	}
+	s.noteRecorded(recv)
 	for {
 		cur := s.received.Load()
 		if recv <= cur || s.received.CompareAndSwap(cur, recv) {
@@ -422,6 +451,7 @@ func (s *Store) commitDeferred(b *pebble.Batch, lsn uint64) error {
 	}
 	if err == nil {
 		s.recvUnsynced = max(s.recvUnsynced, lsn)
+		s.noteRecorded(lsn)
 		if !s.syncScheduled {
 			s.syncScheduled = true
 			time.AfterFunc(max(0, s.syncEvery-time.Since(s.lastSync)), s.syncDeferred)

@@ -724,10 +724,25 @@ func TestDeferredSync(t *testing.T) {
 	if got := s.ReceivedLSN(); got != 10 {
 		t.Fatalf("record within the interval: ReceivedLSN %d, want 10 until synced", got)
 	}
-	if got := keyNames(t, mustTake(t, s, 1, 0)); !slices.Equal(got, []string{"a", "b"}) {
+	b := mustTake(t, s, 1, 0)
+	if got := keyNames(t, b); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("take before the sync: %v, want both keys", got)
 	}
+	// The batch covers what was recorded, synced or not: applying it makes
+	// the target reflect position 20 (RecordedLSN), while the slot may
+	// only be told 10 (ReceivedLSN).
+	if b.UpTo != 20 || s.RecordedLSN() != 20 {
+		t.Fatalf("take before the sync: UpTo %d, RecordedLSN %d, want 20", b.UpTo, s.RecordedLSN())
+	}
 	awaitReceived(t, s, 20)
+	// An idle position throttled by advanceSyncInterval is recorded at
+	// once (no keys wait on it) but durable only later.
+	if err := s.AdvanceReceived(25); err != nil {
+		t.Fatal(err)
+	}
+	if s.RecordedLSN() != 25 || s.ReceivedLSN() != 20 {
+		t.Fatalf("throttled idle advance: RecordedLSN %d, ReceivedLSN %d, want 25 and 20", s.RecordedLSN(), s.ReceivedLSN())
+	}
 	if err := s.Record(30, 3, []DirtyKey{dk(1, 1, "c")}, nil); err != nil {
 		t.Fatal(err)
 	}
