@@ -312,6 +312,9 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 				}
 				return err
 			}
+			if err := w.startBuild(ctx, a, tr.Rebuild); err != nil {
+				return err
+			}
 			if _, err := w.r.t.cat.SetState(ctx, w.r.t.pool, w.id, catalog.StateWaiting, catalog.StateBackfilling); err != nil {
 				return err
 			}
@@ -557,7 +560,7 @@ func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.T
 	}
 	end := keys[len(keys)-1]
 	_, err = w.applyUnits(ctx, a, w.unitsOf(src, keys), nil, 0, func(ctx context.Context, tx pgx.Tx) error {
-		return w.r.t.cat.SetBuildCursor(ctx, tx, w.id, phase, end)
+		return w.r.t.cat.AdvanceBuild(ctx, tx, w.id, phase, end, int64(len(keys)))
 	})
 	if err == nil {
 		w.r.metrics.AppliedKeys.WithLabelValues(w.name).Add(float64(len(keys)))
