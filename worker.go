@@ -241,9 +241,10 @@ func (w *worker) report(ctx context.Context, err error, backoff time.Duration) b
 			return false // a server restart is no failing build
 		}
 		w.buildAttempts++
-		f := &catalog.BackfillFailure{Attempts: w.buildAttempts, LastError: be.err.Error(), NextAttempt: time.Now().Add(backoff).UTC()}
+		next := time.Now().Add(backoff).UTC()
+		f := &catalog.BackfillFailure{Attempts: w.buildAttempts, LastError: be.err.Error(), NextAttempt: &next}
 		if w.buildAttempts >= buildAttemptLimit {
-			f.NextAttempt = time.Time{}
+			f.NextAttempt = nil
 			if err := cat.SetBackfillFailure(ctx, pool, w.id, f); err != nil {
 				w.log().Warn("record backfill failure", "err", err)
 			}

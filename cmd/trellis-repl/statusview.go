@@ -298,9 +298,10 @@ func runnerLine(r *trellis.RunnerStatus, now time.Time) string {
 }
 
 // plainBar renders a progress bar without colours (for pipes and files).
-func plainBar() func(float64) string {
-	m := progress.New(progress.WithWidth(36), progress.WithColorProfile(termenv.Ascii))
-	return m.ViewAs
+func plainBar() func(float64) string { return plainBarModel().ViewAs }
+
+func plainBarModel() progress.Model {
+	return progress.New(progress.WithWidth(36), progress.WithColorProfile(termenv.Ascii))
 }
 
 type fetchFunc func(context.Context) ([]trellis.TransformStatus, error)

@@ -102,11 +102,12 @@ type Failure struct {
 	DetectedAt time.Time `json:"detected_at"`
 }
 
-// BackfillFailure describes a failing build.
+// BackfillFailure describes a failing build: NextAttempt is when it is
+// tried again, nil once it no longer is (the transform paused).
 type BackfillFailure struct {
-	Attempts    int       `json:"attempts"`
-	LastError   string    `json:"last_error"`
-	NextAttempt time.Time `json:"next_attempt"`
+	Attempts    int        `json:"attempts"`
+	LastError   string     `json:"last_error"`
+	NextAttempt *time.Time `json:"next_attempt"`
 }
 
 // Transform is one catalog row.
@@ -382,6 +383,9 @@ func scanTransform(row pgx.Row) (*Transform, error) {
 		t.BackfillFailure = new(BackfillFailure)
 		if err := json.Unmarshal(bf, t.BackfillFailure); err != nil {
 			return nil, fmt.Errorf("decode backfill_failure of %s: %w", t.Name, err)
+		}
+		if na := t.BackfillFailure.NextAttempt; na != nil && na.IsZero() {
+			t.BackfillFailure.NextAttempt = nil // recorded by a version that wrote a zero time
 		}
 	}
 	if len(df) > 0 {
