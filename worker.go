@@ -246,12 +246,12 @@ func (w *worker) report(ctx context.Context, err error, backoff time.Duration) b
 		if w.buildAttempts >= buildAttemptLimit {
 			f.NextAttempt = nil
 			if err := cat.SetBackfillFailure(ctx, pool, w.id, f); err != nil {
-				w.log().Warn("record backfill failure", "err", err)
+				w.r.t.log.Debug("record backfill failure", "transform", w.name, "err", err) // retried: the episode reports it
 			}
 			return w.halt(ctx, fmt.Sprintf("building keeps failing (%d attempts): %s; fix the cause, then RESUME TRANSFORM %s", w.buildAttempts, be.err, w.name)) == errHalted
 		}
 		if err := cat.SetBackfillFailure(ctx, pool, w.id, f); err != nil {
-			w.log().Warn("record backfill failure", "err", err)
+			w.r.t.log.Debug("record backfill failure", "transform", w.name, "err", err)
 		}
 	case errors.As(err, &de):
 		now := time.Now().UTC()
@@ -264,7 +264,7 @@ func (w *worker) report(ctx context.Context, err error, backoff time.Duration) b
 		f.Attempts++
 		f.SQLState = fault.SQLState(de.err)
 		if err := cat.SetDrainFailure(ctx, pool, w.id, f); err != nil {
-			w.log().Warn("record drain failure", "err", err)
+			w.r.t.log.Debug("record drain failure", "transform", w.name, "err", err) // the failure itself warned once
 		}
 	}
 	return false
