@@ -89,6 +89,28 @@ func TestCLIConventions(t *testing.T) {
 	}
 	unreachable := "postgres://nobody@127.0.0.1:1/none?connect_timeout=2"
 	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status", "--json", "--check"}, "--json, --check and --watch exclude each other"},
+		{[]string{"status", "--watch", "--json"}, "--json, --check and --watch exclude each other"},
+		{[]string{"status", "--check", "--max-lag", "-1s"}, "--max-lag must not be negative"},
+		{[]string{"status", "--watch=1ms"}, "not an interval of at least 100ms"},
+		{[]string{"await", "--timeout", "soon"}, `invalid value "soon" for flag -timeout`},
+		{[]string{"version", "extra"}, "version takes no arguments"},
+		{[]string{"definitions", "--bogus"}, "flag provided but not defined: -bogus"},
+	} {
+		args := c.args
+		if args[0] != "version" {
+			args = append(args, "--dsn", unreachable)
+		}
+		code, _, stderr := cli(args...)
+		if code != 2 || !strings.HasPrefix(stderr, "validation: ") || !strings.Contains(stderr, c.want) ||
+			!strings.Contains(stderr, "trellis-repl "+c.args[0]+" --help") {
+			t.Errorf("%v: exit %d, %q; want exit 2 and %q", c.args, code, stderr, c.want)
+		}
+	}
+	for _, c := range []struct {
 		env, value string
 		args       []string
 		exit       int
