@@ -121,6 +121,10 @@ func cmdStatus(ctx context.Context, args []string, stdout io.Writer) error {
 		if len(problems) > 0 {
 			return exitWith{code: exitBehind}
 		}
+		if len(st) == 0 {
+			fmt.Fprintln(stdout, "ok: no transforms")
+			return nil
+		}
 		fmt.Fprintf(stdout, "ok: %d transforms, none paused, quarantined, failing or lagging more than %s; runner attached\n", len(st), *maxLag)
 		return nil
 	}
