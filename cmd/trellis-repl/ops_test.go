@@ -300,7 +300,8 @@ func TestStatusBuildAwaitLogs(t *testing.T) {
 	runLog := &syncBuffer{}
 	done := make(chan int, 1)
 	go func() {
-		done <- runWithContext(runCtx, []string{"run", "--dsn", dsn, "--data-dir", t.TempDir(), "--log-format", "json", "--log-level", "debug"}, io.Discard, runLog)
+		done <- runWithContext(runCtx, []string{"run", "--dsn", dsn, "--data-dir", t.TempDir(), "--log-format", "json", "--log-level", "debug",
+			"--progress-interval", "100ms"}, io.Discard, runLog)
 	}()
 	var runExit *int
 	stop := func() int {
