@@ -39,6 +39,9 @@ var kindNames = map[engine.StatementKind]string{
 // all of them take effect or none does. Building a new transform continues
 // in the background under Run.
 func (t *Trellis) Apply(ctx context.Context, script string) ([]Result, error) {
+	if err := t.writable("Apply"); err != nil {
+		return nil, err
+	}
 	sts, err := engine.ParseStatements(script)
 	if err != nil {
 		return nil, err

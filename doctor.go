@@ -9,6 +9,7 @@ import (
 
 	"github.com/trellis-repl/trellis-repl/capture"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
+	"github.com/trellis-repl/trellis-repl/internal/redact"
 	"github.com/trellis-repl/trellis-repl/internal/terr"
 	"github.com/trellis-repl/trellis-repl/replication"
 )
@@ -42,7 +43,7 @@ func Doctor(ctx context.Context, cfg Config) (*DoctorReport, error) {
 	dsn := ResolveDSN(cfg.DSN)
 	cc, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return nil, terr.Wrap(terr.Validation, err, "the connection string is not valid: %v; pass --dsn postgres://user@host/db or set TRELLIS_DATABASE_URL", err)
+		return nil, terr.Wrap(terr.Validation, err, "the connection string is not valid: %s; pass --dsn postgres://user@host/db or set TRELLIS_DATABASE_URL", redact.ParseError(err))
 	}
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {

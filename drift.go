@@ -8,6 +8,7 @@ import (
 
 	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
+	"github.com/trellis-repl/trellis-repl/internal/retry"
 )
 
 // driftInterval is how often the runner compares every running
@@ -23,6 +24,10 @@ const driftInterval = 2 * time.Second
 func (r *runner) watchDrift(ctx context.Context) {
 	tick := time.NewTicker(driftInterval)
 	defer tick.Stop()
+	// A check that keeps failing logs when it starts and when it ends,
+	// not every driftInterval.
+	partitions := retry.NewEpisode(r.t.log, "check the partitions of the sources fails; retrying", "check the partitions of the sources recovered")
+	checks := map[int64]*retry.Episode{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -34,8 +39,12 @@ func (r *runner) watchDrift(ctx context.Context) {
 		if err != nil {
 			continue
 		}
-		if err := r.checkPartitions(ctx, ts); err != nil && ctx.Err() == nil {
-			r.t.log.Warn("check the partitions of the sources", "err", err)
+		if err := r.checkPartitions(ctx, ts); err != nil {
+			if ctx.Err() == nil {
+				partitions.Fail(err, driftInterval)
+			}
+		} else {
+			partitions.Recover()
 		}
 		for _, tr := range ts {
 			if catalog.Frozen(tr.State) {
@@ -45,8 +54,17 @@ func (r *runner) watchDrift(ctx context.Context) {
 			if err != nil {
 				continue
 			}
-			if _, err := r.pauseOnDrift(ctx, tr.ID, tr.Name, p); err != nil && ctx.Err() == nil {
-				r.t.log.Warn("check the transform against the catalog", "transform", tr.Name, "err", err)
+			e := checks[tr.ID]
+			if e == nil {
+				e = retry.NewEpisode(r.t.log.With("transform", tr.Name), "check the transform against the catalog fails; retrying", "check the transform against the catalog recovered")
+				checks[tr.ID] = e
+			}
+			if _, err := r.pauseOnDrift(ctx, tr.ID, tr.Name, p); err != nil {
+				if ctx.Err() == nil {
+					e.Fail(err, driftInterval)
+				}
+			} else {
+				e.Recover()
 			}
 		}
 	}

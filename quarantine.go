@@ -114,6 +114,9 @@ func (t *Trellis) HeldKeysPage(ctx context.Context, transform string, limit int,
 // schema-qualified): it is re-derived from the current row, and held again
 // if it still fails. key is the key's values as text, in key order.
 func (t *Trellis) ReleaseKey(ctx context.Context, transform, table string, key []string) error {
+	if err := t.writable("ReleaseKey"); err != nil {
+		return err
+	}
 	return t.inTx(ctx, func(tx pgx.Tx) error {
 		tr, err := t.findTransform(ctx, tx, transform)
 		if err != nil {
@@ -143,6 +146,9 @@ func (t *Trellis) ReleaseKey(ctx context.Context, transform, table string, key [
 
 // ReleaseAll releases every key transform holds and returns how many.
 func (t *Trellis) ReleaseAll(ctx context.Context, transform string) (int64, error) {
+	if err := t.writable("ReleaseAll"); err != nil {
+		return 0, err
+	}
 	var n int64
 	err := t.inTx(ctx, func(tx pgx.Tx) error {
 		tr, err := t.findTransform(ctx, tx, transform)

@@ -583,7 +583,9 @@ func (r *runner) installCapture(ctx context.Context, id int64, p *engine.Plan) e
 			v = w
 		}
 		if err := r.t.cat.SetCaptureWait(context.WithoutCancel(ctx), r.t.pool, id, v); err != nil {
-			r.t.log.Warn("record capture wait", "err", err)
+			// Called at every attempt of the wait: a catalog that fails
+			// is reported once, by the heartbeat's episode.
+			r.t.log.Debug("record capture wait", "err", err)
 		}
 	})
 	if err != nil {

@@ -69,15 +69,21 @@ type TransformStatus struct {
 	CorrectingNodes []CorrectingNode  `json:"correcting_nodes"`
 	CaptureMode     *string           `json:"capture_mode"`
 	// CaptureReason says why the runner chose CaptureMode.
-	CaptureReason  *string    `json:"capture_reason"`
-	SlotName       *string    `json:"slot_name"`
-	AppliedLSN     string     `json:"applied_lsn"`
-	AppliedAt      *time.Time `json:"applied_at"`
-	LagBytes       *int64     `json:"lag_bytes"`
-	KeysApplied    int64      `json:"keys_applied"`
-	Target         string     `json:"target"`
-	Source         string     `json:"source"`
-	StateChangedAt time.Time  `json:"state_changed_at"`
+	CaptureReason *string    `json:"capture_reason"`
+	SlotName      *string    `json:"slot_name"`
+	AppliedLSN    string     `json:"applied_lsn"`
+	AppliedAt     *time.Time `json:"applied_at"`
+	LagBytes      *int64     `json:"lag_bytes"`
+	// LagSeconds is, while keys wait, how long ago the transform last
+	// recorded progress (now − applied_at, by the server's clock); 0 when
+	// no key waits, null before any progress. It says how long a backlog
+	// has gone unapplied, not how old its oldest change is (the metric
+	// trellis_apply_lag_seconds does).
+	LagSeconds     *float64  `json:"lag_seconds"`
+	KeysApplied    int64     `json:"keys_applied"`
+	Target         string    `json:"target"`
+	Source         string    `json:"source"`
+	StateChangedAt time.Time `json:"state_changed_at"`
 	// Replaces names the transform a redefinition in progress will
 	// replace once live; NotCarried is what the last swap did not carry
 	// over (grants, indexes, views).
@@ -86,6 +92,9 @@ type TransformStatus struct {
 	// Runner says whether a runner maintains the instance now and when it
 	// last made progress: a live state with no runner attached is stale.
 	Runner *RunnerStatus `json:"runner"`
+	// Build is the progress of the transform's last build (null when it
+	// has not built since the catalog records builds).
+	Build *BuildProgress `json:"build"`
 }
 
 // Status reports every transform, or only those named.
@@ -103,7 +112,8 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 		return nil, err
 	}
 	var cur string
-	if err := t.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&cur); err != nil {
+	var now time.Time
+	if err := t.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text, now()`).Scan(&cur, &now); err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "read WAL position: %v", err)
 	}
 	curLSN, _ := catalog.ParseLSN(cur)
@@ -128,7 +138,7 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 			CaptureFailure: tr.CaptureFailure, BackfillFailure: tr.BackfillFailure, DrainFailure: tr.DrainFailure, KeysWaiting: tr.KeysWaiting,
 			AppliedLSN: catalog.FormatLSN(tr.AppliedLSN), AppliedAt: tr.AppliedAt, KeysApplied: tr.KeysApplied,
 			Source: tr.SourceTable, StateChangedAt: tr.StateChangedAt, SourceIndexGaps: []engine.IndexGap{}, CorrectingNodes: []CorrectingNode{},
-			Runner: runner}
+			Runner: runner, Build: buildProgress(tr.Build)}
 		if p, err := engine.Decode(tr.Plan); err == nil {
 			s.Target = p.Target.Ident()
 			gaps, err := engine.IndexGaps(ctx, t.pool, p)
@@ -174,6 +184,13 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 			lag := int64(curLSN - tr.AppliedLSN)
 			s.LagBytes = &lag
 		}
+		if tr.AppliedAt != nil {
+			var secs float64
+			if tr.KeysWaiting > 0 {
+				secs = max(0, now.Sub(*tr.AppliedAt).Seconds())
+			}
+			s.LagSeconds = &secs
+		}
 		out = append(out, s)
 	}
 	if len(want) > 0 && len(out) < len(want) {
@@ -204,16 +221,35 @@ type Definition struct {
 	// Query is the defining query over the resolved source: what the
 	// target's visible columns must equal.
 	Query string `json:"query"`
+	// Sources are the quoted, schema-qualified tables the query reads.
+	Sources []string `json:"sources"`
+	// State is the transform's state, as in Status.
+	State string `json:"state"`
 }
 
-// Definitions lists every transform's definition.
-func (t *Trellis) Definitions(ctx context.Context) ([]Definition, error) {
+// Definitions lists every transform's definition, or only those named
+// (name or schema.name; an unknown one is a not_found error).
+func (t *Trellis) Definitions(ctx context.Context, names ...string) ([]Definition, error) {
 	ts, err := t.cat.List(ctx, t.pool)
 	if err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
 	}
+	want := map[string]bool{}
+	for _, n := range names {
+		found := false
+		for _, tr := range ts {
+			found = found || tr.Name == n || tr.Schema+"."+tr.Name == n
+		}
+		if !found {
+			return nil, terr.New(terr.NotFound, "transform %q does not exist; `trellis-repl definitions` lists the transforms", n)
+		}
+		want[n] = true
+	}
 	out := []Definition{}
 	for _, tr := range ts {
+		if len(want) > 0 && !want[tr.Name] && !want[tr.Schema+"."+tr.Name] {
+			continue
+		}
 		p, err := engine.Decode(tr.Plan)
 		if err != nil {
 			return nil, terr.Wrap(terr.Internal, err, "transform %q has an unreadable plan: %v", tr.Name, err)
@@ -224,7 +260,7 @@ func (t *Trellis) Definitions(ctx context.Context) ([]Definition, error) {
 		}
 		out = append(out, Definition{Schema: tr.Schema, Name: tr.Name, Shape: tr.Shape,
 			SQL:    "CREATE TRANSFORM " + quoteName(tr.Schema, tr.Name) + opt + " AS " + tr.Definition,
-			Target: p.Target.Ident(), Columns: p.Visible, Query: p.QuerySQL()})
+			Target: p.Target.Ident(), Columns: p.Visible, Query: p.QuerySQL(), Sources: sourceIdents(p), State: tr.State})
 	}
 	return out, nil
 }
@@ -275,6 +311,15 @@ func (t *Trellis) SelfCheck(ctx context.Context, name string) (SelfCheckResult, 
 		return res, nil
 	}
 	return res, terr.New(terr.NotFound, "transform %q does not exist; run `trellis-repl status` to list transforms", name)
+}
+
+// sourceIdents are the tables p reads, quoted and qualified.
+func sourceIdents(p *engine.Plan) []string {
+	out := []string{}
+	for _, s := range p.Tables() {
+		out = append(out, s.Ident())
+	}
+	return out
 }
 
 func quoteName(schema, name string) string {

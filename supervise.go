@@ -37,7 +37,12 @@ const standbyPoll = 500 * time.Millisecond
 // network) is torn down and started again after a capped backoff, resuming
 // from its checkpoint. Run returns nil once ctx ends, and an error only
 // when no reconnect can cure it.
-func (t *Trellis) Run(ctx context.Context) error { return t.run(ctx, replication.Run) }
+func (t *Trellis) Run(ctx context.Context) error {
+	if err := t.writable("Run"); err != nil {
+		return err
+	}
+	return t.run(ctx, replication.Run)
+}
 
 // run is Run with the slot stream as a parameter, so tests can inject
 // capture failures (an undecodable slot) that a real server cannot be

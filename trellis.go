@@ -11,6 +11,7 @@ package trellis
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -22,6 +23,8 @@ import (
 
 	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
+	"github.com/trellis-repl/trellis-repl/internal/fault"
+	"github.com/trellis-repl/trellis-repl/internal/redact"
 	"github.com/trellis-repl/trellis-repl/internal/terr"
 )
 
@@ -119,6 +122,14 @@ type Config struct {
 	// (their re-derive kept failing on row data) before the whole
 	// transform is quarantined (default 5; ADR 0013).
 	QuarantineAfter int
+	// ReadOnly opens without installing or upgrading the catalog, on
+	// sessions that may not write (default_transaction_read_only), for
+	// callers that only read: Status, Definitions, the held-key and
+	// quarantine listings, AwaitConverged (ADR 0017 §5). An instance
+	// schema that does not exist is a not_found error and nothing is
+	// created; a role with pg_monitor and USAGE and SELECT on the
+	// instance schema suffices. Apply, Run and the releases refuse.
+	ReadOnly bool
 }
 
 // The defaults of Config's latency budgets (ADR 0016, docs/tuning.md).
@@ -188,7 +199,10 @@ func Open(ctx context.Context, cfg Config) (*Trellis, error) {
 	}
 	pcfg, err := pgxpool.ParseConfig(cfg.DSN)
 	if err != nil {
-		return nil, terr.Wrap(terr.Validation, err, "the connection string is not valid: %v; pass --dsn postgres://user@host/db or set TRELLIS_DATABASE_URL", err)
+		return nil, terr.Wrap(terr.Validation, err, "the connection string is not valid: %s; pass --dsn postgres://user@host/db or set TRELLIS_DATABASE_URL", redact.ParseError(err))
+	}
+	if cfg.ReadOnly {
+		pcfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
 	}
 	pcfg.MaxConns = 8
 	if cfg.PoolSize > 0 {
@@ -224,11 +238,61 @@ func Open(ctx context.Context, cfg Config) (*Trellis, error) {
 			pcfg.ConnConfig.Host, pcfg.ConnConfig.Port, err)
 	}
 	t := &Trellis{cfg: cfg, pool: pool, cat: catalog.New(cfg.Schema), log: cfg.Logger}
+	if cfg.ReadOnly {
+		if err := t.checkCatalog(ctx); err != nil {
+			pool.Close()
+			return nil, err
+		}
+		return t, nil
+	}
 	if err := t.cat.Migrate(ctx, pool); err != nil {
 		pool.Close()
 		return nil, terr.Wrap(terr.Unavailable, err, "cannot install the catalog in schema %q: %v; the role needs CREATE on the database", t.cat.Schema, err)
 	}
 	return t, nil
+}
+
+// checkCatalog makes sure a read-only open finds the instance's catalog,
+// at the version this binary reads, and that the role may read it.
+func (t *Trellis) checkCatalog(ctx context.Context) error {
+	p, err := t.cat.Probe(ctx, t.pool)
+	if fault.SQLState(err) == "42501" {
+		return terr.Wrap(terr.Validation, err, "role %s may not read instance schema %q: %v; as its owner run GRANT USAGE ON SCHEMA %s TO %s; GRANT SELECT ON ALL TABLES IN SCHEMA %s TO %s; (and GRANT pg_monitor TO %s)",
+			pgxIdent(t.connConfig().User), t.cat.Schema, err, pgxIdent(t.cat.Schema), pgxIdent(t.connConfig().User),
+			pgxIdent(t.cat.Schema), pgxIdent(t.connConfig().User), pgxIdent(t.connConfig().User))
+	}
+	if err != nil {
+		return terr.Wrap(terr.Unavailable, err, "read the catalog of instance schema %q: %v", t.cat.Schema, err)
+	}
+	if !p.HasCatalog {
+		others, err := catalog.Instances(ctx, t.pool)
+		if err != nil {
+			return terr.Wrap(terr.Unavailable, err, "%v", err)
+		}
+		see := "this database holds no trellis-repl instance: `trellis-repl apply` creates one"
+		if len(others) > 0 {
+			see = "instances on this database: " + strings.Join(others, ", ")
+		}
+		if p.SchemaExists {
+			return terr.New(terr.NotFound, "schema %q on this database holds no trellis-repl catalog; pass --schema NAME of an instance (%s)", t.cat.Schema, see)
+		}
+		return terr.New(terr.NotFound, "instance schema %q does not exist on this database; pass --schema NAME of an instance (%s)", t.cat.Schema, see)
+	}
+	switch want := catalog.Current(); {
+	case p.Version > want:
+		return terr.New(terr.Conflict, "the catalog in schema %q is at version %d, newer than this binary reads (%d): upgrade trellis-repl", t.cat.Schema, p.Version, want)
+	case p.Version < want:
+		return terr.New(terr.Conflict, "the catalog in schema %q is at version %d, older than this binary reads (%d): `trellis-repl run` or `apply` of this version upgrades it (reading commands never write)", t.cat.Schema, p.Version, want)
+	}
+	return nil
+}
+
+// writable refuses a call that writes on a read-only open.
+func (t *Trellis) writable(what string) error {
+	if t.cfg.ReadOnly {
+		return terr.New(terr.Validation, "%s writes to the catalog, and this instance was opened read-only (Config.ReadOnly); open it without ReadOnly", what)
+	}
+	return nil
 }
 
 // withoutSchema is the search_path setting without the instance schema,
@@ -287,19 +351,34 @@ func (t *Trellis) WatermarkToken(ctx context.Context) (Token, error) {
 // AwaitConverged waits until every transform that is not paused by a user
 // is live and has applied everything up to token. It fails at once, naming
 // it, when a transform is paused by the system (its capture failed), since
-// it would never converge; the context bounds the wait (code timeout).
+// it would never converge; the context bounds the wait (code timeout,
+// naming every transform still behind).
 //
 // A chain's levels converge one after the other: what a level writes
 // while applying up to token lies after token in the WAL. So for a chain
 // of n levels the wait is repeated n-1 times, each to a new token taken
 // once the level above has converged.
 func (t *Trellis) AwaitConverged(ctx context.Context, token Token) error {
+	return t.AwaitTransforms(ctx, token)
+}
+
+// AwaitTransforms is AwaitConverged for the named transforms (name or
+// schema.name) and the transforms whose targets they read, directly or
+// through others; no names: every one. A named transform that is paused,
+// by anyone, cannot converge (code conflict); an unknown name is a
+// not_found error.
+func (t *Trellis) AwaitTransforms(ctx context.Context, token Token, names ...string) error {
 	ts, err := t.cat.List(ctx, t.pool)
 	if err != nil {
 		return terr.Wrap(terr.Unavailable, err, "read transforms: %v", err)
 	}
-	for level := chainDepth(ts); ; level-- {
-		if err := t.awaitApplied(ctx, token); err != nil {
+	for _, n := range names {
+		if findNamed(ts, n) == nil {
+			return terr.New(terr.NotFound, "transform %q does not exist; `trellis-repl status` lists the transforms", n)
+		}
+	}
+	for level := chainDepth(awaitScope(ts, names)); ; level-- {
+		if err := t.awaitApplied(ctx, token, names); err != nil {
 			return err
 		}
 		if level <= 1 {
@@ -311,19 +390,84 @@ func (t *Trellis) AwaitConverged(ctx context.Context, token Token) error {
 	}
 }
 
-// awaitApplied is one level of AwaitConverged. It polls quickly at first
+// findNamed is the transform called name (or schema.name), nil when none.
+func findNamed(ts []*catalog.Transform, name string) *catalog.Transform {
+	for _, tr := range ts {
+		if tr.Replaces == 0 && (tr.Name == name || tr.Schema+"."+tr.Name == name) {
+			return tr
+		}
+	}
+	return nil
+}
+
+// awaitScope is what a wait for names covers: the named transforms, the
+// redefinitions that will replace them, and upstream the transforms whose
+// targets they read; every transform when names is empty.
+func awaitScope(ts []*catalog.Transform, names []string) []*catalog.Transform {
+	if len(names) == 0 {
+		return ts
+	}
+	byTarget := map[string]*catalog.Transform{}
+	plans := map[int64]*engine.Plan{}
+	for _, tr := range ts {
+		if p, err := engine.Decode(tr.Plan); err == nil {
+			plans[tr.ID] = p
+			if tr.Replaces == 0 {
+				byTarget[p.Target.Ident()] = tr
+			}
+		}
+	}
+	in := map[int64]bool{}
+	var add func(tr *catalog.Transform)
+	add = func(tr *catalog.Transform) {
+		if tr == nil || in[tr.ID] {
+			return
+		}
+		in[tr.ID] = true
+		for _, o := range ts {
+			if o.Replaces == tr.ID {
+				add(o)
+			}
+		}
+		if p := plans[tr.ID]; p != nil {
+			for _, src := range p.Sources {
+				add(byTarget[src.Ident()])
+			}
+		}
+	}
+	for _, n := range names {
+		add(findNamed(ts, n))
+	}
+	var out []*catalog.Transform
+	for _, tr := range ts {
+		if in[tr.ID] {
+			out = append(out, tr)
+		}
+	}
+	return out
+}
+
+// awaitApplied is one level of AwaitTransforms. It polls quickly at first
 // (a change is usually applied within milliseconds), then every 20 ms.
-func (t *Trellis) awaitApplied(ctx context.Context, token Token) error {
+func (t *Trellis) awaitApplied(ctx context.Context, token Token, names []string) error {
 	delay := time.Millisecond
+	named := map[int64]bool{}
+	var behind []string
 	for {
-		ts, err := t.cat.List(ctx, t.pool)
+		all, err := t.cat.List(ctx, t.pool)
 		if err != nil {
 			if ctx.Err() != nil {
-				return terr.Wrap(terr.Timeout, ctx.Err(), "timed out waiting for convergence to %s", token)
+				return t.behindError(ctx, token, behind)
 			}
 			return terr.Wrap(terr.Unavailable, err, "read transform progress: %v", err)
 		}
-		waiting := ""
+		ts := awaitScope(all, names)
+		for _, n := range names {
+			if tr := findNamed(all, n); tr != nil {
+				named[tr.ID] = true
+			}
+		}
+		behind = behind[:0]
 		// A partition attached or detached is a change no position
 		// covers: wait until its corrections are queued and done (ADR 0015).
 		var roots []uint32
@@ -341,12 +485,12 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token) error {
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return terr.Wrap(terr.Timeout, ctx.Err(), "timed out waiting for convergence to %s", token)
+				return t.behindError(ctx, token, behind)
 			}
 			return terr.Wrap(terr.Unavailable, err, "read partition corrections: %v", err)
 		}
 		if changed {
-			waiting = "a partition tree change"
+			behind = append(behind, "a partition tree change (its corrections are not queued yet)")
 		}
 		correcting := map[int64]bool{}
 		for _, k := range corr {
@@ -354,10 +498,13 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token) error {
 		}
 		for _, tr := range ts {
 			if catalog.Frozen(tr.State) {
-				if tr.PausedBy == "user" {
+				if tr.PausedBy == "user" && !named[tr.ID] {
 					continue
 				}
 				msg := "paused by the system"
+				if tr.PausedBy == "user" {
+					msg = "paused by a user"
+				}
 				if tr.State == catalog.StateQuarantined {
 					msg = "quarantined: it holds too many keys whose re-derive fails on row data (trellis-repl held lists them)"
 				}
@@ -366,18 +513,46 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token) error {
 				}
 				return terr.New(terr.Conflict, "transform %q cannot converge: %s; fix the cause and RESUME TRANSFORM %s", tr.Name, msg, tr.Name)
 			}
-			if tr.State != catalog.StateLive || tr.AppliedLSN < uint64(token) || tr.Replaces != 0 || correcting[tr.ID] {
-				waiting = tr.Name // a redefinition converges when it has replaced the old one
+			// A redefinition converges when it has replaced the old one.
+			switch {
+			case tr.State != catalog.StateLive:
+				behind = append(behind, fmt.Sprintf("%s (%s)", tr.Name, tr.State))
+			case tr.Replaces != 0:
+				behind = append(behind, fmt.Sprintf("%s (a redefinition not swapped in yet)", tr.Name))
+			case correcting[tr.ID]:
+				behind = append(behind, fmt.Sprintf("%s (correcting partitions)", tr.Name))
+			case tr.AppliedLSN < uint64(token):
+				behind = append(behind, fmt.Sprintf("%s (applied %s)", tr.Name, catalog.FormatLSN(tr.AppliedLSN)))
 			}
 		}
-		if waiting == "" {
+		if len(behind) == 0 {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return terr.Wrap(terr.Timeout, ctx.Err(), "timed out waiting for transform %q to converge to %s; is `trellis-repl run` running?", waiting, token)
+			return t.behindError(ctx, token, behind)
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, 20*time.Millisecond)
 	}
+}
+
+// behindError is the timeout of a wait: what is still behind and, when no
+// runner is attached, that nothing will catch up.
+func (t *Trellis) behindError(ctx context.Context, token Token, behind []string) error {
+	cause := "is `trellis-repl run` running?"
+	cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if st, err := inspectLock(cctx, t.pool, t.cat.LockKey()); err == nil {
+		if st.pid == 0 {
+			cause = "no runner is attached to instance " + t.cat.Schema + ": start `trellis-repl run`"
+		} else {
+			cause = fmt.Sprintf("the runner (backend %d) has not caught up", st.pid)
+		}
+	}
+	what := "the transforms"
+	if len(behind) > 0 {
+		what = strings.Join(behind, ", ")
+	}
+	return terr.Wrap(terr.Timeout, ctx.Err(), "timed out waiting for convergence to %s; still behind: %s; %s", token, what, cause)
 }

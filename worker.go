@@ -241,16 +241,17 @@ func (w *worker) report(ctx context.Context, err error, backoff time.Duration) b
 			return false // a server restart is no failing build
 		}
 		w.buildAttempts++
-		f := &catalog.BackfillFailure{Attempts: w.buildAttempts, LastError: be.err.Error(), NextAttempt: time.Now().Add(backoff).UTC()}
+		next := time.Now().Add(backoff).UTC()
+		f := &catalog.BackfillFailure{Attempts: w.buildAttempts, LastError: be.err.Error(), NextAttempt: &next}
 		if w.buildAttempts >= buildAttemptLimit {
-			f.NextAttempt = time.Time{}
+			f.NextAttempt = nil
 			if err := cat.SetBackfillFailure(ctx, pool, w.id, f); err != nil {
-				w.log().Warn("record backfill failure", "err", err)
+				w.r.t.log.Debug("record backfill failure", "transform", w.name, "err", err) // retried: the episode reports it
 			}
 			return w.halt(ctx, fmt.Sprintf("building keeps failing (%d attempts): %s; fix the cause, then RESUME TRANSFORM %s", w.buildAttempts, be.err, w.name)) == errHalted
 		}
 		if err := cat.SetBackfillFailure(ctx, pool, w.id, f); err != nil {
-			w.log().Warn("record backfill failure", "err", err)
+			w.r.t.log.Debug("record backfill failure", "transform", w.name, "err", err)
 		}
 	case errors.As(err, &de):
 		now := time.Now().UTC()
@@ -263,7 +264,7 @@ func (w *worker) report(ctx context.Context, err error, backoff time.Duration) b
 		f.Attempts++
 		f.SQLState = fault.SQLState(de.err)
 		if err := cat.SetDrainFailure(ctx, pool, w.id, f); err != nil {
-			w.log().Warn("record drain failure", "err", err)
+			w.r.t.log.Debug("record drain failure", "transform", w.name, "err", err) // the failure itself warned once
 		}
 	}
 	return false
@@ -310,6 +311,9 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 					// cures it: pause once, naming the grant.
 					return w.halt(ctx, pe.Error()+"; then RESUME TRANSFORM "+w.name)
 				}
+				return err
+			}
+			if err := w.startBuild(ctx, a, tr.Rebuild); err != nil {
 				return err
 			}
 			if _, err := w.r.t.cat.SetState(ctx, w.r.t.pool, w.id, catalog.StateWaiting, catalog.StateBackfilling); err != nil {
@@ -557,7 +561,7 @@ func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.T
 	}
 	end := keys[len(keys)-1]
 	_, err = w.applyUnits(ctx, a, w.unitsOf(src, keys), nil, 0, func(ctx context.Context, tx pgx.Tx) error {
-		return w.r.t.cat.SetBuildCursor(ctx, tx, w.id, phase, end)
+		return w.r.t.cat.AdvanceBuild(ctx, tx, w.id, phase, end, int64(len(keys)))
 	})
 	if err == nil {
 		w.r.metrics.AppliedKeys.WithLabelValues(w.name).Add(float64(len(keys)))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/trellis-repl/trellis-repl/internal/retry"
 	"github.com/trellis-repl/trellis-repl/internal/terr"
 )
 
@@ -75,6 +76,16 @@ func (c TriggerConfig) withDefaults() TriggerConfig {
 type Trigger struct {
 	cfg TriggerConfig
 	mu  sync.Mutex // serialises installs and removals
+	// removing are the removals Retain left for later, by table: each is
+	// logged when it is first put off (and fails, once per episode) and
+	// when it is done, not at every reconcile. Guarded by mu.
+	removing map[uint32]*removal
+}
+
+// removal is a removal of capture Retain put off.
+type removal struct {
+	lockLogged bool
+	failing    *retry.Episode
 }
 
 // NewTrigger returns trigger capture for cfg.
@@ -446,14 +457,30 @@ func (t *Trigger) Retain(ctx context.Context, keep []Table) error {
 		}
 		lw := lockWaiter{pool: t.cfg.Pool, timeout: t.cfg.LockTimeout}
 		err := lw.once(ctx, func(tx pgx.Tx) error { return t.removeOne(ctx, tx, tb) })
+		rm := t.removing[tb.OID]
+		if err != nil && rm == nil {
+			if t.removing == nil {
+				t.removing = map[uint32]*removal{}
+			}
+			rm = &removal{failing: retry.NewEpisode(t.cfg.Logger.With("table", tb.Ident().Sanitize()),
+				"remove trigger capture fails; retried at each reconcile", "remove trigger capture recovered")}
+			t.removing[tb.OID] = rm
+		}
 		if isLockTimeout(err) {
-			t.cfg.Logger.Info("capture removal waits for a lock; retried later", "table", tb.Ident().Sanitize())
+			if !rm.lockLogged {
+				rm.lockLogged = true
+				t.cfg.Logger.Info("capture removal waits for a lock; retried later", "table", tb.Ident().Sanitize())
+			}
 			continue
 		}
 		if err != nil {
 			// Retried at the next reconcile; nothing else depends on it.
-			t.cfg.Logger.Warn("remove trigger capture", "table", tb.Ident().Sanitize(), "err", err)
+			rm.failing.Fail(err, 0)
 			continue
+		}
+		if rm != nil {
+			rm.failing.Recover()
+			delete(t.removing, tb.OID)
 		}
 		t.cfg.Logger.Info("trigger capture removed", "table", tb.Ident().Sanitize())
 	}

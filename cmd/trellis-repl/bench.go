@@ -158,15 +158,8 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&rf.Rows, "refresh-rows", rf.Rows, "refresh: source rows")
 	fs.IntVar(&rf.Groups, "refresh-groups", rf.Groups, "refresh: the aggregate's groups")
 	fs.IntVar(&rf.Changes, "refresh-changes", rf.Changes, "refresh: single-row changes (and refreshes) timed")
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, benchUsage)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return nil
-		}
-		return usageError{err.Error()}
+	if err := parse(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError{"bench takes no arguments"}

@@ -4,13 +4,18 @@
 //	trellis-repl apply  --dsn URL (-f FILE | -e SQL)
 //	trellis-repl run    --dsn URL [--data-dir DIR] [--capture auto|logical|trigger]
 //	                    [--confirm local|applied] [--metrics-addr HOST:PORT]
-//	trellis-repl status --dsn URL [--json] [NAME]
+//	trellis-repl status --dsn URL [--json | --check [--max-lag D] | --watch[=INTERVAL]] [NAME...]
+//	trellis-repl definitions --dsn URL [--json] [NAME...]
+//	trellis-repl await  --dsn URL [--timeout D] [NAME...]
 //	trellis-repl doctor --dsn URL [--json]
 //	trellis-repl held   --dsn URL [--since TIME] [--json] | TRANSFORM [--limit N] [--after CURSOR]
 //	trellis-repl release --dsn URL TRANSFORM TABLE KEY... | --all TRANSFORM
 //	trellis-repl quarantine --dsn URL [--json] [TRANSFORM]
+//	trellis-repl version
 //
-// --dsn defaults to TRELLIS_DATABASE_URL, then the libpq PG* variables.
+// --dsn defaults to TRELLIS_DATABASE_URL, then the libpq PG* variables;
+// every other flag can be set as TRELLIS_<FLAG> (flags.go). Exit codes: 0
+// ok, 1 failed, 2 bad usage, 3 behind or unhealthy (status --check, await).
 package main
 
 import (
@@ -20,7 +25,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -35,6 +39,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	trellis "github.com/trellis-repl/trellis-repl"
+	"github.com/trellis-repl/trellis-repl/internal/redact"
 )
 
 const usage = `usage:
@@ -42,7 +47,9 @@ const usage = `usage:
   trellis-repl run    --dsn URL [--data-dir DIR] [--capture auto|logical|trigger]
                       [--confirm local|applied] [--metrics-addr HOST:PORT] [--schema NAME]
                       [--max-retained-wal SIZE] [--publication NAME] [--quarantine-after N]
-  trellis-repl status --dsn URL [--json] [--schema NAME] [NAME]
+  trellis-repl status --dsn URL [--json | --check [--max-lag D] | --watch[=INTERVAL]] [--schema NAME] [NAME...]
+  trellis-repl definitions --dsn URL [--json] [NAME...]        each definition with its sources and state
+  trellis-repl await  --dsn URL [--timeout D] [NAME...]       wait until every write so far is in the targets
   trellis-repl doctor --dsn URL [--json] [--schema NAME]
   trellis-repl held   --dsn URL [--json] [--since TIME]      keys held in quarantine, every transform's
   trellis-repl held   --dsn URL [--json] [--limit N] [--after CURSOR] TRANSFORM
@@ -51,7 +58,10 @@ const usage = `usage:
   trellis-repl quarantine --dsn URL [--json] [TRANSFORM]     quarantined transforms, or one's state
   trellis-repl bench  [--quick] [--dsn URL] [--scenarios LIST] [--json-out FILE] [--markdown FILE] [--plot DIR]
                       benchmark suite (see docs/performance.md; bench --help for the size flags)
---dsn defaults to TRELLIS_DATABASE_URL, then the libpq PG* variables.
+  trellis-repl version
+'trellis-repl CMD --help' prints a command's flags. --dsn defaults to TRELLIS_DATABASE_URL, then
+the libpq PG* variables; every other flag can be set as TRELLIS_<FLAG> (--max-lag: TRELLIS_MAX_LAG).
+Exit codes: 0 ok, 1 failed, 2 bad usage, 3 behind or unhealthy (status --check, await).
 `
 
 func main() {
@@ -66,25 +76,33 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // runWithContext runs one command until it finishes or ctx ends and
 // returns the exit code: 0 ok, 1 failed (code and sentence on stderr),
-// 2 bad usage.
+// 2 bad usage, 3 behind or unhealthy (status --check, await).
 func runWithContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		fmt.Fprintln(stderr, "validation: no command given; use apply, run, status, doctor, held, release or quarantine")
-		return 2
+		fmt.Fprintln(stderr, "validation: no command given; use apply, run, status, definitions, await, doctor, held, release, quarantine, bench or version")
+		return exitUsage
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, usage)
-		return 0
+		return exitOK
 	}
+	// No password reaches stderr, in logs or errors.
+	mask := maskerFor(args[1:])
 	var err error
 	switch args[0] {
 	case "apply":
 		err = cmdApply(ctx, args[1:], stdout)
 	case "run":
-		err = cmdRun(ctx, args[1:], stderr)
+		err = cmdRun(ctx, args[1:], stderr, mask)
 	case "status":
 		err = cmdStatus(ctx, args[1:], stdout)
+	case "definitions":
+		err = cmdDefinitions(ctx, args[1:], stdout)
+	case "await":
+		err = cmdAwait(ctx, args[1:], stdout)
+	case "version", "--version":
+		err = cmdVersion(args[1:], stdout)
 	case "doctor":
 		err = cmdDoctor(ctx, args[1:], stdout)
 	case "held":
@@ -97,23 +115,37 @@ func runWithContext(ctx context.Context, args []string, stdout, stderr io.Writer
 		err = cmdBench(ctx, args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "validation: unknown command %q; run 'trellis-repl --help' for usage\n", args[0])
-		return 2
+		return exitUsage
 	}
-	if err != nil {
-		var ue usageError
-		if errors.As(err, &ue) {
-			fmt.Fprintf(stderr, "validation: %s; run 'trellis-repl --help' for usage\n", ue.msg)
-			return 2
-		}
-		var te *trellis.Error
-		if errors.As(err, &te) {
-			fmt.Fprintf(stderr, "%s: %s\n", te.Code, oneLine(te.Msg))
-		} else {
-			fmt.Fprintf(stderr, "internal: %s\n", oneLine(err.Error()))
-		}
-		return 1
+	if err == nil {
+		return exitOK
 	}
-	return 0
+	var help helpRequested
+	if errors.As(err, &help) {
+		fmt.Fprint(stdout, help.text)
+		return exitOK
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "validation: %s; run 'trellis-repl %s --help' for usage\n", mask.String(ue.msg), args[0])
+		return exitUsage
+	}
+	code := exitFailed
+	var ew exitWith
+	if errors.As(err, &ew) {
+		code = ew.code
+		if ew.err == nil {
+			return code
+		}
+		err = ew.err
+	}
+	var te *trellis.Error
+	if errors.As(err, &te) {
+		fmt.Fprintf(stderr, "%s: %s\n", te.Code, mask.String(oneLine(te.Msg)))
+	} else {
+		fmt.Fprintf(stderr, "internal: %s\n", mask.String(oneLine(err.Error())))
+	}
+	return code
 }
 
 // oneLine keeps an error on one line so scripts can read the last line.
@@ -167,14 +199,6 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.schema, "schema", "trellis", "instance schema holding trellis-repl's catalog")
 }
 
-func parse(fs *flag.FlagSet, args []string) error {
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(flagsFirst(fs, args)); err != nil {
-		return usageError{err.Error()}
-	}
-	return nil
-}
-
 func cmdApply(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
 	var c common
@@ -219,7 +243,7 @@ func cmdApply(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
+func cmdRun(ctx context.Context, args []string, stderr io.Writer, mask *redact.Masker) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	var c common
 	c.register(fs)
@@ -227,7 +251,8 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	capture := fs.String("capture", trellis.CaptureAuto, "capture mode: auto, logical or trigger")
 	confirm := fs.String("confirm", trellis.ConfirmLocal, "confirm mode: local or applied")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on HOST:PORT (/metrics)")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	var logs logFlags
+	logs.register(fs)
 	publication := fs.String("publication", "", "read this publication, created and managed by the source tables' owner (never altered); default: the instance's own <schema>_pub")
 	maxRetained := fs.String("max-retained-wal", "", "warn above this much WAL retained by the slot (e.g. 10GB); with --capture auto, switch to triggers")
 	quarantineAfter := fs.Int("quarantine-after", 5, "quarantine a transform once it holds this many keys whose re-derive fails on row data")
@@ -252,11 +277,10 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return usageError{"run takes no arguments"}
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return usageError{"--log-level must be debug, info, warn or error"}
+	log, err := logs.logger(stderr, mask)
+	if err != nil {
+		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	m := trellis.NewMetrics(reg)
@@ -310,54 +334,6 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	return t.Run(ctx)
 }
 
-func cmdStatus(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	var c common
-	c.register(fs)
-	asJSON := fs.Bool("json", false, "print a JSON array")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema})
-	if err != nil {
-		return err
-	}
-	defer t.Close()
-	st, err := t.Status(ctx, fs.Args()...)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(st)
-	}
-	if len(st) > 0 && st[0].Runner != nil {
-		fmt.Fprintln(stdout, runnerLine(st[0].Runner, time.Now()))
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSHAPE\tSTATE\tAPPLIED LSN\tLAG BYTES\tKEYS WAITING\tHELD KEYS\tKEYS APPLIED\tPROBLEM")
-	for _, s := range st {
-		lag, held, problem := "-", "0", ""
-		if s.LagBytes != nil {
-			lag = fmt.Sprint(*s.LagBytes)
-		}
-		if s.HeldKeys != nil {
-			held = fmt.Sprint(s.HeldKeys.Count)
-		}
-		if s.CaptureFailure != nil {
-			problem = s.CaptureFailure.Kind + ": " + s.CaptureFailure.Error
-		} else if s.BackfillFailure != nil {
-			problem = "backfill: " + s.BackfillFailure.LastError
-		} else if s.PausedBy != nil {
-			problem = "paused by " + *s.PausedBy
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\n", s.Name, s.Shape, s.State, s.AppliedLSN, lag, s.KeysWaiting, held, s.KeysApplied,
-			strings.ReplaceAll(problem, "\n", " "))
-	}
-	return tw.Flush()
-}
-
 // orNone maps a flag's 0 ("none") to Config's negative duration (0 there
 // means the default).
 func orNone(d time.Duration) time.Duration {
@@ -365,27 +341,6 @@ func orNone(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
-}
-
-// runnerLine says whether a runner maintains the instance: the states
-// below it are only kept up to date while one is attached.
-func runnerLine(r *trellis.RunnerStatus, now time.Time) string {
-	beat := "never"
-	if r.HeartbeatAt != nil {
-		beat = now.Sub(*r.HeartbeatAt).Round(100*time.Millisecond).String() + " ago"
-	}
-	if !r.Attached {
-		return "runner: NOT ATTACHED, nothing maintains these transforms (last heartbeat " + beat + ")"
-	}
-	line := fmt.Sprintf("runner: attached, backend pid %d (%s)", *r.PID, *r.ApplicationName)
-	if r.Since != nil {
-		line += ", since " + r.Since.Format(time.RFC3339)
-	}
-	line += ", heartbeat " + beat
-	if len(r.StandbyPIDs) > 0 {
-		line += fmt.Sprintf(", standby backend pids %v", r.StandbyPIDs)
-	}
-	return line
 }
 
 // cmdDoctor prints each capture check, the mode --capture=auto would pick

@@ -102,11 +102,12 @@ type Failure struct {
 	DetectedAt time.Time `json:"detected_at"`
 }
 
-// BackfillFailure describes a failing build.
+// BackfillFailure describes a failing build: NextAttempt is when it is
+// tried again, nil once it no longer is (the transform paused).
 type BackfillFailure struct {
-	Attempts    int       `json:"attempts"`
-	LastError   string    `json:"last_error"`
-	NextAttempt time.Time `json:"next_attempt"`
+	Attempts    int        `json:"attempts"`
+	LastError   string     `json:"last_error"`
+	NextAttempt *time.Time `json:"next_attempt"`
 }
 
 // Transform is one catalog row.
@@ -144,6 +145,20 @@ type Transform struct {
 	CaptureWait json.RawMessage
 	// DrainFailure is set while applying changes keeps failing.
 	DrainFailure *DrainFailure
+	// Build is the progress of the last build, nil when none started
+	// since the catalog recorded builds.
+	Build *BuildProgress
+}
+
+// BuildProgress is how far a build got: the keys it walked (source rows,
+// then on a rebuild the stored identities), the planner's estimate of
+// how many it walks in all (nil when unknown), when it started, and when
+// the transform went live (nil while it builds).
+type BuildProgress struct {
+	RowsDone   int64
+	RowsTotal  *int64
+	StartedAt  time.Time
+	FinishedAt *time.Time
 }
 
 // DrainFailure describes applying changes that keeps failing with nothing
@@ -252,7 +267,17 @@ var migrations = []string{
 		keys_remaining bigint,
 		PRIMARY KEY (transform_id, node_oid)
 	);`,
+	// 5: build progress (ADR 0017): the rows a build has walked, the
+	// estimate of how many it will walk, when it started and when the
+	// transform went live, written by the building worker.
+	`ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS build_rows_done bigint NOT NULL DEFAULT 0;
+	 ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS build_rows_total bigint;
+	 ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS build_started_at timestamptz;
+	 ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS build_finished_at timestamptz;`,
 }
+
+// Current is the catalog version this binary writes and reads.
+func Current() int { return len(migrations) }
 
 // Migrate creates or upgrades the instance schema to the newest version. It
 // is idempotent and safe to run from several processes at once (it takes a
@@ -327,17 +352,25 @@ const transformCols = `t.id, t.schema_name, t.name, t.definition, t.shape, t.pla
 	coalesce(t.paused_by, ''), t.rebuild, t.build_cursor, t.build_phase, t.capture_failure, t.backfill_failure,
 	t.source_table, t.source_oid, t.created_at, t.state_changed_at,
 	coalesce(p.applied_lsn, '0/0')::text, p.applied_at, coalesce(p.keys_applied, 0), coalesce(p.keys_waiting, 0),
-	coalesce(t.replaces, 0), t.replace_notes, t.capture_wait, t.drain_failure`
+	coalesce(t.replaces, 0), t.replace_notes, t.capture_wait, t.drain_failure,
+	t.build_rows_done, t.build_rows_total, t.build_started_at, t.build_finished_at`
 
 func scanTransform(row pgx.Row) (*Transform, error) {
 	var t Transform
 	var cf, bf, df []byte
 	var lsn string
 	var cursor []string
+	var b BuildProgress
+	var bStarted *time.Time
 	if err := row.Scan(&t.ID, &t.Schema, &t.Name, &t.Definition, &t.Shape, &t.Plan, &t.State,
 		&t.PausedBy, &t.Rebuild, &cursor, &t.BuildPhase, &cf, &bf, &t.SourceTable, &t.SourceOID,
-		&t.CreatedAt, &t.StateChangedAt, &lsn, &t.AppliedAt, &t.KeysApplied, &t.KeysWaiting, &t.Replaces, &t.ReplaceNotes, &t.CaptureWait, &df); err != nil {
+		&t.CreatedAt, &t.StateChangedAt, &lsn, &t.AppliedAt, &t.KeysApplied, &t.KeysWaiting, &t.Replaces, &t.ReplaceNotes, &t.CaptureWait, &df,
+		&b.RowsDone, &b.RowsTotal, &bStarted, &b.FinishedAt); err != nil {
 		return nil, err
+	}
+	if bStarted != nil {
+		b.StartedAt = *bStarted
+		t.Build = &b
 	}
 	t.BuildCursor = cursor
 	if len(cf) > 0 {
@@ -350,6 +383,9 @@ func scanTransform(row pgx.Row) (*Transform, error) {
 		t.BackfillFailure = new(BackfillFailure)
 		if err := json.Unmarshal(bf, t.BackfillFailure); err != nil {
 			return nil, fmt.Errorf("decode backfill_failure of %s: %w", t.Name, err)
+		}
+		if na := t.BackfillFailure.NextAttempt; na != nil && na.IsZero() {
+			t.BackfillFailure.NextAttempt = nil // recorded by a version that wrote a zero time
 		}
 	}
 	if len(df) > 0 {
@@ -456,7 +492,8 @@ func (c Catalog) Pause(ctx context.Context, q Querier, id int64, by string, fail
 func (c Catalog) Resume(ctx context.Context, q Querier, id int64) error {
 	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET state = $2, paused_by = NULL, rebuild = true,
 		build_phase = 0, build_cursor = NULL, capture_failure = NULL, backfill_failure = NULL,
-		drain_failure = NULL, state_changed_at = now() WHERE id = $1`, id, StateWaiting)
+		drain_failure = NULL, state_changed_at = now(),
+		build_rows_done = 0, build_rows_total = NULL, build_started_at = NULL, build_finished_at = NULL WHERE id = $1`, id, StateWaiting)
 	if err != nil {
 		return fmt.Errorf("resume transform %d: %w", id, err)
 	}
@@ -482,7 +519,8 @@ func (c Catalog) Quarantine(ctx context.Context, q Querier, id int64) error {
 func (c Catalog) SetState(ctx context.Context, q Querier, id int64, from, to string) (bool, error) {
 	tag, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET state = $3, state_changed_at = now(),
 		rebuild = CASE WHEN $3 = 'live' THEN false ELSE rebuild END,
-		backfill_failure = CASE WHEN $3 = 'live' THEN NULL ELSE backfill_failure END
+		backfill_failure = CASE WHEN $3 = 'live' THEN NULL ELSE backfill_failure END,
+		build_finished_at = CASE WHEN $3 = 'live' AND build_started_at IS NOT NULL THEN coalesce(build_finished_at, now()) ELSE build_finished_at END
 		WHERE id = $1 AND state = $2`, id, from, to)
 	if err != nil {
 		return false, fmt.Errorf("set state of transform %d: %w", id, err)
@@ -494,6 +532,25 @@ func (c Catalog) SetState(ctx context.Context, q Querier, id int64, from, to str
 func (c Catalog) SetBuildCursor(ctx context.Context, q Querier, id int64, phase int, cursor []string) error {
 	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET build_phase = $2, build_cursor = $3 WHERE id = $1`,
 		id, phase, cursor)
+	return err
+}
+
+// StartBuild records that a build starts now and walks about total keys
+// (nil: unknown).
+func (c Catalog) StartBuild(ctx context.Context, q Querier, id int64, total *int64) error {
+	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET build_rows_done = 0, build_rows_total = $2,
+		build_started_at = now(), build_finished_at = NULL WHERE id = $1`, id, total)
+	if err != nil {
+		return fmt.Errorf("record the build start of transform %d: %w", id, err)
+	}
+	return nil
+}
+
+// AdvanceBuild records build progress: the phase, the last key done and
+// rows more keys walked (in the transaction that applied them).
+func (c Catalog) AdvanceBuild(ctx context.Context, q Querier, id int64, phase int, cursor []string, rows int64) error {
+	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET build_phase = $2, build_cursor = $3,
+		build_rows_done = build_rows_done + $4 WHERE id = $1`, id, phase, cursor, rows)
 	return err
 }
 
