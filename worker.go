@@ -55,6 +55,10 @@ type worker struct {
 	// failing logs the worker's failures once per episode; its end also
 	// resets the backoff.
 	failing *retry.Episode
+	// lag is the transform's latency queue (latency.go; nil when nothing
+	// observes the run); build the estimate of the build's rows.
+	lag   *lagQueue
+	build *buildEstimate
 }
 
 // buildAttemptLimit is how many build steps in a row may fail before the
@@ -89,6 +93,16 @@ func newWorker(r *runner, tr *catalog.Transform, p *engine.Plan) *worker {
 }
 
 func (w *worker) notify() { signal(w.wake) }
+
+// advanced reports the latency of the transactions the applied position
+// now passes.
+func (w *worker) advanced() {
+	if w.lag == nil {
+		return
+	}
+	name, obs := w.name, w.r.obs
+	w.lag.passed(w.applied, time.Now().UnixNano(), func(d time.Duration) { obs.LatencyObserved(name, d) })
+}
 
 // catalogChanged tells the worker its catalog row may have changed.
 func (w *worker) catalogChanged() { signal(w.changed) }
@@ -147,6 +161,9 @@ func (w *worker) run(ctx context.Context) {
 		if errors.Is(err, errSwapped) {
 			backoff = 100 * time.Millisecond
 			continue // a new session on the promoted plan
+		}
+		if !errors.Is(err, errHalted) {
+			w.r.obs.Error(kindOf(err))
 		}
 		if !w.failing.Down() {
 			backoff = 100 * time.Millisecond // the last episode ended
@@ -315,6 +332,7 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 			if _, err := w.r.t.cat.SetState(ctx, w.r.t.pool, w.id, catalog.StateWaiting, catalog.StateBackfilling); err != nil {
 				return err
 			}
+			w.r.obs.TransformState(w.name, catalog.StateBackfilling)
 			w.log().Info("building transform")
 		case catalog.StateBackfilling:
 			if err := w.drain(ctx, a, false); err != nil {
@@ -334,7 +352,9 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 				if _, err := w.r.t.cat.SetState(ctx, w.r.t.pool, w.id, catalog.StateBackfilling, catalog.StateLive); err != nil {
 					return err
 				}
-				w.r.metrics.Live.WithLabelValues(w.name).Set(1)
+				w.r.obs.TransformState(w.name, catalog.StateLive)
+				w.r.obs.BuildRowsRemaining(w.name, 0)
+				w.build = nil
 				w.log().Info("transform is live")
 			}
 		case catalog.StateLive:
@@ -344,7 +364,6 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 					return err
 				}
 			}
-			w.r.metrics.Live.WithLabelValues(w.name).Set(1)
 			if err := w.live(ctx, a); err != nil {
 				return err
 			}
@@ -423,6 +442,7 @@ func (w *worker) drain(ctx context.Context, a *engine.Applier, live bool) error 
 		if len(b.Keys) == 0 && len(b.Truncated) == 0 {
 			if b.All && b.UpTo > w.applied {
 				w.applied = b.UpTo
+				w.advanced()
 			}
 			return nil
 		}
@@ -456,15 +476,13 @@ func (w *worker) drain(ctx context.Context, a *engine.Applier, live bool) error 
 			return err
 		}
 		if err != nil {
-			w.r.metrics.ApplyErrors.WithLabelValues(w.name).Inc()
+			w.r.obs.ApplyFailed(w.name)
 			return &drainError{err: err, keys: len(b.Keys) + len(b.Truncated), tables: w.tablesOf(b)}
 		}
 		if err := w.succeeded(ctx, false); err != nil {
 			return err
 		}
-		w.r.metrics.ApplySeconds.WithLabelValues(w.name).Observe(time.Since(start).Seconds())
-		w.r.metrics.AppliedKeys.WithLabelValues(w.name).Add(float64(len(b.Keys)))
-		w.r.metrics.RowsWritten.WithLabelValues(w.name).Add(float64(n))
+		w.r.obs.BatchApplied(w.name, AppliedBatch{Keys: len(b.Keys), Rows: n, Duration: time.Since(start)})
 		if err := w.r.store.Done(w.id, b); err != nil {
 			return err
 		}
@@ -472,6 +490,7 @@ func (w *worker) drain(ctx context.Context, a *engine.Applier, live bool) error 
 			w.applied = lsn
 			w.persisted.Store(lsn)
 			w.lastSaved = time.Now()
+			w.advanced()
 		}
 	}
 	return ctx.Err()
@@ -538,6 +557,12 @@ func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.T
 	if phase >= last {
 		return true, nil
 	}
+	if w.build == nil {
+		// An estimate only: a failure to read it must not fail the build.
+		if est, err := w.estimateBuild(ctx, a, last); err == nil {
+			w.build = est
+		}
+	}
 	src, keys, err := a.Enumerate(ctx, phase, cursor, buildChunk)
 	if err != nil {
 		return false, err
@@ -556,11 +581,15 @@ func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.T
 		return true, nil
 	}
 	end := keys[len(keys)-1]
-	_, err = w.applyUnits(ctx, a, w.unitsOf(src, keys), nil, 0, func(ctx context.Context, tx pgx.Tx) error {
+	start := time.Now()
+	n, err := w.applyUnits(ctx, a, w.unitsOf(src, keys), nil, 0, func(ctx context.Context, tx pgx.Tx) error {
 		return w.r.t.cat.SetBuildCursor(ctx, tx, w.id, phase, end)
 	})
 	if err == nil {
-		w.r.metrics.AppliedKeys.WithLabelValues(w.name).Add(float64(len(keys)))
+		w.r.obs.BatchApplied(w.name, AppliedBatch{Keys: len(keys), Rows: n, Duration: time.Since(start), Build: true})
+		if w.build != nil {
+			w.r.obs.BuildRowsRemaining(w.name, w.build.remaining(phase, int64(len(keys))))
+		}
 	}
 	return false, err
 }
