@@ -320,6 +320,10 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 	if err := r.reconcile(ctx); err != nil {
 		return err
 	}
+	// Report at once, not 500 ms from now: a scrape right after the start
+	// finds the slot and position series.
+	r.updateConfirmed()
+	r.heartbeat(ctx)
 	wg.Add(5)
 	go func() { // DDL on what transforms read
 		defer wg.Done()
