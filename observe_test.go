@@ -190,13 +190,15 @@ func TestMetricsScrape(t *testing.T) {
 	}
 	e.converge("after the workload")
 
-	// Gauges come with the heartbeat (every 500 ms).
+	// Gauges come with the heartbeat (every 500 ms), states with the
+	// reconcile that follows a change.
 	var s scraped
 	e.eventually("the heartbeat's series", func(sc scraped) (bool, string) {
 		s = sc
 		_, held := e.of(sc, "trellis_transform_keys_held", "transform", "item_rows")
 		_, slot := e.of(sc, "trellis_slot_retained_wal_bytes")
-		return held && slot, fmt.Sprintf("held keys present %v, retained WAL present %v", held, slot)
+		live, states := e.stateIs(sc, "item_rows", "live")
+		return held && slot && live, fmt.Sprintf("held keys present %v, retained WAL present %v, states %s", held, slot, states)
 	})
 	for _, c := range []struct {
 		name   string
@@ -237,9 +239,6 @@ func TestMetricsScrape(t *testing.T) {
 		if v2, _ := e.of(s, "trellis_slot_wal_status", "status", "extended"); v2 != 1 {
 			t.Errorf("wal_status: neither reserved nor extended is 1")
 		}
-	}
-	if ok, saw := e.stateIs(s, "item_rows", "live"); !ok {
-		t.Errorf("item_rows state series: %s", saw)
 	}
 	e.eventually("keys waiting reported as 0", func(s scraped) (bool, string) {
 		v, ok := e.of(s, "trellis_transform_keys_waiting", "transform", "item_groups")

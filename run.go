@@ -52,8 +52,10 @@ type runner struct {
 	// states are the transforms as last reported to the observer, by id
 	// (reconcile and heartbeat only, which run on one goroutine).
 	states map[int64]reported
-	// driftNow asks watchDrift for a check at once.
-	driftNow chan struct{}
+	// driftNow asks watchDrift for a check at once; reconcileNow asks for
+	// a reconcile (a definition changed, or a worker moved its transform
+	// to another state, which the observer is told of there).
+	driftNow, reconcileNow chan struct{}
 	// heartbeatFailing and reconcileFailing log failures of the periodic
 	// heartbeat and reconcile once per episode, not every 500 ms.
 	heartbeatFailing, reconcileFailing *retry.Episode
@@ -80,8 +82,8 @@ func (s *switchRequest) Error() string { return "switch capture to " + s.mode + 
 // workers start.
 func (t *Trellis) runMode(ctx context.Context, lockConn *pgx.Conn, streamFn streamFunc, slot, mode, reason string, running func()) error {
 	r := &runner{t: t, lockConn: lockConn, workers: map[int64]*worker{}, obs: t.obs, mode: mode, switchTo: make(chan *switchRequest, 1),
-		states:           map[int64]reported{},
-		driftNow:         make(chan struct{}, 1),
+		states:   map[int64]reported{},
+		driftNow: make(chan struct{}, 1), reconcileNow: make(chan struct{}, 1),
 		heartbeatFailing: retry.NewEpisode(t.log, "heartbeat fails; retrying", "heartbeat recovered"),
 		reconcileFailing: retry.NewEpisode(t.log, "reconcile transforms fails; retrying", "reconcile transforms recovered")}
 	dir, err := t.dataDir(ctx)
@@ -307,13 +309,7 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	errc := make(chan error, 4)
-	reconcile := make(chan struct{}, 1)
-	poke := func() {
-		select {
-		case reconcile <- struct{}{}:
-		default:
-		}
-	}
+	poke := func() { signal(r.reconcileNow) }
 	if _, err := lockConn.Exec(ctx, "LISTEN "+pgx.Identifier{r.t.cat.NotifyChannel()}.Sanitize()); err != nil {
 		return terr.Wrap(terr.Unavailable, err, "listen: %v", err)
 	}
@@ -349,7 +345,7 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 			select {
 			case <-ctx.Done():
 				return
-			case <-reconcile:
+			case <-r.reconcileNow:
 			case <-tick.C:
 				r.updateConfirmed()
 				r.heartbeat(ctx)
@@ -527,7 +523,6 @@ func (r *runner) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.reportStates(ts)
 	want := map[int64]*catalog.Transform{}
 	var needed []capture.Table
 	complete := true
@@ -591,6 +586,9 @@ func (r *runner) reconcile(ctx context.Context) error {
 			}
 		}
 	}
+	// After the stopped workers ended: none reports on a transform whose
+	// series were just removed.
+	r.reportStates(ts)
 	if err := r.releaseKeys(ctx); err != nil {
 		return err
 	}

@@ -332,7 +332,7 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 			if _, err := w.r.t.cat.SetState(ctx, w.r.t.pool, w.id, catalog.StateWaiting, catalog.StateBackfilling); err != nil {
 				return err
 			}
-			w.r.obs.TransformState(w.name, catalog.StateBackfilling)
+			signal(w.r.reconcileNow) // reports the state
 			w.log().Info("building transform")
 		case catalog.StateBackfilling:
 			if err := w.drain(ctx, a, false); err != nil {
@@ -352,8 +352,8 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 				if _, err := w.r.t.cat.SetState(ctx, w.r.t.pool, w.id, catalog.StateBackfilling, catalog.StateLive); err != nil {
 					return err
 				}
-				w.r.obs.TransformState(w.name, catalog.StateLive)
 				w.r.obs.BuildRowsRemaining(w.name, 0)
+				signal(w.r.reconcileNow) // reports the state
 				w.build = nil
 				w.log().Info("transform is live")
 			}
