@@ -479,6 +479,8 @@ func (r *runner) heartbeat(ctx context.Context) {
 				WALStatus: s.WALStatus, SafeWALSize: s.SafeWALSize})
 			if s.Exists && s.RetainedWALBytes >= 0 {
 				r.guardRetention(s.RetainedWALBytes)
+			} else if !s.Exists {
+				r.retention = nil // a missing slot retains nothing
 			}
 		}
 	} else {
