@@ -232,6 +232,18 @@ func TestMetricsScrape(t *testing.T) {
 			t.Errorf("%s%v = %v (present %v), want %s", c.name, c.labels, v, ok, c.want)
 		}
 	}
+	// A live runner exports every documented series; the safe WAL size
+	// only where the server bounds retention, which this one does not.
+	families := map[string]bool{}
+	for key := range s {
+		name, _, _ := strings.Cut(key, "{")
+		families[strings.TrimSuffix(name, "_count")] = true
+	}
+	for name, d := range readDocs(t) {
+		if !families[name] && name != "trellis_slot_safe_wal_size_bytes" {
+			t.Errorf("documented %s %s is not exported by a running runner", d.typ, name)
+		}
+	}
 	if recv, _ := e.of(s, "trellis_received_lsn_bytes"); recv < mustOf(e, s, "trellis_confirmed_lsn_bytes") {
 		t.Errorf("received position %v is behind the confirmed one", recv)
 	}
