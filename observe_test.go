@@ -359,3 +359,43 @@ func mustValue(e *metricsEnv, name string, labels ...string) float64 {
 	}
 	return v
 }
+
+// TestMetricsTrigger: in trigger capture the latency is timed from the
+// drain, the runner is ready while the drain works, and there are no slot
+// series.
+func TestMetricsTrigger(t *testing.T) {
+	t.Parallel()
+	e := newMetricsEnv(t, trellis.Config{Capture: trellis.CaptureTrigger, MaxRetainedWAL: 1 << 30, CoalesceWindow: 5 * time.Millisecond})
+	e.exec(`CREATE TABLE items (id int PRIMARY KEY, v int NOT NULL)`)
+	e.exec(`INSERT INTO items SELECT g, g FROM generate_series(1, 100) g`)
+	e.apply(`CREATE TRANSFORM item_rows AS SELECT id, v + 1 AS v1 FROM items`)
+	e.start()
+	e.converge("after build")
+	for i := 0; i < 10; i++ {
+		e.exec(`UPDATE items SET v = v + 1 WHERE id = $1`, i+1)
+	}
+	e.converge("after the workload")
+	e.eventually("trigger capture's series", func(s scraped) (bool, string) {
+		mode, _ := e.of(s, "trellis_capture_mode", "mode", "trigger")
+		n, _ := e.of(s, "trellis_transform_latency_seconds_count", "transform", "item_rows")
+		live, states := e.stateIs(s, "item_rows", "live")
+		_, lag := e.of(s, "trellis_transform_apply_lag_seconds", "transform", "item_rows")
+		return mode == 1 && n > 0 && live && lag, fmt.Sprintf("mode trigger %v, latency samples %v, states %s, apply lag present %v", mode, n, states, lag)
+	})
+	s := scrape(t, e.url)
+	for _, n := range []string{"trellis_slot_retained_wal_bytes", "trellis_slot_confirm_lag_bytes", "trellis_slot_retained_wal_limit_bytes", "trellis_slot_retained_wal_over_limit"} {
+		if v, ok := e.of(s, n); ok {
+			t.Errorf("%s = %v in trigger capture, want absent", n, v)
+		}
+	}
+	if rd := e.tr.Readiness(); !rd.Ready {
+		t.Errorf("trigger capture draining, not ready: %+v", rd)
+	}
+	st, err := e.tr.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st[0].Runner.Retention != nil {
+		t.Errorf("retention %+v without a slot, want none", st[0].Runner.Retention)
+	}
+}
