@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -196,12 +197,70 @@ func (e *disruptEnv) recover(round int) {
 	e.running("at the end")
 }
 
+// readinessWatch polls a runner's Readiness until stopped, keeping the
+// first unready report whose failing check is one of checks.
+type readinessWatch struct {
+	stop chan struct{}
+	done chan trellis.Readiness
+}
+
+func watchReadiness(tr *trellis.Trellis, checks ...string) *readinessWatch {
+	w := &readinessWatch{stop: make(chan struct{}), done: make(chan trellis.Readiness, 1)}
+	go func() {
+		var first trellis.Readiness
+		for {
+			select {
+			case <-w.stop:
+				w.done <- first
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			rd := tr.Readiness()
+			if rd.Ready || first.State != "" {
+				continue
+			}
+			for _, c := range rd.Checks {
+				if !c.OK && slices.Contains(checks, c.Name) {
+					first = rd
+				}
+			}
+		}
+	}()
+	return w
+}
+
+// unready stops the watch and returns the unready report it kept.
+func (w *readinessWatch) unready() trellis.Readiness {
+	close(w.stop)
+	return <-w.done
+}
+
+// awaitReady waits until the runner reports ready.
+func (e *disruptEnv) awaitReady(when string) {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		rd := e.tr.Readiness()
+		if rd.Ready {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s: not ready: %+v", when, rd)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestDisruptSlotDropped: the slot is dropped underneath a running runner
-// (its walsender terminated first, as an operator would have to).
+// (its walsender terminated first, as an operator would have to). The
+// runner is unready (its capture stream is gone, then it recovers from
+// the disruption) until it streams from a new slot.
 func TestDisruptSlotDropped(t *testing.T) {
 	e := newDisruptEnv(t, nil)
 	e.start()
 	e.converge("after build")
+	e.awaitReady("after build")
+	watch := watchReadiness(e.tr, trellis.CheckCapture, trellis.CheckNoDisruption)
 	ctx := context.Background()
 	name := e.slotName()
 	deadline := time.Now().Add(20 * time.Second)
@@ -223,6 +282,12 @@ func TestDisruptSlotDropped(t *testing.T) {
 	e.awaitDisrupted("does not exist")
 	e.write(1)
 	e.awaitNewSlot(from)
+	e.awaitReady("on the new slot")
+	rd := watch.unready()
+	t.Logf("unready: %s", rd.Reason)
+	if rd.State != trellis.RunnerActive || rd.Reason == "" {
+		t.Errorf("the runner stayed ready while its slot was dropped (or said nothing why): %+v", rd)
+	}
 	e.recover(2)
 }
 
@@ -385,7 +450,8 @@ func TestDisruptSlotInvalidated(t *testing.T) {
 // reconnect must find it lost, pause, and go on with a new slot.
 func TestDisruptSlotInvalidatedWhileRunning(t *testing.T) {
 	srv := pgtest.Server(t)
-	e := newDisruptEnv(t, nil)
+	slots := &slotRecorder{}
+	e := newDisruptEnvWith(t, nil, trellis.Config{Capture: trellis.CaptureLogical, Observer: slots})
 	e.start()
 	e.converge("after build")
 	e.limitSlotWAL(srv)
@@ -397,6 +463,38 @@ func TestDisruptSlotInvalidatedWhileRunning(t *testing.T) {
 	e.write(60)
 	e.awaitNewSlot(from)
 	e.recover(61)
+	// The runner reports the slot as the server bounds it (at its next
+	// heartbeat, every 500 ms).
+	for deadline := time.Now().Add(5 * time.Second); !slots.seen(func(s trellis.SlotStats) bool {
+		return s.Exists && s.SafeWALSize >= 0 && s.WALStatus != ""
+	}); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no slot reading with a safe_wal_size under max_slot_wal_keep_size: %+v", slots.all())
+		}
+	}
+}
+
+// slotRecorder is an Observer keeping the slot readings it is given.
+type slotRecorder struct {
+	trellis.NopObserver
+	mu    sync.Mutex
+	slots []trellis.SlotStats
+}
+
+func (r *slotRecorder) SlotRead(s trellis.SlotStats) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.slots = append(r.slots, s)
+}
+
+func (r *slotRecorder) all() []trellis.SlotStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.slots)
+}
+
+func (r *slotRecorder) seen(f func(trellis.SlotStats) bool) bool {
+	return slices.ContainsFunc(r.all(), f)
 }
 
 // undecodableStream is replication.Run until fail is called; then the

@@ -23,6 +23,9 @@ type route struct {
 	// its partitioned ancestor's (publish_via_partition_root, or the
 	// ancestor's statement triggers for rows routed into the partition).
 	table uint32
+	// lag is the transform's latency queue (latency.go); nil when nothing
+	// observes the run.
+	lag *lagQueue
 }
 
 // intake is the decode.Sink of the slot stream: it turns row keys into
@@ -42,6 +45,18 @@ type intake struct {
 	flushed time.Time
 	stopped chan struct{}
 	closed  bool // set by close: the store may be gone
+
+	// lags are the transforms' latency queues while routed (nil: latency
+	// is not tracked). stamp identifies the transaction being routed;
+	// touched are the queues it marked, listed those with a bucket to
+	// publish at the next group commit, streamed the queues each streamed
+	// transaction marked, by xid. All reused, not allocated per
+	// transaction.
+	lags     map[int64]*lagQueue
+	stamp    uint64
+	touched  []*lagQueue
+	listed   []*lagQueue
+	streamed map[uint32][]*lagQueue
 }
 
 const (
@@ -50,20 +65,35 @@ const (
 	groupCommitWait = 2 * time.Millisecond
 )
 
-func newIntake(r *runner) *intake {
+func newIntake(r *runner, trackLatency bool) *intake {
 	in := &intake{r: r, rels: map[uint32]*decode.Relation{}, routes: map[uint32][]route{}}
+	if trackLatency {
+		in.lags, in.streamed = map[int64]*lagQueue{}, map[uint32][]*lagQueue{}
+	}
 	return in
 }
+
+// streamStamp marks the routing of a streamed transaction's chunk; commit
+// positions never reach bit 63, so it is never a transaction's end LSN.
+func streamStamp(xid uint32) uint64 { return 1<<63 | uint64(xid) }
 
 // addRoute routes the changes of every table the plan reads to the
 // transform (a table read twice, by a self-join, once: the worker fans its
 // keys out to both sources), and the changes of the partitioned ancestors
 // of a source that is a partition (ancestors, by source OID) as that
 // source's: a change to the ancestor's key may be a row of the partition,
-// and re-deriving one that is not changes nothing.
-func (in *intake) addRoute(id int64, p *engine.Plan, ancestors map[uint32][]uint32) {
+// and re-deriving one that is not changes nothing. It returns the
+// transform's latency queue (nil when latency is not tracked).
+func (in *intake) addRoute(id int64, p *engine.Plan, ancestors map[uint32][]uint32) *lagQueue {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	var q *lagQueue
+	if in.lags != nil {
+		if q = in.lags[id]; q == nil {
+			q = new(lagQueue)
+			in.lags[id] = q
+		}
+	}
 	for _, src := range p.Tables() {
 		names := make([]string, len(src.Key))
 		for i, k := range src.Key {
@@ -76,9 +106,10 @@ func (in *intake) addRoute(id int64, p *engine.Plan, ancestors map[uint32][]uint
 					continue rels
 				}
 			}
-			in.routes[rel] = append(in.routes[rel], route{transform: id, keyNames: names, table: src.OID})
+			in.routes[rel] = append(in.routes[rel], route{transform: id, keyNames: names, table: src.OID, lag: q})
 		}
 	}
+	return q
 }
 
 func (in *intake) removeRoute(id int64) {
@@ -93,6 +124,48 @@ func (in *intake) removeRoute(id int64) {
 		}
 		in.routes[oid] = out
 	}
+	if in.lags != nil {
+		delete(in.lags, id)
+	}
+}
+
+// touch marks q touched by the transaction being routed (in.stamp);
+// called with in.mu held, once per routed key, so it only compares.
+func (in *intake) touch(q *lagQueue) {
+	if q != nil && q.seen != in.stamp {
+		q.seen = in.stamp
+		in.touched = append(in.touched, q)
+	}
+}
+
+// noteTouched merges the transaction that touched in.touched into their
+// queues; called with in.mu held.
+func (in *intake) noteTouched(lsn uint64, commit time.Time) {
+	if len(in.touched) == 0 {
+		return
+	}
+	if commit.IsZero() {
+		commit = time.Now()
+	}
+	at := commit.UnixNano()
+	for _, q := range in.touched {
+		if q.note(lsn, at) {
+			in.listed = append(in.listed, q)
+		}
+	}
+	clear(in.touched)
+	in.touched = in.touched[:0]
+}
+
+// publishLags publishes the listed queues' open buckets; called with in.mu
+// held, before the transactions' keys are recorded.
+func (in *intake) publishLags() {
+	for _, q := range in.listed {
+		q.publish()
+		q.listed = false
+	}
+	clear(in.listed)
+	in.listed = in.listed[:0]
 }
 
 // Relation caches the table description.
@@ -133,6 +206,7 @@ func (in *intake) dirty(keys []decode.RowKey) ([]checkpoint.DirtyKey, error) {
 				vals[i] = k.Values[j]
 			}
 			out = append(out, checkpoint.DirtyKey{Transform: rt.transform, Table: rt.table, Key: checkpoint.EncodeKey(vals)})
+			in.touch(rt.lag)
 		}
 	}
 	return out, nil
@@ -162,6 +236,7 @@ func (in *intake) truncs(rels []uint32) []checkpoint.TableRef {
 	for _, rel := range rels {
 		for _, rt := range in.routes[rel] {
 			out = append(out, checkpoint.TableRef{Transform: rt.transform, Table: rt.table})
+			in.touch(rt.lag)
 		}
 	}
 	return out
@@ -180,8 +255,11 @@ func indexOf(list []string, s string) int {
 // when it is large or a little time has passed.
 func (in *intake) Commit(ctx context.Context, txn *decode.Txn) error {
 	in.mu.Lock()
+	in.stamp = txn.EndLSN
 	keys, err := in.dirty(txn.Keys)
 	if err != nil {
+		clear(in.touched)
+		in.touched = in.touched[:0]
 		in.mu.Unlock()
 		return err
 	}
@@ -189,6 +267,7 @@ func (in *intake) Commit(ctx context.Context, txn *decode.Txn) error {
 		in.since = time.Now()
 	}
 	in.pending = append(in.pending, checkpoint.Txn{LSN: txn.EndLSN, Xid: txn.Xid, Keys: keys, Truncs: in.truncs(txn.Truncated)})
+	in.noteTouched(txn.EndLSN, txn.CommitTime)
 	in.nkeys += len(keys)
 	if plant.Active(plant.ConfirmBeforeRecord) {
 		in.r.confirmed.Store(max(in.r.confirmed.Load(), txn.EndLSN))
@@ -196,7 +275,7 @@ func (in *intake) Commit(ctx context.Context, txn *decode.Txn) error {
 	full := in.nkeys >= groupCommitKeys || len(in.pending) >= groupCommitTxns || time.Since(in.since) >= groupCommitWait ||
 		len(in.pending) == 1 && time.Since(in.flushed) >= groupCommitWait
 	in.mu.Unlock()
-	in.r.metrics.Transactions.Inc()
+	in.r.obs.TransactionReceived()
 	if full {
 		return in.flush()
 	}
@@ -248,6 +327,7 @@ func (in *intake) flush() error {
 		in.mu.Unlock()
 		return nil
 	}
+	in.publishLags()
 	// Hold the lock while writing so batches reach the store in LSN order.
 	err := in.r.store.RecordMany(txns)
 	in.mu.Unlock()
@@ -281,6 +361,8 @@ func (in *intake) wake(txns []checkpoint.Txn) {
 func (in *intake) StreamChunk(ctx context.Context, xid uint32, keys []decode.RowKey, truncated []uint32) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	in.stamp = streamStamp(xid)
+	defer in.keepTouched(xid)
 	bySub := map[uint32][]decode.RowKey{}
 	for _, k := range keys {
 		sub := k.Xid
@@ -306,18 +388,38 @@ func (in *intake) StreamChunk(ctx context.Context, xid uint32, keys []decode.Row
 	return nil
 }
 
+// keepTouched remembers the queues a streamed transaction's chunk marked,
+// for its commit; called with in.mu held.
+func (in *intake) keepTouched(xid uint32) {
+	if len(in.touched) == 0 {
+		return
+	}
+	in.streamed[xid] = append(in.streamed[xid], in.touched...)
+	clear(in.touched)
+	in.touched = in.touched[:0]
+}
+
 // StreamCommit moves a streamed transaction's spilled keys into the sets.
 func (in *intake) StreamCommit(ctx context.Context, xid uint32, commitLSN, endLSN uint64, commitTime time.Time) error {
 	if err := in.flush(); err != nil {
 		return err
 	}
 	in.mu.Lock()
+	if qs := in.streamed[xid]; len(qs) > 0 {
+		delete(in.streamed, xid)
+		in.stamp = endLSN
+		for _, q := range qs {
+			in.touch(q)
+		}
+		in.noteTouched(endLSN, commitTime)
+		in.publishLags()
+	}
 	err := in.r.store.CommitSpill(xid, endLSN)
 	in.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	in.r.metrics.Transactions.Inc()
+	in.r.obs.TransactionReceived()
 	in.r.mu.Lock()
 	for _, w := range in.r.workers {
 		w.notify()
@@ -330,6 +432,9 @@ func (in *intake) StreamCommit(ctx context.Context, xid uint32, commitLSN, endLS
 func (in *intake) StreamAbort(ctx context.Context, xid, subxid uint32) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	if subxid == xid && in.streamed != nil {
+		delete(in.streamed, xid)
+	}
 	return in.r.store.AbortSpill(xid, subxid)
 }
 

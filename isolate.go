@@ -211,7 +211,7 @@ func (iso *isolation) hold(ctx context.Context, u unit, err error, attempts int)
 	}
 	iso.held = append(iso.held, k)
 	iso.causes = append(iso.causes, cause(err))
-	w.r.metrics.KeysHeld.WithLabelValues(w.name).Inc()
+	w.r.obs.KeyHeld(w.name)
 	w.log().Warn("key held: its re-derive keeps failing on row data", "table", k.SourceTable, "key", keyText(k.Key),
 		"attempts", attempts, "sqlstate", k.SQLState, "err", k.Error)
 	if iso.budget <= 0 {

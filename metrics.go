@@ -1,53 +1,282 @@
 package trellis
 
 import (
+	"errors"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/trellis-repl/trellis-repl/capture"
+	"github.com/trellis-repl/trellis-repl/internal/catalog"
 )
 
-// Metrics are the Prometheus metrics Run maintains. Create them with
-// NewMetrics and register them wherever the program serves metrics.
+// Metrics is the Prometheus Observer: it turns the runtime's events into
+// the series docs/metrics.md lists. Create it with NewMetrics and pass it
+// as Config.Metrics; Open binds it to the instance, so every series
+// carries trellis_instance="<database>/<schema>".
 type Metrics struct {
-	ReceivedLSN   prometheus.Gauge
-	ConfirmedLSN  prometheus.Gauge
-	SlotLagBytes  prometheus.Gauge
-	RetainedBytes prometheus.Gauge
-	DirtyKeys     *prometheus.GaugeVec
-	AppliedKeys   *prometheus.CounterVec
-	RowsWritten   *prometheus.CounterVec
-	ApplySeconds  *prometheus.HistogramVec
-	ApplyErrors   *prometheus.CounterVec
-	Transactions  prometheus.Counter
-	Reconnects    prometheus.Counter
-	Live          *prometheus.GaugeVec
-	// KeysHeld counts keys held in quarantine (ADR 0013).
-	KeysHeld *prometheus.CounterVec
-	// Standby is 1 while Run waits for another runner to let go of the
-	// instance.
-	Standby prometheus.Gauge
+	s *series
+	// instance is the trellis_instance label; "" until bound.
+	instance string
+	// txns is the transaction counter's child for instance, resolved once:
+	// it is counted for every transaction captured.
+	txns prometheus.Counter
+}
+
+// instanceLabel is the label every series carries. Not "instance": a
+// scrape sets that to the target and would rename ours exported_instance.
+const instanceLabel = "trellis_instance"
+
+// The fixed label values of the enumerated series.
+var (
+	transformStates = []string{catalog.StateWaiting, catalog.StateBackfilling, catalog.StateLive, catalog.StatePaused, catalog.StateQuarantined}
+	walStatuses     = []string{"reserved", "extended", "unreserved", "lost"}
+	captureModes    = []string{capture.ModeLogical, capture.ModeTrigger}
+)
+
+// latencyBuckets are the end-to-end latency histogram's bounds, 10 ms to
+// 60 s (ADR 0017 §3).
+var latencyBuckets = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
+// series are the vectors behind every Metrics of one registry.
+type series struct {
+	receivedLSN, confirmedLSN                 *prometheus.GaugeVec
+	slotRetained, slotLag, slotStatus         *prometheus.GaugeVec
+	slotSafe, retentionLimit, retentionOver   *prometheus.GaugeVec
+	txns, errors, reconnects                  *prometheus.CounterVec
+	captureMode, standby                      *prometheus.GaugeVec
+	keysWaiting, state, keysHeld, buildRemain *prometheus.GaugeVec
+	applyLag                                  *prometheus.GaugeVec
+	keysApplied, rowsWritten, keysHeldTotal   *prometheus.CounterVec
+	applyErrors                               *prometheus.CounterVec
+	latency, applyDuration                    *prometheus.HistogramVec
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not
-// registered).
+// registered). A second Metrics on the same registry shares the first's
+// series, so several instances in one process can each have their own.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		ReceivedLSN:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "trellis_received_lsn", Help: "Newest slot position durable in the local store."}),
-		ConfirmedLSN:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "trellis_confirmed_lsn", Help: "Position confirmed to the replication slot."}),
-		SlotLagBytes:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "trellis_slot_confirm_lag_bytes", Help: "Bytes of WAL between the server's position and the slot's confirmed position."}),
-		RetainedBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "trellis_slot_retained_wal_bytes", Help: "Bytes of WAL the slot makes the server retain."}),
-		DirtyKeys:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "trellis_transform_dirty_keys", Help: "Keys waiting to be re-derived."}, []string{"transform"}),
-		AppliedKeys:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "trellis_transform_keys_applied_total", Help: "Keys re-derived."}, []string{"transform"}),
-		RowsWritten:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "trellis_transform_rows_written_total", Help: "Target and ledger rows written."}, []string{"transform"}),
-		ApplySeconds:  prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "trellis_transform_apply_seconds", Help: "Duration of apply transactions.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"transform"}),
-		ApplyErrors:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "trellis_transform_apply_errors_total", Help: "Failed apply transactions."}, []string{"transform"}),
-		Transactions:  prometheus.NewCounter(prometheus.CounterOpts{Name: "trellis_slot_transactions_total", Help: "Committed transactions received from the slot."}),
-		Reconnects:    prometheus.NewCounter(prometheus.CounterOpts{Name: "trellis_runner_restarts_total", Help: "Capture restarts after errors: a slot recreated, a run restarted after losing its connection."}),
-		Live:          prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "trellis_transform_live", Help: "1 when the transform is live."}, []string{"transform"}),
-		KeysHeld:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "trellis_transform_keys_held_total", Help: "Keys held in quarantine after their re-derive kept failing on row data."}, []string{"transform"}),
-		Standby:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "trellis_runner_standby", Help: "1 while waiting as a standby for the runner that holds the instance."}),
+	inst := []string{instanceLabel}
+	tr := []string{instanceLabel, "transform"}
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels))
 	}
-	if reg != nil {
-		reg.MustRegister(m.ReceivedLSN, m.ConfirmedLSN, m.SlotLagBytes, m.RetainedBytes, m.DirtyKeys, m.AppliedKeys,
-			m.RowsWritten, m.ApplySeconds, m.ApplyErrors, m.Transactions, m.Reconnects, m.Live, m.KeysHeld, m.Standby)
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
 	}
-	return m
+	histogram := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+		return register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels))
+	}
+	s := &series{
+		receivedLSN:    gauge("trellis_received_lsn_bytes", "Newest WAL position durable in the local store, as a byte offset.", inst...),
+		confirmedLSN:   gauge("trellis_confirmed_lsn_bytes", "WAL position confirmed to the replication slot, as a byte offset.", inst...),
+		slotRetained:   gauge("trellis_slot_retained_wal_bytes", "WAL the replication slot makes the server keep (current position minus restart_lsn).", inst...),
+		slotLag:        gauge("trellis_slot_confirm_lag_bytes", "WAL between the server's current position and the slot's confirmed_flush_lsn.", inst...),
+		slotStatus:     gauge("trellis_slot_wal_status", "1 for the slot's wal_status (reserved, extended, unreserved, lost), 0 for the others.", append(inst, "status")...),
+		slotSafe:       gauge("trellis_slot_safe_wal_size_bytes", "WAL that may still be written before the slot is in danger of losing WAL it needs; absent while max_slot_wal_keep_size is unlimited.", inst...),
+		retentionLimit: gauge("trellis_slot_retained_wal_limit_bytes", "The --max-retained-wal limit; absent when none is set.", inst...),
+		retentionOver:  gauge("trellis_slot_retained_wal_over_limit", "1 while the slot retains more WAL than --max-retained-wal.", inst...),
+		txns:           counter("trellis_capture_transactions_total", "Committed transactions captured: decoded from the slot, or trigger drain batches.", inst...),
+		errors:         counter("trellis_errors_total", "Errors the runner retried or acted on, by kind: data, halt, transient, capture, build.", append(inst, "kind")...),
+		reconnects:     counter("trellis_runner_reconnects_total", "Runs started again after losing the connection, and slots recreated after a disruption.", inst...),
+		captureMode:    gauge("trellis_capture_mode", "1 for the capture mode the run uses (logical, trigger), 0 for the other.", append(inst, "mode")...),
+		standby:        gauge("trellis_runner_standby", "1 while this process waits as a standby for the runner that holds the instance.", inst...),
+		keysWaiting:    gauge("trellis_transform_keys_waiting", "Changed keys not yet re-derived.", tr...),
+		keysApplied:    counter("trellis_transform_keys_applied_total", "Keys re-derived, by builds and by batches of changes.", tr...),
+		rowsWritten:    counter("trellis_transform_rows_written_total", "Target, state and ledger rows written.", tr...),
+		state:          gauge("trellis_transform_state", "1 for the transform's state, 0 for the others.", append(tr, "state")...),
+		keysHeld:       gauge("trellis_transform_keys_held", "Keys held in quarantine now.", tr...),
+		keysHeldTotal:  counter("trellis_transform_keys_held_total", "Keys held in quarantine after their re-derive kept failing on row data.", tr...),
+		buildRemain:    gauge("trellis_transform_build_rows_remaining", "Estimated source rows the build still has to read (0 once built).", tr...),
+		latency:        histogram("trellis_transform_latency_seconds", "Time from a source commit to the apply that reflects it (one sample per 10 ms of commits).", latencyBuckets, tr...),
+		applyLag:       gauge("trellis_transform_apply_lag_seconds", "Age of the oldest change received and not yet applied; 0 when caught up.", tr...),
+		applyDuration:  histogram("trellis_transform_apply_duration_seconds", "Duration of apply transactions of changed keys.", prometheus.ExponentialBuckets(0.001, 2, 16), tr...),
+		applyErrors:    counter("trellis_transform_apply_errors_total", "Apply transactions of changed keys that failed (each is retried).", tr...),
+	}
+	return &Metrics{s: s, txns: s.txns.WithLabelValues("")}
+}
+
+// register registers c with reg, or returns the equal collector already
+// registered there.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if reg == nil {
+		return c
+	}
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if prev, ok := are.ExistingCollector.(C); ok {
+				return prev
+			}
+		}
+		panic(err) // a name clash with a foreign collector: a programming error
+	}
+	return c
+}
+
+// ForInstance returns Metrics sharing m's series whose events carry
+// trellis_instance=instance. Open calls it with "<database>/<schema>" on
+// a Config.Metrics not bound yet.
+func (m *Metrics) ForInstance(instance string) *Metrics {
+	b := &Metrics{s: m.s, instance: instance, txns: m.s.txns.WithLabelValues(instance)}
+	// Counters and enumerations start at 0, so rates and alerts see a
+	// series before the first event.
+	for _, k := range errorKinds {
+		m.s.errors.WithLabelValues(instance, string(k))
+	}
+	m.s.reconnects.WithLabelValues(instance)
+	m.s.standby.WithLabelValues(instance)
+	return b
+}
+
+// Instance is the trellis_instance label m's events carry ("" when not
+// bound).
+func (m *Metrics) Instance() string { return m.instance }
+
+// TransactionReceived counts a captured transaction.
+func (m *Metrics) TransactionReceived() { m.txns.Inc() }
+
+// PositionsUpdated sets the received and confirmed positions.
+func (m *Metrics) PositionsUpdated(received, confirmed uint64) {
+	m.s.receivedLSN.WithLabelValues(m.instance).Set(float64(received))
+	m.s.confirmedLSN.WithLabelValues(m.instance).Set(float64(confirmed))
+}
+
+// SlotRead sets the slot series; a missing slot has no retained WAL, lag
+// or safe size, and no wal_status set.
+func (m *Metrics) SlotRead(s SlotStats) {
+	for _, st := range walStatuses {
+		v := 0.0
+		if s.Exists && s.WALStatus == st {
+			v = 1
+		}
+		m.s.slotStatus.WithLabelValues(m.instance, st).Set(v)
+	}
+	m.setOrDelete(m.s.slotRetained, s.Exists && s.RetainedBytes >= 0, s.RetainedBytes)
+	m.setOrDelete(m.s.slotLag, s.Exists && s.ConfirmLagBytes >= 0, s.ConfirmLagBytes)
+	m.setOrDelete(m.s.slotSafe, s.Exists && s.SafeWALSize >= 0, s.SafeWALSize)
+}
+
+// setOrDelete sets the instance's gauge of v to n when ok, else removes
+// it: an unknown value is absent, not 0.
+func (m *Metrics) setOrDelete(v *prometheus.GaugeVec, ok bool, n int64) {
+	if ok {
+		v.WithLabelValues(m.instance).Set(float64(n))
+	} else {
+		v.DeleteLabelValues(m.instance)
+	}
+}
+
+// CaptureModeChosen sets the capture-mode series; in trigger mode there
+// is no slot, so its series are removed.
+func (m *Metrics) CaptureModeChosen(mode string) {
+	for _, md := range captureModes {
+		v := 0.0
+		if md == mode {
+			v = 1
+		}
+		m.s.captureMode.WithLabelValues(m.instance, md).Set(v)
+	}
+	if mode != capture.ModeLogical {
+		for _, v := range []*prometheus.GaugeVec{m.s.slotRetained, m.s.slotLag, m.s.slotSafe, m.s.retentionLimit, m.s.retentionOver} {
+			v.DeleteLabelValues(m.instance)
+		}
+		m.s.slotStatus.DeletePartialMatch(prometheus.Labels{instanceLabel: m.instance})
+	}
+}
+
+// RetentionChecked sets the retained-WAL limit and whether it is passed.
+func (m *Metrics) RetentionChecked(r Retention) {
+	m.s.retentionLimit.WithLabelValues(m.instance).Set(float64(r.LimitBytes))
+	over := 0.0
+	if r.OverLimit {
+		over = 1
+	}
+	m.s.retentionOver.WithLabelValues(m.instance).Set(over)
+}
+
+// Reconnected counts a reconnect.
+func (m *Metrics) Reconnected() { m.s.reconnects.WithLabelValues(m.instance).Inc() }
+
+// StandbyChanged sets the standby gauge.
+func (m *Metrics) StandbyChanged(standby bool) {
+	v := 0.0
+	if standby {
+		v = 1
+	}
+	m.s.standby.WithLabelValues(m.instance).Set(v)
+}
+
+// Error counts an error by kind.
+func (m *Metrics) Error(kind ErrorKind) { m.s.errors.WithLabelValues(m.instance, string(kind)).Inc() }
+
+// TransformState sets the state series of the transform, and starts its
+// counters at 0.
+func (m *Metrics) TransformState(transform, state string) {
+	for _, st := range transformStates {
+		v := 0.0
+		if st == state {
+			v = 1
+		}
+		m.s.state.WithLabelValues(m.instance, transform, st).Set(v)
+	}
+	for _, c := range []*prometheus.CounterVec{m.s.keysApplied, m.s.rowsWritten, m.s.keysHeldTotal, m.s.applyErrors} {
+		c.WithLabelValues(m.instance, transform)
+	}
+}
+
+// TransformRemoved removes every series of the transform.
+func (m *Metrics) TransformRemoved(transform string) {
+	l := prometheus.Labels{instanceLabel: m.instance, "transform": transform}
+	for _, v := range []interface {
+		DeletePartialMatch(prometheus.Labels) int
+	}{m.s.keysWaiting, m.s.state, m.s.keysHeld, m.s.buildRemain, m.s.applyLag, m.s.keysApplied, m.s.rowsWritten,
+		m.s.keysHeldTotal, m.s.applyErrors, m.s.latency, m.s.applyDuration} {
+		v.DeletePartialMatch(l)
+	}
+}
+
+// BatchApplied counts the keys and rows of an apply transaction and, for
+// a batch of changed keys, observes its duration.
+func (m *Metrics) BatchApplied(transform string, b AppliedBatch) {
+	m.s.keysApplied.WithLabelValues(m.instance, transform).Add(float64(b.Keys))
+	m.s.rowsWritten.WithLabelValues(m.instance, transform).Add(float64(b.Rows))
+	if !b.Build {
+		m.s.applyDuration.WithLabelValues(m.instance, transform).Observe(b.Duration.Seconds())
+	}
+}
+
+// ApplyFailed counts a failed apply transaction.
+func (m *Metrics) ApplyFailed(transform string) {
+	m.s.applyErrors.WithLabelValues(m.instance, transform).Inc()
+}
+
+// KeyHeld counts a held key.
+func (m *Metrics) KeyHeld(transform string) {
+	m.s.keysHeldTotal.WithLabelValues(m.instance, transform).Inc()
+}
+
+// HeldKeys sets how many keys the transform holds.
+func (m *Metrics) HeldKeys(transform string, n int64) {
+	m.s.keysHeld.WithLabelValues(m.instance, transform).Set(float64(n))
+}
+
+// KeysWaiting sets the transform's backlog.
+func (m *Metrics) KeysWaiting(transform string, n int64) {
+	m.s.keysWaiting.WithLabelValues(m.instance, transform).Set(float64(n))
+}
+
+// BuildRowsRemaining sets the rows the build still has to read.
+func (m *Metrics) BuildRowsRemaining(transform string, n int64) {
+	m.s.buildRemain.WithLabelValues(m.instance, transform).Set(float64(n))
+}
+
+// LatencyObserved observes an end-to-end latency sample.
+func (m *Metrics) LatencyObserved(transform string, d time.Duration) {
+	m.s.latency.WithLabelValues(m.instance, transform).Observe(d.Seconds())
+}
+
+// ApplyLag sets the transform's apply lag.
+func (m *Metrics) ApplyLag(transform string, d time.Duration) {
+	m.s.applyLag.WithLabelValues(m.instance, transform).Set(d.Seconds())
 }

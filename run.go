@@ -27,7 +27,7 @@ import (
 type runner struct {
 	t       *Trellis
 	store   *checkpoint.Store
-	metrics *Metrics
+	obs     Observer
 	capture capture.Capture
 	intake  *intake
 
@@ -45,10 +45,17 @@ type runner struct {
 	// run to go on in another (loop returns it).
 	mode     string
 	switchTo chan *switchRequest
-	// retentionWarned: the retained-WAL warning was logged this episode.
-	retentionWarned bool
-	// driftNow asks watchDrift for a check at once.
-	driftNow chan struct{}
+	// retention is the retention guard's last reading (nil: no limit, or
+	// no slot), recorded with the heartbeat; its Since marks the episode
+	// whose warning was logged.
+	retention *Retention
+	// states are the transforms as last reported to the observer, by id
+	// (reconcile and heartbeat only, which run on one goroutine).
+	states map[int64]reported
+	// driftNow asks watchDrift for a check at once; reconcileNow asks for
+	// a reconcile (a definition changed, or a worker moved its transform
+	// to another state, which the observer is told of there).
+	driftNow, reconcileNow chan struct{}
 	// heartbeatFailing and reconcileFailing log failures of the periodic
 	// heartbeat and reconcile once per episode, not every 500 ms.
 	heartbeatFailing, reconcileFailing *retry.Episode
@@ -73,9 +80,10 @@ func (s *switchRequest) Error() string { return "switch capture to " + s.mode + 
 // lock session is lost, or the runner asks for another mode (a
 // *switchRequest). It calls running once capture is prepared and the
 // workers start.
-func (t *Trellis) runMode(ctx context.Context, lockConn *pgx.Conn, streamFn streamFunc, metrics *Metrics, slot, mode, reason string, running func()) error {
-	r := &runner{t: t, lockConn: lockConn, workers: map[int64]*worker{}, metrics: metrics, mode: mode, switchTo: make(chan *switchRequest, 1),
-		driftNow:         make(chan struct{}, 1),
+func (t *Trellis) runMode(ctx context.Context, lockConn *pgx.Conn, streamFn streamFunc, slot, mode, reason string, running func()) error {
+	r := &runner{t: t, lockConn: lockConn, workers: map[int64]*worker{}, obs: t.obs, mode: mode, switchTo: make(chan *switchRequest, 1),
+		states:   map[int64]reported{},
+		driftNow: make(chan struct{}, 1), reconcileNow: make(chan struct{}, 1),
 		heartbeatFailing: retry.NewEpisode(t.log, "heartbeat fails; retrying", "heartbeat recovered"),
 		reconcileFailing: retry.NewEpisode(t.log, "reconcile transforms fails; retrying", "reconcile transforms recovered")}
 	dir, err := t.dataDir(ctx)
@@ -88,22 +96,24 @@ func (t *Trellis) runMode(ctx context.Context, lockConn *pgx.Conn, streamFn stre
 	}
 	defer store.Close()
 	r.store = store
+	t.ready.startRun(mode)
 	logical := capture.NewLogical(capture.LogicalConfig{
 		DSN: t.cfg.DSN, Slot: slot, Publication: t.publication(), OwnedPublication: t.cfg.Publication != "", Pool: t.pool,
 		Position: store, Confirmed: r.confirmed.Load, ConfirmApplied: t.cfg.Confirm == ConfirmApplied,
-		Stream: streamFn, OnReconnect: r.metrics.Reconnects.Inc, Logger: t.log,
+		Stream: streamFn, OnReconnect: r.obs.Reconnected, Health: r.captureHealth, Logger: t.log,
 	})
 	drainConn := t.connConfig().Copy()
 	drainConn.RuntimeParams["application_name"] = "trellis-repl capture"
 	trigger := capture.NewTrigger(capture.TriggerConfig{
-		Schema: t.cat.Schema, Pool: t.pool, Conn: drainConn, Position: store, Logger: t.log,
+		Schema: t.cat.Schema, Pool: t.pool, Conn: drainConn, Position: store, Health: r.captureHealth, Logger: t.log,
 	})
 	r.capture = logical
 	if mode == capture.ModeTrigger {
 		r.capture = trigger
 	}
 	t.log.Info("capture mode chosen", "mode", mode, "reason", reason)
-	r.intake = newIntake(r)
+	r.obs.CaptureModeChosen(mode)
+	r.intake = newIntake(r, t.observed)
 	if err := r.prepare(ctx, mode, reason, slot, logical, trigger); err != nil {
 		return err
 	}
@@ -259,7 +269,17 @@ func (r *runner) prepare(ctx context.Context, mode, reason, slot string, logical
 	if err := t.cat.StartInstance(ctx, r.lockConn, r.store.StoreID(), t.cfg.Confirm, mode, reason, slot); err != nil {
 		return terr.Wrap(terr.Unavailable, err, "record runner start: %v", err)
 	}
+	t.ready.beat(nil)
 	return nil
+}
+
+// captureHealth follows capture (capture.HealthFunc): readiness, and
+// every failure counted as a capture error.
+func (r *runner) captureHealth(up bool, reason string) {
+	if !up {
+		r.obs.Error(ErrorCapture)
+	}
+	r.t.ready.captured(up, reason)
 }
 
 // pauseAll pauses every transform with a disruption; with skipWaiting,
@@ -289,19 +309,17 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	errc := make(chan error, 4)
-	reconcile := make(chan struct{}, 1)
-	poke := func() {
-		select {
-		case reconcile <- struct{}{}:
-		default:
-		}
-	}
+	poke := func() { signal(r.reconcileNow) }
 	if _, err := lockConn.Exec(ctx, "LISTEN "+pgx.Identifier{r.t.cat.NotifyChannel()}.Sanitize()); err != nil {
 		return terr.Wrap(terr.Unavailable, err, "listen: %v", err)
 	}
 	if err := r.reconcile(ctx); err != nil {
 		return err
 	}
+	// Report at once, not 500 ms from now: a scrape right after the start
+	// finds the slot and position series.
+	r.updateConfirmed()
+	r.heartbeat(ctx)
 	wg.Add(5)
 	go func() { // DDL on what transforms read
 		defer wg.Done()
@@ -327,7 +345,7 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 			select {
 			case <-ctx.Done():
 				return
-			case <-reconcile:
+			case <-r.reconcileNow:
 			case <-tick.C:
 				r.updateConfirmed()
 				r.heartbeat(ctx)
@@ -376,6 +394,8 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 // transform (they must be rebuilt) before capture goes on.
 func (r *runner) stream(ctx context.Context) error {
 	return r.capture.Stream(ctx, r.intake, func(ctx context.Context, d capture.Disruption) error {
+		// Unready until capture streams again (readiness.captured).
+		r.t.ready.disrupted(d.Reason)
 		if err := r.pauseAll(ctx, d.Reason, false); err != nil {
 			return err
 		}
@@ -405,29 +425,36 @@ func (r *runner) updateConfirmed() {
 		r.confirmed.Store(c)
 		_ = r.store.SetConfirmedLSN(c)
 	}
-	r.metrics.ReceivedLSN.Set(float64(recv))
-	r.metrics.ConfirmedLSN.Set(float64(r.confirmed.Load()))
+	r.obs.PositionsUpdated(recv, r.confirmed.Load())
 }
 
 // guardRetention warns once per episode when the slot retains more WAL than
 // --max-retained-wal, and under --capture=auto switches to triggers, which
-// retain none.
+// retain none. Its reading goes to the observer and, with the heartbeat,
+// to the catalog, where status shows it.
 func (r *runner) guardRetention(retained int64) {
 	limit := r.t.cfg.MaxRetainedWAL
 	if limit <= 0 {
 		return
 	}
-	if retained <= limit {
-		if r.retentionWarned {
+	prev := r.retention
+	cur := &Retention{RetainedBytes: retained, LimitBytes: limit, OverLimit: retained > limit}
+	r.retention = cur
+	if !cur.OverLimit {
+		if prev != nil && prev.OverLimit {
 			r.t.log.Info("retained WAL is back under --max-retained-wal", "retained_bytes", retained, "limit_bytes", limit)
 		}
-		r.retentionWarned = false
+		r.obs.RetentionChecked(*cur)
 		return
 	}
-	if !r.retentionWarned {
-		r.retentionWarned = true
+	if prev != nil && prev.OverLimit {
+		cur.Since = prev.Since
+	} else {
+		now := time.Now().UTC()
+		cur.Since = &now
 		r.t.log.Warn("the replication slot retains more WAL than --max-retained-wal", "retained_bytes", retained, "limit_bytes", limit)
 	}
+	r.obs.RetentionChecked(*cur)
 	if r.canSwitch() {
 		select {
 		case r.switchTo <- &switchRequest{mode: capture.ModeTrigger,
@@ -437,35 +464,47 @@ func (r *runner) guardRetention(retained int64) {
 	}
 }
 
-// slotReporter is what a capture with a replication slot reports for the
-// slot metrics.
-type slotReporter interface {
-	SlotStats(ctx context.Context) (lagBytes, retainedBytes int64, ok bool)
+// slotReader is a capture with a replication slot, read for the slot
+// metrics and the retention guard.
+type slotReader interface {
+	SlotState(ctx context.Context) (replication.Slot, error)
 }
 
+// heartbeat records the runner's positions in the catalog and reports the
+// slot, each transform's backlog, held keys and apply lag.
 func (r *runner) heartbeat(ctx context.Context) {
-	if err := r.t.cat.Heartbeat(ctx, r.t.pool, r.store.ReceivedLSN(), r.confirmed.Load()); err != nil {
-		if ctx.Err() == nil {
-			r.heartbeatFailing.Fail(err, 500*time.Millisecond)
+	if sr, ok := r.capture.(slotReader); ok {
+		if s, err := sr.SlotState(ctx); err == nil {
+			r.obs.SlotRead(SlotStats{Exists: s.Exists, RetainedBytes: s.RetainedWALBytes, ConfirmLagBytes: s.ConfirmLagBytes,
+				WALStatus: s.WALStatus, SafeWALSize: s.SafeWALSize})
+			if s.Exists && s.RetainedWALBytes >= 0 {
+				r.guardRetention(s.RetainedWALBytes)
+			} else if !s.Exists {
+				r.retention = nil // a missing slot retains nothing
+			}
 		}
 	} else {
-		r.heartbeatFailing.Recover()
+		r.retention = nil // no slot, nothing retained
 	}
-	if sr, ok := r.capture.(slotReporter); ok {
-		if lag, retained, ok := sr.SlotStats(ctx); ok {
-			r.metrics.SlotLagBytes.Set(float64(lag))
-			r.metrics.RetainedBytes.Set(float64(retained))
-			r.guardRetention(retained)
-		}
+	err := r.t.cat.Heartbeat(ctx, r.t.pool, r.store.ReceivedLSN(), r.confirmed.Load(), r.retention)
+	if ctx.Err() != nil {
+		return
 	}
-	for _, w := range r.workerList() {
+	r.t.ready.beat(err)
+	if err != nil {
+		r.heartbeatFailing.Fail(err, 500*time.Millisecond)
+		return
+	}
+	r.heartbeatFailing.Recover()
+	ws := r.workerList()
+	for _, w := range ws {
 		n, err := r.store.Pending(w.id)
 		if err != nil {
 			continue
 		}
-		r.metrics.DirtyKeys.WithLabelValues(w.name).Set(float64(n))
 		_ = r.t.cat.SetKeysWaiting(ctx, r.t.pool, w.id, n)
 	}
+	r.reportBacklog(ctx, ws)
 }
 
 // workerList is a snapshot of the running workers.
@@ -536,7 +575,7 @@ func (r *runner) reconcile(ctx context.Context) error {
 		}
 		w := newWorker(r, tr, p)
 		r.workers[id] = w
-		r.intake.addRoute(id, p, anc)
+		w.lag = r.intake.addRoute(id, p, anc)
 		w.start(ctx)
 	}
 	r.mu.Unlock()
@@ -549,6 +588,9 @@ func (r *runner) reconcile(ctx context.Context) error {
 			}
 		}
 	}
+	// After the stopped workers ended: none reports on a transform whose
+	// series were just removed.
+	r.reportStates(ts)
 	if err := r.releaseKeys(ctx); err != nil {
 		return err
 	}

@@ -30,6 +30,13 @@ type DrainFailure = catalog.DrainFailure
 // BackfillFailure describes a build that keeps failing.
 type BackfillFailure = catalog.BackfillFailure
 
+// Retention is the replication slot's retained WAL against the runner's
+// --max-retained-wal (Config.MaxRetainedWAL) as the runner last read it:
+// retained_bytes, limit_bytes, over_limit and since (when it went over;
+// null while under). The runner records it with its heartbeat; absent
+// (null) when no limit is set or capture has no slot.
+type Retention = catalog.Retention
+
 // HeldKeys are the keys a transform holds in quarantine (their re-derive
 // kept failing on row data; ADR 0013): how many, and when the one held
 // longest was last poisoned. HeldKeysPage lists them.

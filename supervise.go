@@ -48,11 +48,8 @@ func (t *Trellis) Run(ctx context.Context) error {
 // capture failures (an undecodable slot) that a real server cannot be
 // made to produce on demand.
 func (t *Trellis) run(ctx context.Context, streamFn streamFunc) error {
-	s := &supervisor{t: t, stream: streamFn, metrics: t.cfg.Metrics,
+	s := &supervisor{t: t, stream: streamFn,
 		lost: retry.NewEpisode(t.log, "lost the connection to PostgreSQL; restarting the run", "reconnected to PostgreSQL")}
-	if s.metrics == nil {
-		s.metrics = NewMetrics(nil)
-	}
 	defer t.ready.set(RunnerStopped, "")
 	for {
 		t.ready.set(RunnerStarting, "")
@@ -69,7 +66,7 @@ func (t *Trellis) run(ctx context.Context, streamFn streamFunc) error {
 		t.pool.Reset()
 		d := s.backoff.Next()
 		s.lost.Fail(err, d)
-		s.metrics.Reconnects.Inc()
+		t.obs.Reconnected()
 		if !retry.Sleep(ctx, d) {
 			return nil
 		}
@@ -78,9 +75,8 @@ func (t *Trellis) run(ctx context.Context, streamFn streamFunc) error {
 
 // supervisor is what Run keeps from one run to the next.
 type supervisor struct {
-	t       *Trellis
-	stream  streamFunc
-	metrics *Metrics
+	t      *Trellis
+	stream streamFunc
 
 	backoff retry.Backoff
 	lost    *retry.Episode
@@ -133,7 +129,7 @@ func (s *supervisor) runOnce(ctx context.Context) error {
 		s.mode, s.reason = mode, reason
 	}
 	for {
-		err := t.runMode(ctx, lockConn, s.stream, s.metrics, slot, s.mode, s.reason, s.running)
+		err := t.runMode(ctx, lockConn, s.stream, slot, s.mode, s.reason, s.running)
 		var sw *switchRequest
 		if !errors.As(err, &sw) {
 			return err
@@ -166,7 +162,7 @@ func (s *supervisor) takeLock(ctx context.Context, conn *pgx.Conn) error {
 			return terr.Wrap(terr.Unavailable, err, "take the runner lock: %v", err)
 		}
 		if got {
-			s.metrics.Standby.Set(0)
+			s.t.obs.StandbyChanged(false)
 			if standby {
 				if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock_shared(hashtext($1))`, standbyKey(key)); err != nil {
 					return terr.Wrap(terr.Unavailable, err, "leave standby: %v", err)
@@ -186,7 +182,7 @@ func (s *supervisor) takeLock(ctx context.Context, conn *pgx.Conn) error {
 			if _, err := conn.Exec(ctx, `SELECT pg_try_advisory_lock_shared(hashtext($1))`, standbyKey(key)); err != nil {
 				return terr.Wrap(terr.Unavailable, err, "announce standby: %v", err)
 			}
-			s.metrics.Standby.Set(1)
+			s.t.obs.StandbyChanged(true)
 			held, _ := inspectLock(ctx, conn, key)
 			s.t.ready.set(RunnerStandby, fmt.Sprintf("another runner holds instance %s (backend %d, %s)", s.t.cat.Schema, held.pid, held.app))
 			if !s.standbyLogged {
@@ -284,6 +280,9 @@ type RunnerStatus struct {
 	HeartbeatAt *time.Time `json:"heartbeat_at"`
 	// StandbyPIDs are the backends of runners waiting to take over.
 	StandbyPIDs []int `json:"standby_pids"`
+	// Retention is the retention guard's last reading (null without
+	// --max-retained-wal or a slot), from the runner's last heartbeat.
+	Retention *Retention `json:"retention"`
 }
 
 // runnerStatus is the instance's RunnerStatus.
@@ -292,7 +291,7 @@ func (t *Trellis) runnerStatus(ctx context.Context, inst *catalog.Instance) (*Ru
 	if err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
 	}
-	rs := &RunnerStatus{Attached: st.pid != 0, HeartbeatAt: inst.HeartbeatAt, StandbyPIDs: st.standbys}
+	rs := &RunnerStatus{Attached: st.pid != 0, HeartbeatAt: inst.HeartbeatAt, StandbyPIDs: st.standbys, Retention: inst.Retention}
 	if rs.StandbyPIDs == nil {
 		rs.StandbyPIDs = []int{}
 	}

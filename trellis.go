@@ -105,8 +105,14 @@ type Config struct {
 	// catalog, status and capture control. Each transform's applier and
 	// the capture stream have connections of their own.
 	PoolSize int
-	// Metrics, when set, receives Run's Prometheus metrics.
+	// Metrics, when set, receives Run's Prometheus metrics (docs/metrics.md).
+	// Open binds a Metrics not bound yet (Metrics.ForInstance) to the
+	// instance, labelling every series trellis_instance="<database>/<schema>".
 	Metrics *Metrics
+	// Observer, when set, receives the runtime's events besides Metrics
+	// (FanOut combines several): for a program that routes them elsewhere
+	// (ADR 0017 §1).
+	Observer Observer
 	// Publication, when set, names a publication the source tables' owner
 	// creates and manages: trellis-repl never alters or drops it, and a
 	// transform whose source is not in it waits (capture_wait gives the
@@ -146,6 +152,10 @@ type Trellis struct {
 	log  *slog.Logger
 	// ready is what Run in this process is doing (readiness.go).
 	ready readiness
+	// obs receives the runtime's events (observer.go); observed is false
+	// when nothing but NopObserver does, so Run keeps no latency queues.
+	obs      Observer
+	observed bool
 }
 
 // ResolveDSN returns dsn, else TRELLIS_DATABASE_URL, else "" (which pgx
@@ -249,6 +259,10 @@ func Open(ctx context.Context, cfg Config) (*Trellis, error) {
 		pool.Close()
 		return nil, terr.Wrap(terr.Unavailable, err, "cannot install the catalog in schema %q: %v; the role needs CREATE on the database", t.cat.Schema, err)
 	}
+	if err := t.observe(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	return t, nil
 }
 
@@ -292,6 +306,29 @@ func (t *Trellis) writable(what string) error {
 	if t.cfg.ReadOnly {
 		return terr.New(terr.Validation, "%s writes to the catalog, and this instance was opened read-only (Config.ReadOnly); open it without ReadOnly", what)
 	}
+	return nil
+}
+
+// observe sets up the instance's observers: Config.Metrics bound to the
+// instance, then Config.Observer.
+func (t *Trellis) observe(ctx context.Context) error {
+	var obs []Observer
+	if m := t.cfg.Metrics; m != nil {
+		if m.Instance() == "" {
+			var db string
+			if err := t.pool.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
+				return terr.Wrap(terr.Unavailable, err, "identify the database: %v", err)
+			}
+			m = m.ForInstance(db + "/" + t.cat.Schema)
+		}
+		obs = append(obs, m)
+	}
+	if t.cfg.Observer != nil {
+		obs = append(obs, t.cfg.Observer)
+	}
+	t.obs = FanOut(obs...)
+	_, nop := t.obs.(NopObserver)
+	t.observed = !nop
 	return nil
 }
 

@@ -55,6 +55,9 @@ type worker struct {
 	// failing logs the worker's failures once per episode; its end also
 	// resets the backoff.
 	failing *retry.Episode
+	// lag is the transform's latency queue (latency.go; nil when nothing
+	// observes the run).
+	lag *lagQueue
 }
 
 // buildAttemptLimit is how many build steps in a row may fail before the
@@ -89,6 +92,16 @@ func newWorker(r *runner, tr *catalog.Transform, p *engine.Plan) *worker {
 }
 
 func (w *worker) notify() { signal(w.wake) }
+
+// advanced reports the latency of the transactions the applied position
+// now passes.
+func (w *worker) advanced() {
+	if w.lag == nil {
+		return
+	}
+	name, obs := w.name, w.r.obs
+	w.lag.passed(w.applied, time.Now().UnixNano(), func(d time.Duration) { obs.LatencyObserved(name, d) })
+}
 
 // catalogChanged tells the worker its catalog row may have changed.
 func (w *worker) catalogChanged() { signal(w.changed) }
@@ -147,6 +160,9 @@ func (w *worker) run(ctx context.Context) {
 		if errors.Is(err, errSwapped) {
 			backoff = 100 * time.Millisecond
 			continue // a new session on the promoted plan
+		}
+		if !errors.Is(err, errHalted) {
+			w.r.obs.Error(kindOf(err))
 		}
 		if !w.failing.Down() {
 			backoff = 100 * time.Millisecond // the last episode ended
@@ -319,6 +335,7 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 			if _, err := w.r.t.cat.SetState(ctx, w.r.t.pool, w.id, catalog.StateWaiting, catalog.StateBackfilling); err != nil {
 				return err
 			}
+			signal(w.r.reconcileNow) // reports the state
 			w.log().Info("building transform")
 		case catalog.StateBackfilling:
 			if err := w.drain(ctx, a, false); err != nil {
@@ -338,7 +355,8 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 				if _, err := w.r.t.cat.SetState(ctx, w.r.t.pool, w.id, catalog.StateBackfilling, catalog.StateLive); err != nil {
 					return err
 				}
-				w.r.metrics.Live.WithLabelValues(w.name).Set(1)
+				w.r.obs.BuildRowsRemaining(w.name, 0)
+				signal(w.r.reconcileNow) // reports the state
 				w.log().Info("transform is live")
 			}
 		case catalog.StateLive:
@@ -348,7 +366,6 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 					return err
 				}
 			}
-			w.r.metrics.Live.WithLabelValues(w.name).Set(1)
 			if err := w.live(ctx, a); err != nil {
 				return err
 			}
@@ -427,6 +444,7 @@ func (w *worker) drain(ctx context.Context, a *engine.Applier, live bool) error 
 		if len(b.Keys) == 0 && len(b.Truncated) == 0 {
 			if b.All && b.UpTo > w.applied {
 				w.applied = b.UpTo
+				w.advanced()
 			}
 			return nil
 		}
@@ -460,15 +478,13 @@ func (w *worker) drain(ctx context.Context, a *engine.Applier, live bool) error 
 			return err
 		}
 		if err != nil {
-			w.r.metrics.ApplyErrors.WithLabelValues(w.name).Inc()
+			w.r.obs.ApplyFailed(w.name)
 			return &drainError{err: err, keys: len(b.Keys) + len(b.Truncated), tables: w.tablesOf(b)}
 		}
 		if err := w.succeeded(ctx, false); err != nil {
 			return err
 		}
-		w.r.metrics.ApplySeconds.WithLabelValues(w.name).Observe(time.Since(start).Seconds())
-		w.r.metrics.AppliedKeys.WithLabelValues(w.name).Add(float64(len(b.Keys)))
-		w.r.metrics.RowsWritten.WithLabelValues(w.name).Add(float64(n))
+		w.r.obs.BatchApplied(w.name, AppliedBatch{Keys: len(b.Keys), Rows: n, Duration: time.Since(start)})
 		if err := w.r.store.Done(w.id, b); err != nil {
 			return err
 		}
@@ -476,6 +492,7 @@ func (w *worker) drain(ctx context.Context, a *engine.Applier, live bool) error 
 			w.applied = lsn
 			w.persisted.Store(lsn)
 			w.lastSaved = time.Now()
+			w.advanced()
 		}
 	}
 	return ctx.Err()
@@ -560,11 +577,16 @@ func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.T
 		return true, nil
 	}
 	end := keys[len(keys)-1]
-	_, err = w.applyUnits(ctx, a, w.unitsOf(src, keys), nil, 0, func(ctx context.Context, tx pgx.Tx) error {
+	start := time.Now()
+	n, err := w.applyUnits(ctx, a, w.unitsOf(src, keys), nil, 0, func(ctx context.Context, tx pgx.Tx) error {
 		return w.r.t.cat.AdvanceBuild(ctx, tx, w.id, phase, end, int64(len(keys)))
 	})
 	if err == nil {
-		w.r.metrics.AppliedKeys.WithLabelValues(w.name).Add(float64(len(keys)))
+		w.r.obs.BatchApplied(w.name, AppliedBatch{Keys: len(keys), Rows: n, Duration: time.Since(start), Build: true})
+		// The estimate status shows (buildprogress.go), counted down.
+		if b := tr.Build; b != nil && b.RowsTotal != nil {
+			w.r.obs.BuildRowsRemaining(w.name, max(*b.RowsTotal-b.RowsDone-int64(len(keys)), 0))
+		}
 	}
 	return false, err
 }

@@ -242,7 +242,7 @@ func readApplyStats(reg *prometheus.Registry, transform string) applyStats {
 	}
 	for _, mf := range mfs {
 		switch mf.GetName() {
-		case "trellis_transform_apply_seconds":
+		case "trellis_transform_apply_duration_seconds":
 			for _, m := range mf.GetMetric() {
 				for _, l := range m.GetLabel() {
 					if l.GetName() == "transform" && l.GetValue() == transform {
@@ -251,7 +251,7 @@ func readApplyStats(reg *prometheus.Registry, transform string) applyStats {
 					}
 				}
 			}
-		case "trellis_slot_transactions_total":
+		case "trellis_capture_transactions_total":
 			for _, m := range mf.GetMetric() {
 				st.slotTxns = m.GetCounter().GetValue()
 			}

@@ -69,6 +69,10 @@ type Sink interface {
 	Sync(ctx context.Context) error
 }
 
+// HealthFunc follows a capture's health: up once it streams (or drains),
+// and down, with the error, each time an attempt fails.
+type HealthFunc func(up bool, reason string)
+
 // Table is a source table: its name, OID (changes are routed by it) and
 // the key columns a change must carry, in the order capture reports them.
 type Table struct {

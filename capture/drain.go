@@ -19,11 +19,27 @@ import (
 func (t *Trigger) Stream(ctx context.Context, sink Sink, disrupted func(context.Context, Disruption) error) error {
 	var backoff retry.Backoff
 	failing := retry.NewEpisode(t.cfg.Logger, "trigger capture drain failed; retrying", "trigger capture drain recovered")
+	health := t.cfg.Health
+	if health == nil {
+		health = func(bool, string) {}
+	}
+	up := false
 	for {
 		started := time.Now()
-		err := t.session(ctx, sink, func() { failing.Recover() })
+		err := t.session(ctx, sink, func() {
+			failing.Recover()
+			if !up {
+				// Once per recovery, not after every poll.
+				up = true
+				health(true, "")
+			}
+		})
 		if ctx.Err() != nil {
 			return nil
+		}
+		up = false
+		if err != nil {
+			health(false, err.Error())
 		}
 		if time.Since(started) > 30*time.Second {
 			backoff.Reset()
@@ -174,7 +190,9 @@ func (d *drainer) drainOnce(ctx context.Context) (n int, full bool, err error) {
 	if err != nil {
 		return 0, false, err
 	}
-	var txn decode.Txn
+	// The rows carry no commit time: the drain's is the earliest this
+	// path can know (ADR 0017 §3), so latency counts from here.
+	txn := decode.Txn{CommitTime: time.Now()}
 	for i := 0; i < ringSize; i++ {
 		// Planned afresh each time (simple protocol): a cached plan made
 		// while the partition was nearly empty scans it whole, comparing

@@ -38,7 +38,11 @@ type LogicalConfig struct {
 	Stream StreamFunc
 	// OnReconnect is called when the slot is recreated after a disruption.
 	OnReconnect func()
-	Logger      *slog.Logger
+	// Health, when set, follows the stream: called with up once the
+	// server streams from the slot, and with the error each time a
+	// session fails (so every failure is seen, not only the first).
+	Health HealthFunc
+	Logger *slog.Logger
 	// LockTimeout bounds each wait for a table's lock when publishing it
 	// (default 200ms; retried).
 	LockTimeout time.Duration
@@ -62,6 +66,9 @@ func NewLogical(cfg LogicalConfig) *Logical {
 	}
 	if cfg.OnReconnect == nil {
 		cfg.OnReconnect = func() {}
+	}
+	if cfg.Health == nil {
+		cfg.Health = func(bool, string) {}
 	}
 	return &Logical{cfg: cfg}
 }
@@ -339,8 +346,10 @@ func (l *Logical) Stream(ctx context.Context, sink Sink, disrupted func(context.
 	for {
 		err := c.Stream(ctx, replication.Config{
 			DSN: c.DSN, Slot: c.Slot, Publication: c.Publication, Logger: c.Logger,
-			StartLSN: c.Position.ReceivedLSN,
-			FlushLSN: c.Confirmed,
+			StartLSN:    c.Position.ReceivedLSN,
+			FlushLSN:    c.Confirmed,
+			Streaming:   func() { c.Health(true, "") },
+			Interrupted: func(err error) { c.Health(false, err.Error()) },
 		}, sink)
 		if ctx.Err() != nil {
 			return nil
@@ -415,14 +424,14 @@ func (l *Logical) SlotExists(ctx context.Context) (bool, error) {
 	return s.Exists, nil
 }
 
-// SlotStats reports the slot's confirm lag and retained WAL in bytes (ok
-// false when the slot cannot be read).
-func (l *Logical) SlotStats(ctx context.Context) (lag, retained int64, ok bool) {
+// SlotState reads the instance's slot (Exists false when it is missing),
+// for the runner's slot metrics and retention guard.
+func (l *Logical) SlotState(ctx context.Context) (replication.Slot, error) {
 	s, err := replication.SlotInfo(ctx, l.cfg.Pool, l.cfg.Slot)
-	if err != nil || !s.Exists {
-		return 0, 0, false
+	if err != nil {
+		return replication.Slot{}, terr.Wrap(terr.Unavailable, err, "read slot %q: %v", l.cfg.Slot, err)
 	}
-	return s.ConfirmLagBytes, s.RetainedWALBytes, true
+	return s, nil
 }
 
 // Remove drops the slot and the publication: logical capture is no longer

@@ -47,6 +47,10 @@ type TriggerConfig struct {
 	// LockTimeout bounds every wait for a lock on a user table or a used
 	// capture partition (default 200ms; retried).
 	LockTimeout time.Duration
+	// Health, when set, follows the drain: called with up after the first
+	// drain that works (and again after a failure), and with the error
+	// each time a drain session fails.
+	Health HealthFunc
 }
 
 func (c TriggerConfig) withDefaults() TriggerConfig {

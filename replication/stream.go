@@ -53,6 +53,12 @@ type Config struct {
 	// server's internal error (SQLSTATE XX000) before Run reports the slot
 	// undecodable (default 5).
 	InternalErrorLimit int
+	// Streaming, when set, is called each time the server accepts
+	// START_REPLICATION; Interrupted each time a session ends with an
+	// error (before Run retries it or returns it). A health check follows
+	// the stream through them.
+	Streaming   func()
+	Interrupted func(err error)
 
 	// session replaces runSession in tests of the retry policy.
 	session func(ctx context.Context, cfg *Config, sink decode.Sink, log *slog.Logger) error
@@ -142,12 +148,18 @@ func Run(ctx context.Context, cfg Config, sink decode.Sink) error {
 	cfg.streaming = func() {
 		lost.Recover()
 		busy.Recover()
+		if cfg.Streaming != nil {
+			cfg.Streaming()
+		}
 	}
 	for {
 		began := time.Now()
 		err := session(ctx, &cfg, sink, log)
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if err != nil && cfg.Interrupted != nil {
+			cfg.Interrupted(err)
 		}
 		var perm *permanentError
 		if errors.As(err, &perm) {

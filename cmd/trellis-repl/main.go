@@ -25,9 +25,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -36,7 +33,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	trellis "github.com/trellis-repl/trellis-repl"
 	"github.com/trellis-repl/trellis-repl/internal/redact"
@@ -304,31 +300,11 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, mask *redact.M
 	}
 	defer t.Close()
 	if *metricsAddr != "" {
-		ln, err := net.Listen("tcp", *metricsAddr)
+		stop, err := serve(*metricsAddr, newMux(reg, t, *pprofOn), log)
 		if err != nil {
-			return &trellis.Error{Code: trellis.CodeUnavailable, Msg: fmt.Sprintf("cannot listen on --metrics-addr %s: %v", *metricsAddr, err)}
+			return err
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		if *pprofOn {
-			mux.HandleFunc("/debug/pprof/", pprof.Index)
-			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		}
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-			rd := t.Readiness()
-			w.Header().Set("Content-Type", "application/json")
-			if !rd.Ready {
-				w.WriteHeader(http.StatusServiceUnavailable)
-			}
-			_ = json.NewEncoder(w).Encode(rd)
-		})
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go srv.Serve(ln) //nolint:errcheck
-		defer srv.Close()
-		log.Info("serving metrics", "addr", ln.Addr().String())
+		defer stop()
 	}
 	log.Info("trellis-repl running", "schema", t.Schema(), "capture", *capture, "confirm", *confirm)
 	return t.Run(ctx)

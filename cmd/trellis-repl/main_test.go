@@ -165,7 +165,7 @@ CREATE TRANSFORM kinds AS SELECT kind, count(*) AS n, max(price) AS top FROM ite
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		for _, m := range []string{"trellis_confirmed_lsn", "trellis_transform_keys_applied_total{transform=\"cheap\"}", "trellis_slot_confirm_lag_bytes"} {
+		for _, m := range []string{"trellis_confirmed_lsn_bytes{", "trellis_transform_keys_applied_total{transform=\"cheap\",trellis_instance=", "trellis_slot_confirm_lag_bytes{"} {
 			if !strings.Contains(string(body), m) {
 				t.Errorf("metrics lack %s", m)
 			}

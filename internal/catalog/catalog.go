@@ -274,6 +274,10 @@ var migrations = []string{
 	 ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS build_rows_total bigint;
 	 ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS build_started_at timestamptz;
 	 ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS build_finished_at timestamptz;`,
+	// 6: the retention guard's last reading (--max-retained-wal), which
+	// the runner records with its heartbeat so any process's status sees
+	// it. IF NOT EXISTS: the statement is safe whatever number it lands at.
+	`ALTER TABLE {{s}}.instance ADD COLUMN IF NOT EXISTS retention jsonb;`,
 }
 
 // Current is the catalog version this binary writes and reads.
@@ -649,6 +653,19 @@ type Instance struct {
 	RunnerPID     int
 	HeartbeatAt   *time.Time
 	StartedAt     *time.Time
+	// Retention is the retention guard's last reading (nil: no limit set,
+	// or capture without a slot).
+	Retention *Retention
+}
+
+// Retention is the replication slot's retained WAL against the runner's
+// --max-retained-wal, as the runner last read it.
+type Retention struct {
+	RetainedBytes int64 `json:"retained_bytes"`
+	LimitBytes    int64 `json:"limit_bytes"`
+	OverLimit     bool  `json:"over_limit"`
+	// Since is when the slot went over the limit (null while under).
+	Since *time.Time `json:"since"`
 }
 
 // GetInstance reads the instance row.
@@ -657,11 +674,21 @@ func (c Catalog) GetInstance(ctx context.Context, q Querier) (*Instance, error) 
 	var recv, conf *string
 	var pid *int
 	var store, mode, cmode, creason, slot *string
+	var retention []byte
+	// retention through to_jsonb: a catalog not migrated to it yet (read
+	// by a process that does not migrate) reads as none.
 	err := q.QueryRow(ctx, `SELECT store_id, confirm_mode, capture_mode, capture_reason, slot_name,
-		received_lsn::text, confirmed_lsn::text, runner_pid, heartbeat_at, started_at FROM `+c.T("instance")+` WHERE id = 1`).
-		Scan(&store, &mode, &cmode, &creason, &slot, &recv, &conf, &pid, &in.HeartbeatAt, &in.StartedAt)
+		received_lsn::text, confirmed_lsn::text, runner_pid, heartbeat_at, started_at, to_jsonb(i) -> 'retention'
+		FROM `+c.T("instance")+` i WHERE id = 1`).
+		Scan(&store, &mode, &cmode, &creason, &slot, &recv, &conf, &pid, &in.HeartbeatAt, &in.StartedAt, &retention)
 	if err != nil {
 		return nil, fmt.Errorf("read instance: %w", err)
+	}
+	if len(retention) > 0 && string(retention) != "null" {
+		in.Retention = new(Retention)
+		if err := json.Unmarshal(retention, in.Retention); err != nil {
+			return nil, fmt.Errorf("decode instance retention: %w", err)
+		}
 	}
 	in.StoreID, in.ConfirmMode, in.CaptureMode, in.CaptureReason, in.SlotName =
 		deref(store), deref(mode), deref(cmode), deref(creason), deref(slot)
@@ -696,11 +723,22 @@ func (c Catalog) StartInstance(ctx context.Context, q Querier, storeID, confirmM
 	return err
 }
 
-// Heartbeat records the runner's positions.
-func (c Catalog) Heartbeat(ctx context.Context, q Querier, received, confirmed uint64) error {
+// Heartbeat records the runner's positions and its retention guard's
+// reading (nil: none).
+func (c Catalog) Heartbeat(ctx context.Context, q Querier, received, confirmed uint64, retention *Retention) error {
+	var r []byte
+	if retention != nil {
+		var err error
+		if r, err = json.Marshal(retention); err != nil {
+			return fmt.Errorf("encode retention: %w", err)
+		}
+	}
 	_, err := q.Exec(ctx, `UPDATE `+c.T("instance")+` SET received_lsn = $1::pg_lsn, confirmed_lsn = $2::pg_lsn,
-		heartbeat_at = now() WHERE id = 1`, FormatLSN(received), FormatLSN(confirmed))
-	return err
+		retention = $3::jsonb, heartbeat_at = now() WHERE id = 1`, FormatLSN(received), FormatLSN(confirmed), r)
+	if err != nil {
+		return fmt.Errorf("record heartbeat: %w", err)
+	}
+	return nil
 }
 
 // ParseLSN parses PostgreSQL's X/Y text form.
