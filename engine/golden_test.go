@@ -2,8 +2,8 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
