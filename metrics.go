@@ -24,6 +24,7 @@ type Metrics struct {
 	// Standby is 1 while Run waits for another runner to let go of the
 	// instance.
 	Standby prometheus.Gauge
+	selfCheck selfCheckMetrics // metrics_selfcheck.go
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not
@@ -45,6 +46,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		KeysHeld:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "trellis_transform_keys_held_total", Help: "Keys held in quarantine after their re-derive kept failing on row data."}, []string{"transform"}),
 		Standby:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "trellis_runner_standby", Help: "1 while waiting as a standby for the runner that holds the instance."}),
 	}
+	m.selfCheck = newSelfCheckMetrics(reg)
 	if reg != nil {
 		reg.MustRegister(m.ReceivedLSN, m.ConfirmedLSN, m.SlotLagBytes, m.RetainedBytes, m.DirtyKeys, m.AppliedKeys,
 			m.RowsWritten, m.ApplySeconds, m.ApplyErrors, m.Transactions, m.Reconnects, m.Live, m.KeysHeld, m.Standby)

@@ -52,6 +52,8 @@ type runner struct {
 	// heartbeatFailing and reconcileFailing log failures of the periodic
 	// heartbeat and reconcile once per episode, not every 500 ms.
 	heartbeatFailing, reconcileFailing *retry.Episode
+	// jobWake wakes the self-check job goroutine (selfcheck_run.go).
+	jobWake chan struct{}
 }
 
 // canSwitch reports whether the runner may leave logical capture for
@@ -302,6 +304,7 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 	if err := r.reconcile(ctx); err != nil {
 		return err
 	}
+	r.startSelfChecks(ctx, &wg)
 	wg.Add(5)
 	go func() { // DDL on what transforms read
 		defer wg.Done()
@@ -317,6 +320,7 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 				return
 			}
 			poke()
+			signal(r.jobWake)
 		}
 	}()
 	go func() { // reconcile, confirm, heartbeat

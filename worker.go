@@ -55,6 +55,9 @@ type worker struct {
 	// failing logs the worker's failures once per episode; its end also
 	// resets the backoff.
 	failing *retry.Episode
+	// requests are work the worker runs between live batches (a
+	// self-check's repair, selfcheck_run.go).
+	requests chan workerRequest
 }
 
 // buildAttemptLimit is how many build steps in a row may fail before the
@@ -79,6 +82,7 @@ func (e *drainError) Unwrap() error { return e.err }
 
 func newWorker(r *runner, tr *catalog.Transform, p *engine.Plan) *worker {
 	w := &worker{r: r, id: tr.ID, name: tr.Name, plan: p, wake: make(chan struct{}, 1), changed: make(chan struct{}, 1), done: make(chan struct{}),
+		requests: make(chan workerRequest),
 		failing: retry.NewEpisode(r.t.log.With("transform", tr.Name), "transform worker failed; retrying", "transform worker recovered")}
 	w.persisted.Store(tr.AppliedLSN)
 	w.applied = tr.AppliedLSN
@@ -376,6 +380,8 @@ func (w *worker) live(ctx context.Context, a *engine.Applier) error {
 		case <-w.changed:
 			return nil // the session reads the catalog row again
 		case <-w.wake:
+		case req := <-w.requests:
+			req.done <- req.fn(ctx, a)
 		case <-time.After(w.r.t.cfg.ProgressInterval / 2):
 		}
 	}
