@@ -24,6 +24,7 @@ type Metrics struct {
 	// Standby is 1 while Run waits for another runner to let go of the
 	// instance.
 	Standby prometheus.Gauge
+
 	selfCheck selfCheckMetrics // metrics_selfcheck.go
 }
 

@@ -82,8 +82,8 @@ func (e *drainError) Unwrap() error { return e.err }
 
 func newWorker(r *runner, tr *catalog.Transform, p *engine.Plan) *worker {
 	w := &worker{r: r, id: tr.ID, name: tr.Name, plan: p, wake: make(chan struct{}, 1), changed: make(chan struct{}, 1), done: make(chan struct{}),
-		requests: make(chan workerRequest),
 		failing: retry.NewEpisode(r.t.log.With("transform", tr.Name), "transform worker failed; retrying", "transform worker recovered")}
+	w.requests = make(chan workerRequest)
 	w.persisted.Store(tr.AppliedLSN)
 	w.applied = tr.AppliedLSN
 	// A drain failure recorded by the worker of an earlier run (torn down
