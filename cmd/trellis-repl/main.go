@@ -9,6 +9,7 @@
 //	trellis-repl held   --dsn URL [--since TIME] [--json] | TRANSFORM [--limit N] [--after CURSOR]
 //	trellis-repl release --dsn URL TRANSFORM TABLE KEY... | --all TRANSFORM
 //	trellis-repl quarantine --dsn URL [--json] [TRANSFORM]
+//	trellis-repl self-check --dsn URL [--wait] [--strict] [--repair] [--json] TRANSFORM | --job ID
 //
 // --dsn defaults to TRELLIS_DATABASE_URL, then the libpq PG* variables.
 package main
@@ -42,6 +43,7 @@ const usage = `usage:
   trellis-repl run    --dsn URL [--data-dir DIR] [--capture auto|logical|trigger]
                       [--confirm local|applied] [--metrics-addr HOST:PORT] [--schema NAME]
                       [--max-retained-wal SIZE] [--publication NAME] [--quarantine-after N]
+                      [--self-check-every D] [--self-check-sample FRACTION]
   trellis-repl status --dsn URL [--json] [--schema NAME] [NAME]
   trellis-repl doctor --dsn URL [--json] [--schema NAME]
   trellis-repl held   --dsn URL [--json] [--since TIME]      keys held in quarantine, every transform's
@@ -49,6 +51,9 @@ const usage = `usage:
   trellis-repl release --dsn URL TRANSFORM TABLE KEY...      re-derive one held key (a value per key column)
   trellis-repl release --dsn URL --all TRANSFORM
   trellis-repl quarantine --dsn URL [--json] [TRANSFORM]     quarantined transforms, or one's state
+  trellis-repl self-check --dsn URL [--wait] [--strict] [--repair] [--timeout D] [--json] TRANSFORM
+                      compare a target with a fresh run of its query (a job; exit 3 when it differs)
+  trellis-repl self-check --dsn URL [--wait] [--json] --job ID   read (or wait for) a self-check job
   trellis-repl bench  [--quick] [--dsn URL] [--scenarios LIST] [--json-out FILE] [--markdown FILE] [--plot DIR]
                       benchmark suite (see docs/performance.md; bench --help for the size flags)
 --dsn defaults to TRELLIS_DATABASE_URL, then the libpq PG* variables.
@@ -93,6 +98,8 @@ func runWithContext(ctx context.Context, args []string, stdout, stderr io.Writer
 		err = cmdRelease(ctx, args[1:], stdout)
 	case "quarantine":
 		err = cmdQuarantine(ctx, args[1:], stdout)
+	case "self-check":
+		return cmdSelfCheck(ctx, args[1:], stdout, stderr)
 	case "bench":
 		err = cmdBench(ctx, args[1:], stdout, stderr)
 	default:
@@ -237,6 +244,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	syncEvery := fs.Duration("store-sync-interval", trellis.DefaultStoreSyncInterval, "fsync the local store's recorded changes at most this often (0s: every group commit); bounds how far the slot's confirmed position trails")
 	progressEvery := fs.Duration("progress-interval", time.Second, "how often an idle transform records its applied position (what status and self-check wait for)")
 	poolSize := fs.Int("pool-size", 8, "connections of the shared pool (catalog, status, capture control); each transform's applier has its own")
+	selfChecks := selfCheckRunFlags(fs)
 	pprofOn := fs.Bool("pprof", false, "also serve Go's profiler at /debug/pprof/ on --metrics-addr (for tuning; see docs/tuning.md)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -271,10 +279,14 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if *batchSize < 1 || *coalesceKeys < 1 || *poolSize < 2 {
 		return usageError{"--batch-size and --coalesce-keys must be at least 1, --pool-size at least 2"}
 	}
-	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, DataDir: *dataDir, Capture: *capture,
+	cfg := trellis.Config{DSN: c.dsn, Schema: c.schema, DataDir: *dataDir, Capture: *capture,
 		Confirm: *confirm, Logger: log, Metrics: m, MaxRetainedWAL: maxRetainedBytes, Publication: *publication, QuarantineAfter: *quarantineAfter,
 		BatchSize: *batchSize, CoalesceWindow: orNone(*coalesce), CoalesceKeys: *coalesceKeys, StoreSyncInterval: orNone(*syncEvery),
-		ProgressInterval: *progressEvery, PoolSize: *poolSize})
+		ProgressInterval: *progressEvery, PoolSize: *poolSize}
+	if err := selfChecks.apply(&cfg); err != nil {
+		return err
+	}
+	t, err := trellis.Open(ctx, cfg)
 	if err != nil {
 		return err
 	}
