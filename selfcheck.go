@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -427,7 +428,14 @@ func (t *Trellis) check(ctx context.Context, tr *catalog.Transform, o SelfCheckO
 	} else if caughtUp, err = t.appliedUpTo(ctx, tr.ID, token); err != nil {
 		return nil, err
 	}
+	hook := selfCheckHook.Load()
+	if hook != nil {
+		(*hook)("compare")
+	}
 	res, err := c.compare(ctx, sample)
+	if hook != nil {
+		(*hook)("compared")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -470,6 +478,10 @@ func (t *Trellis) check(ctx context.Context, tr *catalog.Transform, o SelfCheckO
 	}
 	return rep, nil
 }
+
+// selfCheckHook, when set (tests only), is called with "compare" just
+// before a self-check's first comparison and "compared" just after.
+var selfCheckHook atomic.Pointer[func(stage string)]
 
 // notLiveReason says why a transform is not live and what to do.
 func notLiveReason(tr *catalog.Transform, name string) string {

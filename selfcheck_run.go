@@ -240,18 +240,42 @@ func (r *runner) startSelfChecks(ctx context.Context, wg *sync.WaitGroup) {
 }
 
 // jobPoll is how often the runner looks for queued self-check jobs
-// without a notification.
-const jobPoll = 5 * time.Second
+// without a notification; maxJobs is how many it runs at once (a long
+// check of a large target does not hold up the others).
+const (
+	jobPoll = 5 * time.Second
+	maxJobs = 4
+)
 
 func (r *runner) runJobs(ctx context.Context) {
 	by := runnerAppName()
+	slots := make(chan struct{}, maxJobs)
+	var running sync.WaitGroup
+	defer running.Wait()
 	for ctx.Err() == nil {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
 		pid := int(r.lockConn.PgConn().PID())
 		j, err := r.t.cat.ClaimSelfCheck(ctx, r.t.pool, 0, by, pid)
 		if err != nil && ctx.Err() == nil {
 			r.t.log.Warn("claim a self-check job", "err", err)
 		}
-		if j != nil {
+		if j == nil {
+			<-slots
+			select {
+			case <-ctx.Done():
+			case <-r.jobWake:
+			case <-time.After(jobPoll):
+			}
+			continue
+		}
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			defer func() { <-slots }()
 			r.t.log.Info("self-check started", "job", j.ID, "transform", j.Transform)
 			if err := r.t.runClaimed(ctx, r.t.pool, j, r); err != nil && ctx.Err() == nil {
 				r.t.log.Warn("record a self-check job", "job", j.ID, "err", err)
@@ -259,13 +283,7 @@ func (r *runner) runJobs(ctx context.Context) {
 			if got, err := r.t.cat.GetSelfCheck(context.WithoutCancel(ctx), r.t.pool, j.ID); err == nil && got != nil {
 				r.t.log.Info("self-check finished", "job", j.ID, "transform", j.Transform, "state", got.State)
 			}
-			continue // another may be queued
-		}
-		select {
-		case <-ctx.Done():
-		case <-r.jobWake:
-		case <-time.After(jobPoll):
-		}
+		}()
 	}
 }
 
