@@ -561,6 +561,9 @@ func (c *checkRun) compare(ctx context.Context, sample float64) (*selfcheck.Resu
 				return err
 			}
 			o.After, o.MaxRows = after, int64(math.Ceil(sample*float64(max(rows, 1))))
+			if o.PageSize <= 0 || int64(o.PageSize) > o.MaxRows {
+				o.PageSize = int(min(o.MaxRows, selfcheck.DefaultPageSize))
+			}
 		}
 		var err error
 		res, err = selfcheck.Run(ctx, tx, c.selfSpec(), o)

@@ -307,7 +307,7 @@ func (r *runner) audit(ctx context.Context) {
 			if tr.State != catalog.StateLive || tr.Replaces != 0 || ctx.Err() != nil {
 				continue
 			}
-			rep, err := r.t.check(ctx, tr, SelfCheckOptions{Timeout: min(every, DefaultSelfCheckTimeout)}, r, r.t.cfg.SelfCheckSample)
+			rep, err := r.t.check(ctx, tr, SelfCheckOptions{Timeout: DefaultSelfCheckTimeout}, r, r.t.cfg.SelfCheckSample)
 			if err != nil {
 				if ctx.Err() == nil {
 					r.t.log.Warn("periodic self-check failed", "transform", tr.Name, "err", err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	trellis "github.com/trellis-repl/trellis-repl"
 )
@@ -290,5 +291,65 @@ func testSelfCheckShape(t *testing.T, e *env, s selfCheckShape, check func(*test
 	}
 	if r := check(t, s.name, trellis.SelfCheckOptions{}); r.Outcome != trellis.OutcomeConverged {
 		t.Fatalf("after repair: %+v; want converged", r)
+	}
+}
+
+// TestSelfCheckAudit: with SelfCheckEvery the runner compares a sample of
+// every live target and exposes the divergences it found as a gauge.
+func TestSelfCheckAudit(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	e := newEnv(t, trellis.Config{Capture: trellis.CaptureLogical, SelfCheckEvery: 100 * time.Millisecond, SelfCheckSample: 0.5,
+		Metrics: trellis.NewMetrics(reg)})
+	e.exec(`CREATE TABLE items (id int PRIMARY KEY, v int);
+		INSERT INTO items SELECT g, g FROM generate_series(1, 20) g`)
+	e.apply(`CREATE TRANSFORM audited AS SELECT id, v * 2 AS v2 FROM items`)
+	e.start()
+	e.converge("after build")
+	value := func(name string, labels map[string]string) (float64, bool) {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+		metric:
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if labels[l.GetName()] != l.GetValue() {
+						continue metric
+					}
+				}
+				if m.Gauge != nil {
+					return m.Gauge.GetValue(), true
+				}
+				return m.Counter.GetValue(), true
+			}
+		}
+		return 0, false
+	}
+	until := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	until("a converged audit", func() bool {
+		n, ok := value("trellis_selfcheck_runs_total", map[string]string{"outcome": "converged"})
+		g, gok := value("trellis_selfcheck_divergences", map[string]string{"transform": "audited"})
+		return ok && n >= 1 && gok && g == 0
+	})
+	// Every row wrong: a sample of half the rows finds about half of them.
+	e.exec(`UPDATE audited SET v2 = -v2`)
+	until("a diverged audit", func() bool {
+		n, ok := value("trellis_selfcheck_runs_total", map[string]string{"outcome": "diverged"})
+		return ok && n >= 1
+	})
+	g, _ := value("trellis_selfcheck_divergences", map[string]string{"transform": "audited"})
+	if g < 10 || g >= 20 {
+		t.Errorf("trellis_selfcheck_divergences = %v; want a sample of the 20 divergent rows (10 to 19)", g)
 	}
 }
