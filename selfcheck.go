@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
@@ -299,12 +300,16 @@ func (t *Trellis) awaitJob(ctx context.Context, id int64) (SelfCheckJob, error) 
 		if j.State == SelfCheckDone || j.State == SelfCheckFailed {
 			return j, nil
 		}
-		st, err := inspectLock(ctx, t.pool, t.cat.LockKey())
-		if err == nil && st.pid == 0 {
-			if err := t.runJobHere(ctx, id); err != nil {
+		if st, err := inspectLock(ctx, t.pool, t.cat.LockKey()); err == nil && st.pid == 0 {
+			// No runner to run it: this process does, unless another
+			// process (waiting for it too) is running it.
+			ran, err := t.runJobHere(ctx, id)
+			if err != nil {
 				return j, err
 			}
-			continue
+			if ran {
+				continue
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -315,25 +320,33 @@ func (t *Trellis) awaitJob(ctx context.Context, id int64) (SelfCheckJob, error) 
 	}
 }
 
-// runJobHere claims job id for a session of this process and runs it
-// (nothing when another process claimed it first).
-func (t *Trellis) runJobHere(ctx context.Context, id int64) error {
+// runJobHere claims job id for a session of this process and runs it, and
+// reports whether it did (not when another live session holds it).
+func (t *Trellis) runJobHere(ctx context.Context, id int64) (bool, error) {
+	var claimable bool
+	if err := t.pool.QueryRow(ctx, `SELECT state = 'queued' OR state = 'running'
+		AND NOT EXISTS (SELECT FROM pg_stat_activity a WHERE a.pid = j.claimed_pid) FROM `+t.cat.T("selfcheck_jobs")+` j WHERE id = $1`, id).Scan(&claimable); err != nil {
+		return false, terr.Wrap(terr.Unavailable, err, "read self-check job %d: %v", id, err)
+	}
+	if !claimable {
+		return false, nil
+	}
 	cfg := t.connConfig().Copy()
 	by := processName("trellis-repl self-check")
 	cfg.RuntimeParams["application_name"] = by
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return terr.Wrap(terr.Unavailable, err, "connect: %v", err)
+		return false, terr.Wrap(terr.Unavailable, err, "connect: %v", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	j, err := t.cat.ClaimSelfCheck(ctx, conn, id, by, int(conn.PgConn().PID()))
-	if err != nil || j == nil {
-		if err != nil {
-			return terr.Wrap(terr.Unavailable, err, "%v", err)
-		}
-		return nil
+	if err != nil {
+		return false, terr.Wrap(terr.Unavailable, err, "%v", err)
 	}
-	return t.runClaimed(ctx, conn, j, nil)
+	if j == nil {
+		return false, nil
+	}
+	return true, t.runClaimed(ctx, conn, j, nil)
 }
 
 // runClaimed runs a claimed job and records its end from conn (the
@@ -629,11 +642,18 @@ func (c *checkRun) sampleStart(ctx context.Context, tx pgx.Tx) ([]*string, float
 	// About one page of the table, at random; nothing (a small or
 	// unanalyzed table) starts at the first row.
 	pct := min(100, 100/float64(pages))
-	var start []*string
+	var arr []pgtype.Text
 	err := tx.QueryRow(ctx, fmt.Sprintf(`SELECT ARRAY[%s] FROM %s TABLESAMPLE SYSTEM (%g) ORDER BY random() LIMIT 1`,
-		strings.Join(sel, ", "), c.plan.Target.Ident(), pct)).Scan(&start)
+		strings.Join(sel, ", "), c.plan.Target.Ident(), pct)).Scan(&arr)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, rows, nil
+	}
+	start := make([]*string, len(arr))
+	for i, v := range arr {
+		if v.Valid {
+			s := v.String
+			start[i] = &s
+		}
 	}
 	return start, rows, err
 }

@@ -30,7 +30,7 @@ func (c *checkRun) repair(ctx context.Context, res *selfcheck.Result) *SelfCheck
 	rp.Keys = int64(len(units))
 	reconcile := c.plan.Shape == engine.ShapeAggregate
 	if c.r != nil {
-		err = c.r.repairVia(ctx, c.tr, units, reconcile)
+		err = c.r.repairVia(ctx, c.tr, units, reconcile, c.opts.Timeout)
 	} else {
 		err = c.repairHere(ctx, units, reconcile)
 	}
@@ -170,14 +170,14 @@ func (c *checkRun) repairHere(ctx context.Context, units []unit, reconcile bool)
 // repairVia has the transform's worker re-derive units (isolating keys
 // that fail, as any batch) and, for an aggregate, recompute its target
 // from its ledger: the worker is the transform's only writer.
-func (r *runner) repairVia(ctx context.Context, tr *catalog.Transform, units []unit, reconcile bool) error {
+func (r *runner) repairVia(ctx context.Context, tr *catalog.Transform, units []unit, reconcile bool, accept time.Duration) error {
 	r.mu.Lock()
 	w := r.workers[tr.ID]
 	r.mu.Unlock()
 	if w == nil {
 		return terr.New(terr.Conflict, "transform %q has no worker in the runner now; run the self-check with --repair again once `trellis-repl status` shows it live", tr.Name)
 	}
-	return w.do(ctx, func(ctx context.Context, a *engine.Applier) error {
+	return w.do(ctx, accept, func(ctx context.Context, a *engine.Applier) error {
 		size := r.t.cfg.BatchSize
 		for start := 0; start < len(units); start += size {
 			if _, err := w.applyUnits(ctx, a, units[start:min(start+size, len(units))], nil, 0, nil); err != nil {
@@ -198,14 +198,19 @@ type workerRequest struct {
 	done chan error
 }
 
-// do runs fn on the worker, while it is live, and returns its error.
-func (w *worker) do(ctx context.Context, fn func(ctx context.Context, a *engine.Applier) error) error {
+// do runs fn on the worker, between its batches while it is live, and
+// returns its error; the worker must take it within accept.
+func (w *worker) do(ctx context.Context, accept time.Duration, fn func(ctx context.Context, a *engine.Applier) error) error {
 	req := workerRequest{fn: fn, done: make(chan error, 1)}
 	gone := terr.New(terr.Conflict, "transform %q stopped being live before its repair ran; run the self-check with --repair again", w.name)
+	timer := time.NewTimer(accept)
+	defer timer.Stop()
 	select {
 	case w.requests <- req:
 	case <-w.done:
 		return gone
+	case <-timer.C:
+		return terr.New(terr.Timeout, "the worker of transform %q did not take the repair within %s: it has had changes to apply all along; run the self-check with --repair again, or with a longer --timeout", w.name, accept)
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -103,18 +103,19 @@ type Result struct {
 // Identities are the distinct identities of r.Divergences, in order.
 func (r *Result) Identities() [][]*string {
 	var out [][]*string
+	seen := map[string]bool{}
 	for _, d := range r.Divergences {
-		if len(out) == 0 || !sameValues(out[len(out)-1], d.Identity) {
-			dup := false
-			for _, o := range out {
-				if sameValues(o, d.Identity) {
-					dup = true
-					break
-				}
+		var k strings.Builder
+		for _, v := range d.Identity {
+			if v == nil {
+				k.WriteString("\x00N")
+			} else {
+				k.WriteString("\x00V" + *v)
 			}
-			if !dup {
-				out = append(out, d.Identity)
-			}
+		}
+		if !seen[k.String()] {
+			seen[k.String()] = true
+			out = append(out, d.Identity)
 		}
 	}
 	return out
