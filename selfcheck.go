@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
@@ -569,7 +568,7 @@ func (c *checkRun) compare(ctx context.Context, sample float64) (*selfcheck.Resu
 		}
 		o := c.options()
 		if sample > 0 && sample < 1 && len(c.spec.Identity) > 0 {
-			after, rows, err := c.sampleStart(ctx, tx)
+			after, rows, err := selfcheck.RandomStart(ctx, tx, c.selfSpec())
 			if err != nil {
 				return err
 			}
@@ -624,38 +623,6 @@ func (c *checkRun) fill(rep *SelfCheckReport, res *selfcheck.Result) {
 	}
 	rep.Listed = append([]Divergence{}, res.Divergences[:min(len(res.Divergences), SelfCheckListed)]...)
 	rep.HeldDivergences = res.Held
-}
-
-// sampleStart picks a random target row to start a sample after, and
-// estimates the target's rows.
-func (c *checkRun) sampleStart(ctx context.Context, tx pgx.Tx) ([]*string, float64, error) {
-	var rows float64
-	var pages int64
-	if err := tx.QueryRow(ctx, `SELECT greatest(reltuples, 0)::float8, greatest(relpages, 1)::bigint FROM pg_class WHERE oid = $1::regclass`,
-		c.plan.Target.Ident()).Scan(&rows, &pages); err != nil {
-		return nil, 0, err
-	}
-	var sel []string
-	for _, id := range c.spec.Identity {
-		sel = append(sel, pgx.Identifier{id}.Sanitize()+"::text")
-	}
-	// About one page of the table, at random; nothing (a small or
-	// unanalyzed table) starts at the first row.
-	pct := min(100, 100/float64(pages))
-	var arr []pgtype.Text
-	err := tx.QueryRow(ctx, fmt.Sprintf(`SELECT ARRAY[%s] FROM %s TABLESAMPLE SYSTEM (%g) ORDER BY random() LIMIT 1`,
-		strings.Join(sel, ", "), c.plan.Target.Ident(), pct)).Scan(&arr)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, rows, nil
-	}
-	start := make([]*string, len(arr))
-	for i, v := range arr {
-		if v.Valid {
-			s := v.String
-			start[i] = &s
-		}
-	}
-	return start, rows, err
 }
 
 // loadHeld reads the keys a row transform holds, as the session prints

@@ -747,3 +747,34 @@ func rowText(vals []*string) string {
 	b.WriteByte(')')
 	return b.String()
 }
+
+// RandomStart picks a random target row to start a sample after (nil: a
+// small or unanalyzed table, start at the first row) and estimates the
+// target's rows, for Options.After and Options.MaxRows.
+func RandomStart(ctx context.Context, tx pgx.Tx, spec Spec) ([]*string, float64, error) {
+	var rows float64
+	var pages int64
+	if err := tx.QueryRow(ctx, `SELECT greatest(reltuples, 0)::float8, greatest(relpages, 1)::bigint FROM pg_class WHERE oid = $1::regclass`,
+		spec.Target.Sanitize()).Scan(&rows, &pages); err != nil {
+		return nil, 0, fmt.Errorf("self-check of %s: estimate its rows: %w", spec.Target.Sanitize(), err)
+	}
+	if len(spec.Identity) == 0 {
+		return nil, rows, nil
+	}
+	var sel []string
+	for _, id := range spec.Identity {
+		sel = append(sel, pgx.Identifier{id}.Sanitize()+"::text")
+	}
+	// About one page of the table, at random.
+	pct := min(100, 100/float64(pages))
+	var arr []pgtype.Text
+	err := tx.QueryRow(ctx, fmt.Sprintf(`SELECT ARRAY[%s] FROM %s TABLESAMPLE SYSTEM (%g) ORDER BY random() LIMIT 1`,
+		strings.Join(sel, ", "), spec.Target.Sanitize(), pct)).Scan(&arr)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, rows, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("self-check of %s: pick a row to start at: %w", spec.Target.Sanitize(), err)
+	}
+	return texts(arr), rows, nil
+}
