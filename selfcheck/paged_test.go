@@ -61,11 +61,11 @@ func inSnapshot(t *testing.T, ctx context.Context, pool *pgxpool.Pool, fn func(t
 	fn(tx)
 }
 
-// TestRunPaged compares targets with their queries across page
+// TestSelfCheckRunPaged compares targets with their queries across page
 // boundaries (page sizes 1 to 4, and one page): every divergence kind,
 // nullable and composite identities, a collatable identity, a type
 // without equality, duplicates, and an identity-less target.
-func TestRunPaged(t *testing.T) {
+func TestSelfCheckRunPaged(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -243,9 +243,9 @@ func sameSet(a, b []string) bool {
 	return true
 }
 
-// TestPageSQLGolden pins the generated statements (testdata/*.sql;
+// TestSelfCheckPageSQLGolden pins the generated statements (testdata/*.sql;
 // TRELLIS_UPDATE_GOLDEN=1 rewrites them).
-func TestPageSQLGolden(t *testing.T) {
+func TestSelfCheckPageSQLGolden(t *testing.T) {
 	c := &checker{
 		spec: Spec{Target: pgx.Identifier{"out", "tgt"}, Query: "SELECT a, b, j FROM s"},
 		opts: Options{PageSize: 500},
@@ -292,7 +292,7 @@ func TestPageSQLGolden(t *testing.T) {
 	}
 }
 
-func TestRowText(t *testing.T) {
+func TestSelfCheckRowText(t *testing.T) {
 	got := rowText([]*string{sp("1"), sp("a b"), nil, sp(""), sp(`q"\`), sp("x")})
 	if want := `(1,"a b",,"","q""\\",x)`; got != want {
 		t.Errorf("rowText = %s, want %s", got, want)
