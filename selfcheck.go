@@ -354,7 +354,7 @@ func (t *Trellis) runClaimed(ctx context.Context, conn catalog.Querier, j *catal
 	pid := j.ClaimedPID
 	rep, err := t.runJob(ctx, j, r)
 	end := context.WithoutCancel(ctx)
-	if ctx.Err() != nil {
+	if err != nil && ctx.Err() != nil {
 		return t.cat.RequeueSelfCheck(end, conn, j.ID, pid)
 	}
 	if err != nil {
