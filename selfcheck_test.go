@@ -47,6 +47,14 @@ var selfCheckShapes = []selfCheckShape{
 		want: []string{"cell [5,6] name: zz -> c6", "extra_row [1000,1] (1000,x,1.00,1000,1)", "missing_row [7,2] (7,c2,7.00,7,2)"},
 	},
 	{
+		name: "sc_left", // an outer join: lineage NULL where no order matches
+		def: `CREATE TRANSFORM sc_left AS SELECT c.id AS cid, c.name, o.id AS oid
+			FROM customers c LEFT JOIN orders o ON o.customer = c.id AND o.amount > 38`,
+		corrupt: `UPDATE sc_left SET name = 'zz' WHERE cid = 1; DELETE FROM sc_left WHERE cid = 2;
+			INSERT INTO sc_left (cid, name, oid, __s0_0, __s1_0) VALUES (7, 'x', NULL, 7, NULL)`,
+		want: []string{"cell [1,NULL] name: zz -> c1", "extra_row [7,NULL] (7,x,,7,)", "missing_row [2,NULL] (2,c2,,2,)"},
+	},
+	{
 		name: "sc_having", // a join aggregate with HAVING: the target projects a state table
 		def: `CREATE TRANSFORM sc_having AS SELECT c.region, count(*) AS n, sum(o.amount) AS total
 			FROM orders o JOIN customers c ON c.id = o.customer GROUP BY c.region HAVING count(*) > 1`,
