@@ -9,12 +9,15 @@ build:
 
 # The whole suite against a throwaway PostgreSQL per test binary (or the
 # server in TRELLIS_TEST_DSN). Packages run one at a time: the machine has
-# two cores and each binary starts its own server.
+# two cores and each binary starts its own server. deploy/ is its own module
+# (Prometheus's rule parser is a large dependency only its test needs).
 test: fmt-check vet
 	$(GO) test -p 1 -count=1 -timeout 14m $(PKGS)
+	cd deploy && $(GO) test -count=1 ./...
 
 vet:
 	$(GO) vet $(PKGS)
+	cd deploy && $(GO) vet ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -119,7 +119,7 @@ func chainScript(defs []chainDef) string {
 // chainConverge waits until every level has applied everything written so
 // far, then compares every target with its query over its upstream targets
 // and (level 2 and up) with the equivalent query over the base tables, each
-// a two-way EXCEPT ALL in one snapshot, and runs the engine's SelfCheck.
+// a two-way EXCEPT ALL in one snapshot, and runs the engine's CompareNow.
 func chainConverge(e *env, defs []chainDef, when string) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -173,9 +173,9 @@ func chainCompare(e *env, defs []chainDef, when string, fatal bool) bool {
 		if !fatal {
 			continue
 		}
-		r, err := e.tr.SelfCheck(ctx, d.name)
+		r, err := e.tr.CompareNow(ctx, d.name)
 		if err != nil {
-			e.t.Fatalf("%s: SelfCheck %s: %v", when, d.name, err)
+			e.t.Fatalf("%s: CompareNow %s: %v", when, d.name, err)
 		}
 		if !r.Equal() {
 			e.t.Errorf("%s: %s differs from the engine's own query %s: missing %d %v extra %d %v",

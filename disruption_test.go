@@ -8,7 +8,7 @@ package trellis_test
 //
 // The harness is e2e_test.go's env; the undecodable case gives it a stream
 // of its own through the test-only RunWithStream (export_test.go). The
-// comparison itself is the library's SelfCheck (two-way EXCEPT ALL).
+// comparison itself is the library's CompareNow (two-way EXCEPT ALL).
 
 import (
 	"context"
@@ -68,7 +68,7 @@ func (e *disruptEnv) running(when string) {
 	}
 }
 
-// converge is env.converge (every target equals its query, by SelfCheck's
+// converge is env.converge (every target equals its query, by CompareNow's
 // two-way EXCEPT ALL, so a group counted twice shows up as a difference)
 // and also fails on an empty target: equal because both sides are empty
 // would prove nothing here, where the source is never emptied.

@@ -155,7 +155,7 @@ func (e *env) converge(when string) {
 		e.t.Fatal(err)
 	}
 	for _, d := range defs {
-		r, err := e.tr.SelfCheck(ctx, d.Name)
+		r, err := e.tr.CompareNow(ctx, d.Name)
 		if err != nil {
 			e.t.Fatal(err)
 		}

@@ -11,3 +11,14 @@ type StreamFunc = streamFunc
 // so that package trellis_test can drive the runner through a stream that
 // fails on cue while reusing its end-to-end harness.
 func (t *Trellis) RunWithStream(ctx context.Context, fn StreamFunc) error { return t.run(ctx, fn) }
+
+// SetSelfCheckHook has every self-check call fn with "compare" just before
+// its first comparison and "compared" just after (nil: none), for tests
+// that put a change in flight exactly there.
+func SetSelfCheckHook(fn func(stage string)) {
+	if fn == nil {
+		selfCheckHook.Store(nil)
+		return
+	}
+	selfCheckHook.Store(&fn)
+}

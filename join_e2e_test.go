@@ -106,7 +106,7 @@ func newJoinCheck(e *env, defs []joinDef) *joinCheck {
 
 // converge waits until every transform applied everything written so far,
 // then compares each target with its query (a two-way EXCEPT ALL, in one
-// snapshot) and, as a second opinion, runs the engine's own SelfCheck (its
+// snapshot) and, as a second opinion, runs the engine's own CompareNow (its
 // deparsed query). A transform that does not converge at all stops the
 // test.
 func (c *joinCheck) converge(when string) {
@@ -149,9 +149,9 @@ func (c *joinCheck) converge(when string) {
 				when, d.name, def.Columns, d.query, diff.Missing, diff.MissingSample, diff.Extra, diff.ExtraSample)
 			continue
 		}
-		r, err := e.tr.SelfCheck(ctx, d.name)
+		r, err := e.tr.CompareNow(ctx, d.name)
 		if err != nil {
-			e.t.Fatalf("%s: SelfCheck %s: %v", when, d.name, err)
+			e.t.Fatalf("%s: CompareNow %s: %v", when, d.name, err)
 		}
 		if !r.Equal() {
 			c.broken[d.name] = when

@@ -50,6 +50,8 @@ type series struct {
 	keysApplied, rowsWritten, keysHeldTotal   *prometheus.CounterVec
 	applyErrors                               *prometheus.CounterVec
 	latency, applyDuration                    *prometheus.HistogramVec
+	ready, selfCheckDiverged                  *prometheus.GaugeVec
+	selfCheckRuns                             *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not
@@ -68,30 +70,33 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		return register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels))
 	}
 	s := &series{
-		receivedLSN:    gauge("trellis_received_lsn_bytes", "Newest WAL position durable in the local store, as a byte offset.", inst...),
-		confirmedLSN:   gauge("trellis_confirmed_lsn_bytes", "WAL position confirmed to the replication slot, as a byte offset.", inst...),
-		slotRetained:   gauge("trellis_slot_retained_wal_bytes", "WAL the replication slot makes the server keep (current position minus restart_lsn).", inst...),
-		slotLag:        gauge("trellis_slot_confirm_lag_bytes", "WAL between the server's current position and the slot's confirmed_flush_lsn.", inst...),
-		slotStatus:     gauge("trellis_slot_wal_status", "1 for the slot's wal_status (reserved, extended, unreserved, lost), 0 for the others.", append(inst, "status")...),
-		slotSafe:       gauge("trellis_slot_safe_wal_size_bytes", "WAL that may still be written before the slot is in danger of losing WAL it needs; absent while max_slot_wal_keep_size is unlimited.", inst...),
-		retentionLimit: gauge("trellis_slot_retained_wal_limit_bytes", "The --max-retained-wal limit; absent when none is set.", inst...),
-		retentionOver:  gauge("trellis_slot_retained_wal_over_limit", "1 while the slot retains more WAL than --max-retained-wal.", inst...),
-		txns:           counter("trellis_capture_transactions_total", "Committed transactions captured: decoded from the slot, or trigger drain batches.", inst...),
-		errors:         counter("trellis_errors_total", "Errors the runner retried or acted on, by kind: data, halt, transient, capture, build.", append(inst, "kind")...),
-		reconnects:     counter("trellis_runner_reconnects_total", "Runs started again after losing the connection, and slots recreated after a disruption.", inst...),
-		captureMode:    gauge("trellis_capture_mode", "1 for the capture mode the run uses (logical, trigger), 0 for the other.", append(inst, "mode")...),
-		standby:        gauge("trellis_runner_standby", "1 while this process waits as a standby for the runner that holds the instance.", inst...),
-		keysWaiting:    gauge("trellis_transform_keys_waiting", "Changed keys not yet re-derived.", tr...),
-		keysApplied:    counter("trellis_transform_keys_applied_total", "Keys re-derived, by builds and by batches of changes.", tr...),
-		rowsWritten:    counter("trellis_transform_rows_written_total", "Target, state and ledger rows written.", tr...),
-		state:          gauge("trellis_transform_state", "1 for the transform's state, 0 for the others.", append(tr, "state")...),
-		keysHeld:       gauge("trellis_transform_keys_held", "Keys held in quarantine now.", tr...),
-		keysHeldTotal:  counter("trellis_transform_keys_held_total", "Keys held in quarantine after their re-derive kept failing on row data.", tr...),
-		buildRemain:    gauge("trellis_transform_build_rows_remaining", "Estimated source rows the build still has to read (0 once built).", tr...),
-		latency:        histogram("trellis_transform_latency_seconds", "Time from a source commit to the apply that reflects it (one sample per 10 ms of commits).", latencyBuckets, tr...),
-		applyLag:       gauge("trellis_transform_apply_lag_seconds", "Age of the oldest change received and not yet applied; 0 when caught up.", tr...),
-		applyDuration:  histogram("trellis_transform_apply_duration_seconds", "Duration of apply transactions of changed keys.", prometheus.ExponentialBuckets(0.001, 2, 16), tr...),
-		applyErrors:    counter("trellis_transform_apply_errors_total", "Apply transactions of changed keys that failed (each is retried).", tr...),
+		receivedLSN:       gauge("trellis_received_lsn_bytes", "Newest WAL position durable in the local store, as a byte offset.", inst...),
+		confirmedLSN:      gauge("trellis_confirmed_lsn_bytes", "WAL position confirmed to the replication slot, as a byte offset.", inst...),
+		slotRetained:      gauge("trellis_slot_retained_wal_bytes", "WAL the replication slot makes the server keep (current position minus restart_lsn).", inst...),
+		slotLag:           gauge("trellis_slot_confirm_lag_bytes", "WAL between the server's current position and the slot's confirmed_flush_lsn.", inst...),
+		slotStatus:        gauge("trellis_slot_wal_status", "1 for the slot's wal_status (reserved, extended, unreserved, lost), 0 for the others.", append(inst, "status")...),
+		slotSafe:          gauge("trellis_slot_safe_wal_size_bytes", "WAL that may still be written before the slot is in danger of losing WAL it needs; absent while max_slot_wal_keep_size is unlimited.", inst...),
+		retentionLimit:    gauge("trellis_slot_retained_wal_limit_bytes", "The --max-retained-wal limit; absent when none is set.", inst...),
+		retentionOver:     gauge("trellis_slot_retained_wal_over_limit", "1 while the slot retains more WAL than --max-retained-wal.", inst...),
+		txns:              counter("trellis_capture_transactions_total", "Committed transactions captured: decoded from the slot, or trigger drain batches.", inst...),
+		errors:            counter("trellis_errors_total", "Errors the runner retried or acted on, by kind: data, halt, transient, capture, build.", append(inst, "kind")...),
+		reconnects:        counter("trellis_runner_reconnects_total", "Runs started again after losing the connection, and slots recreated after a disruption.", inst...),
+		captureMode:       gauge("trellis_capture_mode", "1 for the capture mode the run uses (logical, trigger), 0 for the other.", append(inst, "mode")...),
+		standby:           gauge("trellis_runner_standby", "1 while this process waits as a standby for the runner that holds the instance.", inst...),
+		keysWaiting:       gauge("trellis_transform_keys_waiting", "Changed keys not yet re-derived.", tr...),
+		keysApplied:       counter("trellis_transform_keys_applied_total", "Keys re-derived, by builds and by batches of changes.", tr...),
+		rowsWritten:       counter("trellis_transform_rows_written_total", "Target, state and ledger rows written.", tr...),
+		state:             gauge("trellis_transform_state", "1 for the transform's state, 0 for the others.", append(tr, "state")...),
+		keysHeld:          gauge("trellis_transform_keys_held", "Keys held in quarantine now.", tr...),
+		keysHeldTotal:     counter("trellis_transform_keys_held_total", "Keys held in quarantine after their re-derive kept failing on row data.", tr...),
+		buildRemain:       gauge("trellis_transform_build_rows_remaining", "Estimated source rows the build still has to read (0 once built).", tr...),
+		latency:           histogram("trellis_transform_latency_seconds", "Time from a source commit to the apply that reflects it (one sample per 10 ms of commits).", latencyBuckets, tr...),
+		applyLag:          gauge("trellis_transform_apply_lag_seconds", "Age of the oldest change received and not yet applied; 0 when caught up.", tr...),
+		applyDuration:     histogram("trellis_transform_apply_duration_seconds", "Duration of apply transactions of changed keys.", prometheus.ExponentialBuckets(0.001, 2, 16), tr...),
+		applyErrors:       counter("trellis_transform_apply_errors_total", "Apply transactions of changed keys that failed (each is retried).", tr...),
+		ready:             gauge("trellis_runner_ready", "1 while this process is the ready, active runner (what /readyz answers 200 for).", inst...),
+		selfCheckDiverged: gauge("trellis_selfcheck_divergences", "Divergences the last periodic self-check of the transform found in its sample (0: it matched its query).", tr...),
+		selfCheckRuns:     counter("trellis_selfcheck_runs_total", "Periodic self-checks by outcome: converged, diverged, not_caught_up, not_live.", append(inst, "outcome")...),
 	}
 	return &Metrics{s: s, txns: s.txns.WithLabelValues("")}
 }
@@ -126,6 +131,7 @@ func (m *Metrics) ForInstance(instance string) *Metrics {
 	}
 	m.s.reconnects.WithLabelValues(instance)
 	m.s.standby.WithLabelValues(instance)
+	m.s.ready.WithLabelValues(instance)
 	return b
 }
 
@@ -279,4 +285,22 @@ func (m *Metrics) LatencyObserved(transform string, d time.Duration) {
 // ApplyLag sets the transform's apply lag.
 func (m *Metrics) ApplyLag(transform string, d time.Duration) {
 	m.s.applyLag.WithLabelValues(m.instance, transform).Set(d.Seconds())
+}
+
+// ReadinessChanged sets the ready gauge.
+func (m *Metrics) ReadinessChanged(ready bool) {
+	v := 0.0
+	if ready {
+		v = 1
+	}
+	m.s.ready.WithLabelValues(m.instance).Set(v)
+}
+
+// SelfCheckAudited counts a periodic self-check by outcome and, when it
+// compared (converged or diverged), sets what it found.
+func (m *Metrics) SelfCheckAudited(transform, outcome string, divergences int64) {
+	m.s.selfCheckRuns.WithLabelValues(m.instance, outcome).Inc()
+	if outcome == OutcomeConverged || outcome == OutcomeDiverged {
+		m.s.selfCheckDiverged.WithLabelValues(m.instance, transform).Set(float64(divergences))
+	}
 }

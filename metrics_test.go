@@ -44,6 +44,10 @@ func driveAll(o trellis.Observer) {
 	o.BuildRowsRemaining("t1", 0)
 	o.LatencyObserved("t1", 30*time.Millisecond)
 	o.ApplyLag("t1", 2*time.Second)
+	o.ReadinessChanged(true)
+	for _, out := range []string{trellis.OutcomeConverged, trellis.OutcomeDiverged, trellis.OutcomeNotCaughtUp, trellis.OutcomeNotLive} {
+		o.SelfCheckAudited("t1", out, 0)
+	}
 }
 
 // family is one exported metric family: its type, label names and the

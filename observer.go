@@ -78,6 +78,14 @@ type Observer interface {
 	// ApplyLag reports the age of the oldest change received for the
 	// transform and not yet applied; 0 when it is caught up.
 	ApplyLag(transform string, d time.Duration)
+	// ReadinessChanged reports whether this process is ready (the
+	// Readiness /readyz serves): on every runner state change and with
+	// every heartbeat.
+	ReadinessChanged(ready bool)
+	// SelfCheckAudited reports a periodic self-check of the transform
+	// (Config.SelfCheckEvery): its outcome (OutcomeConverged, …) and, when
+	// it compared, the divergences it found in its sample.
+	SelfCheckAudited(transform, outcome string, divergences int64)
 }
 
 // SlotStats is the replication slot as pg_replication_slots describes it.
@@ -218,6 +226,12 @@ func (NopObserver) LatencyObserved(string, time.Duration) {}
 // ApplyLag does nothing.
 func (NopObserver) ApplyLag(string, time.Duration) {}
 
+// ReadinessChanged does nothing.
+func (NopObserver) ReadinessChanged(bool) {}
+
+// SelfCheckAudited does nothing.
+func (NopObserver) SelfCheckAudited(string, string, int64) {}
+
 // FanOut is an Observer that passes every event to each of obs in order
 // (nil ones are skipped).
 func FanOut(obs ...Observer) Observer {
@@ -349,5 +363,17 @@ func (f fanOut) LatencyObserved(transform string, d time.Duration) {
 func (f fanOut) ApplyLag(transform string, d time.Duration) {
 	for _, o := range f {
 		o.ApplyLag(transform, d)
+	}
+}
+
+func (f fanOut) ReadinessChanged(ready bool) {
+	for _, o := range f {
+		o.ReadinessChanged(ready)
+	}
+}
+
+func (f fanOut) SelfCheckAudited(transform, outcome string, divergences int64) {
+	for _, o := range f {
+		o.SelfCheckAudited(transform, outcome, divergences)
 	}
 }

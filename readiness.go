@@ -136,6 +136,13 @@ func (r *readiness) beat(err error) {
 	}
 }
 
+// setRunner records the runner state of this process and reports the
+// readiness it makes to the observers.
+func (t *Trellis) setRunner(state, reason string) {
+	t.ready.set(state, reason)
+	t.obs.ReadinessChanged(t.Readiness().Ready)
+}
+
 // Readiness reports what Run in this process is doing, with every check.
 func (t *Trellis) Readiness() Readiness {
 	return t.ready.read(time.Now())

@@ -59,6 +59,8 @@ type runner struct {
 	// heartbeatFailing and reconcileFailing log failures of the periodic
 	// heartbeat and reconcile once per episode, not every 500 ms.
 	heartbeatFailing, reconcileFailing *retry.Episode
+	// jobWake wakes the self-check job goroutine (selfcheck_run.go).
+	jobWake chan struct{}
 }
 
 // canSwitch reports whether the runner may leave logical capture for
@@ -320,6 +322,7 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 	// finds the slot and position series.
 	r.updateConfirmed()
 	r.heartbeat(ctx)
+	r.startSelfChecks(ctx, &wg)
 	wg.Add(5)
 	go func() { // DDL on what transforms read
 		defer wg.Done()
@@ -335,6 +338,7 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 				return
 			}
 			poke()
+			signal(r.jobWake)
 		}
 	}()
 	go func() { // reconcile, confirm, heartbeat
@@ -491,6 +495,7 @@ func (r *runner) heartbeat(ctx context.Context) {
 		return
 	}
 	r.t.ready.beat(err)
+	r.obs.ReadinessChanged(r.t.Readiness().Ready)
 	if err != nil {
 		r.heartbeatFailing.Fail(err, 500*time.Millisecond)
 		return

@@ -290,10 +290,13 @@ type SelfCheckResult struct {
 // Equal reports whether the target equals its query.
 func (r SelfCheckResult) Equal() bool { return r.Missing == 0 && r.Extra == 0 }
 
-// SelfCheck compares a transform's target with a fresh run of its query,
-// both read in one REPEATABLE READ snapshot. Call it after AwaitConverged
-// (or with writes stopped): a live target legitimately trails its source.
-func (t *Trellis) SelfCheck(ctx context.Context, name string) (SelfCheckResult, error) {
+// CompareNow compares a transform's target with a fresh run of its query
+// at once, in this process, both read in one REPEATABLE READ snapshot
+// with a two-way EXCEPT ALL over the visible columns. Call it after
+// AwaitConverged (or with writes stopped): a live target legitimately
+// trails its source. SelfCheck is the job that waits for convergence,
+// pages through large targets, names each divergence and can repair.
+func (t *Trellis) CompareNow(ctx context.Context, name string) (SelfCheckResult, error) {
 	res := SelfCheckResult{Name: name}
 	ts, err := t.cat.List(ctx, t.pool)
 	if err != nil {

@@ -50,9 +50,9 @@ func (t *Trellis) Run(ctx context.Context) error {
 func (t *Trellis) run(ctx context.Context, streamFn streamFunc) error {
 	s := &supervisor{t: t, stream: streamFn,
 		lost: retry.NewEpisode(t.log, "lost the connection to PostgreSQL; restarting the run", "reconnected to PostgreSQL")}
-	defer t.ready.set(RunnerStopped, "")
+	defer t.setRunner(RunnerStopped, "")
 	for {
-		t.ready.set(RunnerStarting, "")
+		t.setRunner(RunnerStarting, "")
 		err := s.runOnce(ctx)
 		if err == nil || ctx.Err() != nil {
 			return nil
@@ -60,7 +60,7 @@ func (t *Trellis) run(ctx context.Context, streamFn streamFunc) error {
 		if !fault.Disconnected(err) {
 			return err
 		}
-		t.ready.set(RunnerReconnecting, err.Error())
+		t.setRunner(RunnerReconnecting, err.Error())
 		// The pool's other sessions most likely went the same way (a
 		// restart): let the next run start on fresh ones.
 		t.pool.Reset()
@@ -144,7 +144,7 @@ func (s *supervisor) runOnce(ctx context.Context) error {
 // running is called once a run has prepared its capture and starts its
 // workers: an outage is over.
 func (s *supervisor) running() {
-	s.t.ready.set(RunnerActive, "")
+	s.t.setRunner(RunnerActive, "")
 	s.backoff.Reset()
 	s.lost.Recover("as", "active runner")
 }
@@ -184,7 +184,7 @@ func (s *supervisor) takeLock(ctx context.Context, conn *pgx.Conn) error {
 			}
 			s.t.obs.StandbyChanged(true)
 			held, _ := inspectLock(ctx, conn, key)
-			s.t.ready.set(RunnerStandby, fmt.Sprintf("another runner holds instance %s (backend %d, %s)", s.t.cat.Schema, held.pid, held.app))
+			s.t.setRunner(RunnerStandby, fmt.Sprintf("another runner holds instance %s (backend %d, %s)", s.t.cat.Schema, held.pid, held.app))
 			if !s.standbyLogged {
 				s.standbyLogged = true
 				s.t.log.Info(fmt.Sprintf("another runner holds instance %s; waiting as standby", s.t.cat.Schema),

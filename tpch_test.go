@@ -352,7 +352,7 @@ func tpchConverge(t *testing.T, e *env, when string) {
 
 // tpchCheckAll compares every live target with its query: the TPC-H text
 // as written (the oracle; ORDER BY inside the compared subquery changes no
-// multiset) and, as a second opinion, the engine's own SelfCheck over its
+// multiset) and, as a second opinion, the engine's own CompareNow over its
 // deparsed query. A difference fails the test after every target was
 // checked.
 func tpchCheckAll(t *testing.T, e *env, cases []*tpchCase, when string) {
@@ -366,9 +366,9 @@ func tpchCheckAll(t *testing.T, e *env, cases []*tpchCase, when string) {
 		if err != nil {
 			t.Fatalf("%s: compare %s: %v", when, c.name, err)
 		}
-		r, err := e.tr.SelfCheck(ctx, c.name)
+		r, err := e.tr.CompareNow(ctx, c.name)
 		if err != nil {
-			t.Fatalf("%s: SelfCheck %s: %v", when, c.name, err)
+			t.Fatalf("%s: CompareNow %s: %v", when, c.name, err)
 		}
 		c.rows = append(c.rows, r.Rows)
 		sum := tpchFingerprint(t, e, c)

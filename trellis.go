@@ -136,6 +136,14 @@ type Config struct {
 	// created; a role with pg_monitor and USAGE and SELECT on the
 	// instance schema suffices. Apply, Run and the releases refuse.
 	ReadOnly bool
+	// SelfCheckEvery, when > 0, has Run compare a sample of every live
+	// target with its query this often, and expose what it finds as the
+	// metric trellis_selfcheck_divergences (ADR 0017 §6).
+	SelfCheckEvery time.Duration
+	// SelfCheckSample is the share of each target such an audit compares:
+	// about that fraction of its rows, from a random one (default
+	// DefaultSelfCheckSample; 1 compares everything).
+	SelfCheckSample float64
 }
 
 // The defaults of Config's latency budgets (ADR 0016, docs/tuning.md).
@@ -191,6 +199,15 @@ func Open(ctx context.Context, cfg Config) (*Trellis, error) {
 	}
 	if cfg.QuarantineAfter <= 0 {
 		cfg.QuarantineAfter = 5
+	}
+	if cfg.SelfCheckEvery < 0 {
+		return nil, terr.New(terr.Validation, "self-check interval %s is negative; give a positive duration such as 1h, or 0 for no periodic self-check", cfg.SelfCheckEvery)
+	}
+	if cfg.SelfCheckSample == 0 {
+		cfg.SelfCheckSample = DefaultSelfCheckSample
+	}
+	if !(cfg.SelfCheckSample > 0 && cfg.SelfCheckSample <= 1) {
+		return nil, terr.New(terr.Validation, "self-check sample %g is not a share of the target; give a fraction in (0, 1], such as 0.1", cfg.SelfCheckSample)
 	}
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 10000

@@ -58,6 +58,9 @@ type worker struct {
 	// lag is the transform's latency queue (latency.go; nil when nothing
 	// observes the run).
 	lag *lagQueue
+	// requests are work the worker runs between live batches (a
+	// self-check's repair, selfcheck_run.go).
+	requests chan workerRequest
 }
 
 // buildAttemptLimit is how many build steps in a row may fail before the
@@ -83,6 +86,7 @@ func (e *drainError) Unwrap() error { return e.err }
 func newWorker(r *runner, tr *catalog.Transform, p *engine.Plan) *worker {
 	w := &worker{r: r, id: tr.ID, name: tr.Name, plan: p, wake: make(chan struct{}, 1), changed: make(chan struct{}, 1), done: make(chan struct{}),
 		failing: retry.NewEpisode(r.t.log.With("transform", tr.Name), "transform worker failed; retrying", "transform worker recovered")}
+	w.requests = make(chan workerRequest)
 	w.persisted.Store(tr.AppliedLSN)
 	w.applied = tr.AppliedLSN
 	// A drain failure recorded by the worker of an earlier run (torn down
@@ -397,6 +401,8 @@ func (w *worker) live(ctx context.Context, a *engine.Applier) error {
 		case <-w.changed:
 			return nil // the session reads the catalog row again
 		case <-w.wake:
+		case req := <-w.requests:
+			req.done <- req.fn(ctx, a)
 		case <-time.After(w.r.t.cfg.ProgressInterval / 2):
 		}
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,6 +67,9 @@ func TestGeneratedSQL(t *testing.T) {
 				section("walk", e.First, e.After)
 			}
 			section("reconcile", s.Reconcile...)
+			cs := p.CheckSpec()
+			section(fmt.Sprintf("self-check query (columns %v, identity %v)", cs.Columns, cs.Identity), cs.Query)
+			section("self-check: keys of groups", p.GroupKeysSQL())
 			path := filepath.Join("testdata", "golden", tc.name+".sql")
 			if *updateGolden {
 				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

@@ -335,7 +335,7 @@ wait:
 	}
 	differ := false
 	for _, t := range transforms {
-		r, err := tr.SelfCheck(ctx, t.name)
+		r, err := tr.CompareNow(ctx, t.name)
 		if err != nil {
 			return fmt.Errorf("compare %s with its query: %w", t.name, err)
 		}

@@ -47,6 +47,10 @@ var commandUsage = map[string]string{
 		"or in every transform not paused by a user; exits 3 on timeout, naming the transforms still behind (only reads).",
 	"doctor": "usage: trellis-repl doctor [--dsn URL] [--schema NAME] [--json]\n" +
 		"Checks what the server and role allow for capture; changes nothing.",
+	"self-check": "usage: trellis-repl self-check [--dsn URL] [--wait] [--strict] [--repair] [--timeout D] [--page-size N] [--json] TRANSFORM\n" +
+		"       trellis-repl self-check [--dsn URL] [--wait] [--json] --job ID\n" +
+		"Compares a target with a fresh run of its query as a job in the catalog (the runner runs it; with --wait and\n" +
+		"no runner attached, this process does). Exits 3 unless the report is converged (or a repair left nothing).",
 	"held": "usage: trellis-repl held [--dsn URL] [--json] [--since TIME]\n" +
 		"       trellis-repl held [--dsn URL] [--json] [--limit N] [--after CURSOR] TRANSFORM\n" +
 		"Lists the keys held in quarantine (only reads).",

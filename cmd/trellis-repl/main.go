@@ -11,6 +11,7 @@
 //	trellis-repl held   --dsn URL [--since TIME] [--json] | TRANSFORM [--limit N] [--after CURSOR]
 //	trellis-repl release --dsn URL TRANSFORM TABLE KEY... | --all TRANSFORM
 //	trellis-repl quarantine --dsn URL [--json] [TRANSFORM]
+//	trellis-repl self-check --dsn URL [--wait] [--strict] [--repair] [--json] TRANSFORM | --job ID
 //	trellis-repl version
 //
 // --dsn defaults to TRELLIS_DATABASE_URL, then the libpq PG* variables;
@@ -43,6 +44,7 @@ const usage = `usage:
   trellis-repl run    --dsn URL [--data-dir DIR] [--capture auto|logical|trigger]
                       [--confirm local|applied] [--metrics-addr HOST:PORT] [--schema NAME]
                       [--max-retained-wal SIZE] [--publication NAME] [--quarantine-after N]
+                      [--self-check-every D] [--self-check-sample FRACTION]
   trellis-repl status --dsn URL [--json | --check [--max-lag D] | --watch[=INTERVAL]] [--schema NAME] [NAME...]
   trellis-repl definitions --dsn URL [--json] [NAME...]        each definition with its sources and state
   trellis-repl await  --dsn URL [--timeout D] [NAME...]       wait until every write so far is in the targets
@@ -52,6 +54,9 @@ const usage = `usage:
   trellis-repl release --dsn URL TRANSFORM TABLE KEY...      re-derive one held key (a value per key column)
   trellis-repl release --dsn URL --all TRANSFORM
   trellis-repl quarantine --dsn URL [--json] [TRANSFORM]     quarantined transforms, or one's state
+  trellis-repl self-check --dsn URL [--wait] [--strict] [--repair] [--timeout D] [--json] TRANSFORM
+                      compare a target with a fresh run of its query (a job; exit 3 when it differs)
+  trellis-repl self-check --dsn URL [--wait] [--json] --job ID   read (or wait for) a self-check job
   trellis-repl bench  [--quick] [--dsn URL] [--scenarios LIST] [--json-out FILE] [--markdown FILE] [--plot DIR]
                       benchmark suite (see docs/performance.md; bench --help for the size flags)
   trellis-repl version
@@ -107,6 +112,8 @@ func runWithContext(ctx context.Context, args []string, stdout, stderr io.Writer
 		err = cmdRelease(ctx, args[1:], stdout)
 	case "quarantine":
 		err = cmdQuarantine(ctx, args[1:], stdout)
+	case "self-check":
+		err = cmdSelfCheck(ctx, args[1:], stdout)
 	case "bench":
 		err = cmdBench(ctx, args[1:], stdout, stderr)
 	default:
@@ -258,6 +265,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, mask *redact.M
 	syncEvery := fs.Duration("store-sync-interval", trellis.DefaultStoreSyncInterval, "fsync the local store's recorded changes at most this often (0s: every group commit); bounds how far the slot's confirmed position trails")
 	progressEvery := fs.Duration("progress-interval", time.Second, "how often an idle transform records its applied position (what status and self-check wait for)")
 	poolSize := fs.Int("pool-size", 8, "connections of the shared pool (catalog, status, capture control); each transform's applier has its own")
+	selfChecks := selfCheckRunFlags(fs)
 	pprofOn := fs.Bool("pprof", false, "also serve Go's profiler at /debug/pprof/ on --metrics-addr (for tuning; see docs/tuning.md)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -291,10 +299,14 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, mask *redact.M
 	if *batchSize < 1 || *coalesceKeys < 1 || *poolSize < 2 {
 		return usageError{"--batch-size and --coalesce-keys must be at least 1, --pool-size at least 2"}
 	}
-	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, DataDir: *dataDir, Capture: *capture,
+	cfg := trellis.Config{DSN: c.dsn, Schema: c.schema, DataDir: *dataDir, Capture: *capture,
 		Confirm: *confirm, Logger: log, Metrics: m, MaxRetainedWAL: maxRetainedBytes, Publication: *publication, QuarantineAfter: *quarantineAfter,
 		BatchSize: *batchSize, CoalesceWindow: orNone(*coalesce), CoalesceKeys: *coalesceKeys, StoreSyncInterval: orNone(*syncEvery),
-		ProgressInterval: *progressEvery, PoolSize: *poolSize})
+		ProgressInterval: *progressEvery, PoolSize: *poolSize}
+	if err := selfChecks.apply(&cfg); err != nil {
+		return err
+	}
+	t, err := trellis.Open(ctx, cfg)
 	if err != nil {
 		return err
 	}

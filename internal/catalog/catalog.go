@@ -278,6 +278,25 @@ var migrations = []string{
 	// the runner records with its heartbeat so any process's status sees
 	// it. IF NOT EXISTS: the statement is safe whatever number it lands at.
 	`ALTER TABLE {{s}}.instance ADD COLUMN IF NOT EXISTS retention jsonb;`,
+	// 7: self-check jobs (ADR 0017 §6): any process queues one; the runner,
+	// or the requesting process when no runner is attached, claims it
+	// (claimed_pid is the claiming session's backend: a claim whose session
+	// is gone may be taken again) and stores the report.
+	`CREATE TABLE IF NOT EXISTS {{s}}.selfcheck_jobs (
+		id bigserial PRIMARY KEY,
+		transform text NOT NULL,
+		transform_id bigint NOT NULL,
+		requested_at timestamptz NOT NULL DEFAULT now(),
+		options jsonb NOT NULL DEFAULT '{}',
+		state text NOT NULL DEFAULT 'queued' CHECK (state IN ('queued', 'running', 'done', 'failed')),
+		claimed_by text,
+		claimed_pid int,
+		started_at timestamptz,
+		finished_at timestamptz,
+		report jsonb,
+		error text
+	);
+	CREATE INDEX IF NOT EXISTS selfcheck_jobs_open ON {{s}}.selfcheck_jobs (id) WHERE state IN ('queued', 'running');`,
 }
 
 // Current is the catalog version this binary writes and reads.

@@ -37,3 +37,13 @@ INSERT INTO "public"."agg_intkey" AS __t ("d1", "__rows", "n", "s", "__nn_s") SE
 -- reconcile
 DELETE FROM "public"."agg_intkey" __t WHERE NOT EXISTS (SELECT 1 FROM "trellis"."ledger_7" __l WHERE (__l.__g0 = __t."d1" OR (__l.__g0 IS NULL AND __t."d1" IS NULL)));
 
+-- self-check query (columns [d1 n s], identity [d1])
+SELECT d1 AS "d1", count(*) AS "n", sum(v) AS "s" FROM "public"."fact" AS "fact" GROUP BY d1;
+
+-- self-check: keys of groups
+WITH __trellis_g AS (SELECT * FROM unnest($1::text[]) AS __trellis_g(__trellis_v0))
+SELECT DISTINCT __src, __key FROM (
+  SELECT 0 AS __src, ARRAY[__l.__k0::text] AS __key FROM "trellis"."ledger_7" __l, __trellis_g WHERE (__l.__g0 = __trellis_g.__trellis_v0::integer OR (__l.__g0 IS NULL AND __trellis_g.__trellis_v0::integer IS NULL))
+  UNION ALL SELECT 0, ARRAY["fact"."id"::text] FROM "public"."fact" AS "fact", __trellis_g WHERE ((d1) = __trellis_g.__trellis_v0::integer OR ((d1) IS NULL AND __trellis_g.__trellis_v0::integer IS NULL)) AND "fact"."id" IS NOT NULL
+) AS __z;
+

@@ -40,3 +40,15 @@ INSERT INTO "public"."agg_join" AS __t ("name", "__rows", "n", "s", "__nn_s") SE
 -- reconcile
 DELETE FROM "public"."agg_join" __t WHERE NOT EXISTS (SELECT 1 FROM "trellis"."ledger_4" __l WHERE __l.__g0 = __t."name");
 
+-- self-check query (columns [name n s], identity [name])
+SELECT d.name AS "name", count(*) AS "n", sum(f.v) AS "s" FROM public.fact f JOIN public.dim d ON d.id = f.d1 GROUP BY d.name;
+
+-- self-check: keys of groups
+WITH __trellis_g AS (SELECT * FROM unnest($1::text[]) AS __trellis_g(__trellis_v0))
+SELECT DISTINCT __src, __key FROM (
+  SELECT 0 AS __src, ARRAY[__l."__s0_0"::text] AS __key FROM "trellis"."ledger_4" __l, __trellis_g WHERE (__l.__g0 = __trellis_g.__trellis_v0::text OR (__l.__g0 IS NULL AND __trellis_g.__trellis_v0::text IS NULL)) AND __l."__s0_0" IS NOT NULL
+  UNION ALL SELECT 0, ARRAY["f"."id"::text] FROM public.fact f JOIN public.dim d ON d.id = f.d1, __trellis_g WHERE ((d.name) = __trellis_g.__trellis_v0::text OR ((d.name) IS NULL AND __trellis_g.__trellis_v0::text IS NULL)) AND "f"."id" IS NOT NULL
+  UNION ALL SELECT 1 AS __src, ARRAY[__l."__s1_0"::text] AS __key FROM "trellis"."ledger_4" __l, __trellis_g WHERE (__l.__g0 = __trellis_g.__trellis_v0::text OR (__l.__g0 IS NULL AND __trellis_g.__trellis_v0::text IS NULL)) AND __l."__s1_0" IS NOT NULL
+  UNION ALL SELECT 1, ARRAY["d"."id"::text] FROM public.fact f JOIN public.dim d ON d.id = f.d1, __trellis_g WHERE ((d.name) = __trellis_g.__trellis_v0::text OR ((d.name) IS NULL AND __trellis_g.__trellis_v0::text IS NULL)) AND "d"."id" IS NOT NULL
+) AS __z;
+

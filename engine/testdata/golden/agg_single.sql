@@ -43,3 +43,13 @@ INSERT INTO "public"."agg_single" AS __t ("b", "__rows", "n", "s", "__nn_s", "lo
 -- reconcile
 DELETE FROM "public"."agg_single" __t WHERE NOT EXISTS (SELECT 1 FROM "trellis"."ledger_2" __l WHERE __l.__g0 = __t."b");
 
+-- self-check query (columns [b n s lo], identity [b])
+SELECT b AS "b", count(*) AS "n", sum(v) AS "s", min(v) AS "lo" FROM "public"."src" AS "src" GROUP BY b;
+
+-- self-check: keys of groups
+WITH __trellis_g AS (SELECT * FROM unnest($1::text[]) AS __trellis_g(__trellis_v0))
+SELECT DISTINCT __src, __key FROM (
+  SELECT 0 AS __src, ARRAY[__l.__k0::text, __l.__k1::text] AS __key FROM "trellis"."ledger_2" __l, __trellis_g WHERE (__l.__g0 = __trellis_g.__trellis_v0::text OR (__l.__g0 IS NULL AND __trellis_g.__trellis_v0::text IS NULL))
+  UNION ALL SELECT 0, ARRAY["src"."a"::text, "src"."b"::text] FROM "public"."src" AS "src", __trellis_g WHERE ((b) = __trellis_g.__trellis_v0::text OR ((b) IS NULL AND __trellis_g.__trellis_v0::text IS NULL)) AND "src"."a" IS NOT NULL
+) AS __z;
+

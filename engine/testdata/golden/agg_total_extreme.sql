@@ -52,3 +52,6 @@ DELETE FROM "public"."agg_total_extreme";
 -- reconcile
 INSERT INTO "public"."agg_total_extreme" ("hi", "q") SELECT __s.__x0 AS "hi", __s.__x1 + 1 AS "q" FROM "trellis"."state_6" __s WHERE true;
 
+-- self-check query (columns [hi q], identity [])
+SELECT max(v) AS "hi", count(*) + 1 AS "q" FROM "public"."src" AS "src";
+

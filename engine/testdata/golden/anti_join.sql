@@ -55,3 +55,6 @@ SELECT "__s0_0"::text AS __e0 FROM "trellis"."mirror_5_0" WHERE "__s0_0" IS NOT 
 -- walk
 SELECT "__s0_0"::text AS __e0 FROM "trellis"."mirror_5_0" WHERE "__s0_0" IS NOT NULL AND ("__s0_0") > ($1::integer) GROUP BY "__s0_0" ORDER BY "__s0_0" LIMIT $2;
 
+-- self-check query (columns [id __s0_0 __s1_0], identity [__s0_0 __s1_0])
+SELECT f.id AS "id", "f"."id" AS "__s0_0", "d"."id" AS "__s1_0" FROM public.fact f LEFT JOIN public.dim d ON d.id = f.d1 WHERE d.id IS NULL;
+

@@ -52,3 +52,15 @@ DELETE FROM "public"."having_pct" __t USING (SELECT __s."name" AS __g0 FROM "tre
 -- reconcile
 INSERT INTO "public"."having_pct" AS __t ("name", "pct") SELECT __s."name" AS "name", (100.0 * __s.__x0) / (NULLIF(__s.__x1, 0)) AS "pct" FROM (SELECT __s."name" AS __g0 FROM "trellis"."state_9" __s UNION SELECT __t."name" AS __g0 FROM "public"."having_pct" __t) __a JOIN "trellis"."state_9" __s ON __s."name" = __a.__g0 WHERE (__s.__x1 > 2) ON CONFLICT ("name") DO UPDATE SET "pct" = EXCLUDED."pct" WHERE (__t."pct", NULL) IS DISTINCT FROM (EXCLUDED."pct", NULL);
 
+-- self-check query (columns [name pct], identity [name])
+SELECT d.name AS "name", (100.0 * sum(f.v)) / (NULLIF(count(*), 0)) AS "pct" FROM public.fact f JOIN public.dim d ON d.id = f.d1 GROUP BY d.name HAVING count(*) > 2;
+
+-- self-check: keys of groups
+WITH __trellis_g AS (SELECT * FROM unnest($1::text[]) AS __trellis_g(__trellis_v0))
+SELECT DISTINCT __src, __key FROM (
+  SELECT 0 AS __src, ARRAY[__l."__s0_0"::text] AS __key FROM "trellis"."ledger_9" __l, __trellis_g WHERE (__l.__g0 = __trellis_g.__trellis_v0::text OR (__l.__g0 IS NULL AND __trellis_g.__trellis_v0::text IS NULL)) AND __l."__s0_0" IS NOT NULL
+  UNION ALL SELECT 0, ARRAY["f"."id"::text] FROM public.fact f JOIN public.dim d ON d.id = f.d1, __trellis_g WHERE ((d.name) = __trellis_g.__trellis_v0::text OR ((d.name) IS NULL AND __trellis_g.__trellis_v0::text IS NULL)) AND "f"."id" IS NOT NULL
+  UNION ALL SELECT 1 AS __src, ARRAY[__l."__s1_0"::text] AS __key FROM "trellis"."ledger_9" __l, __trellis_g WHERE (__l.__g0 = __trellis_g.__trellis_v0::text OR (__l.__g0 IS NULL AND __trellis_g.__trellis_v0::text IS NULL)) AND __l."__s1_0" IS NOT NULL
+  UNION ALL SELECT 1, ARRAY["d"."id"::text] FROM public.fact f JOIN public.dim d ON d.id = f.d1, __trellis_g WHERE ((d.name) = __trellis_g.__trellis_v0::text OR ((d.name) IS NULL AND __trellis_g.__trellis_v0::text IS NULL)) AND "d"."id" IS NOT NULL
+) AS __z;
+

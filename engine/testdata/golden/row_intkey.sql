@@ -13,3 +13,6 @@ SELECT "id"::text AS __e0 FROM "public"."row_intkey" ORDER BY "id" LIMIT $1;
 -- walk
 SELECT "id"::text AS __e0 FROM "public"."row_intkey" WHERE ("id") > ($1::integer) ORDER BY "id" LIMIT $2;
 
+-- self-check query (columns [id v1], identity [id])
+SELECT id AS "id", v + 1 AS "v1" FROM "public"."fact" AS "fact" WHERE v > 0;
+

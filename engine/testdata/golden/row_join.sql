@@ -55,3 +55,6 @@ SELECT "__s0_0"::text AS __e0 FROM "public"."row_join" WHERE "__s0_0" IS NOT NUL
 -- walk
 SELECT "__s0_0"::text AS __e0 FROM "public"."row_join" WHERE "__s0_0" IS NOT NULL AND ("__s0_0") > ($1::integer) GROUP BY "__s0_0" ORDER BY "__s0_0" LIMIT $2;
 
+-- self-check query (columns [id name w __s0_0 __s1_0 __s2_0 __s2_1], identity [__s0_0 __s1_0 __s2_0 __s2_1])
+SELECT f.id AS "id", d.name AS "name", e.w AS "w", "f"."id" AS "__s0_0", "d"."id" AS "__s1_0", "e"."a" AS "__s2_0", "e"."b" AS "__s2_1" FROM public.fact f JOIN public.dim d ON d.id = f.d1 LEFT JOIN public.dim2 e ON e.a = f.d2 AND e.b = f.s;
+

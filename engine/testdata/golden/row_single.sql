@@ -25,3 +25,6 @@ SELECT "a"::text AS __e0, "b"::text AS __e1 FROM "public"."row_single" ORDER BY 
 -- walk
 SELECT "a"::text AS __e0, "b"::text AS __e1 FROM "public"."row_single" WHERE ("a", "b") > ($1::integer, $2::text) ORDER BY "a", "b" LIMIT $3;
 
+-- self-check query (columns [a b v2], identity [a b])
+SELECT a AS "a", b AS "b", v * 2 AS "v2" FROM "public"."src" AS "src" WHERE v > 0;
+
