@@ -140,6 +140,11 @@ func statusProblems(st []trellis.TransformStatus, maxLag time.Duration) []string
 	if len(st) > 0 && st[0].Runner != nil && !st[0].Runner.Attached {
 		out = append(out, "runner: not attached: nothing maintains these transforms; start `trellis-repl run`")
 	}
+	if len(st) > 0 && st[0].Runner != nil && st[0].Runner.Attached {
+		if r := st[0].Runner.Retention; r != nil && r.OverLimit {
+			out = append(out, "runner: "+retentionText(r)+"; find what holds the slot back (a stopped or slow transform, --confirm=applied)")
+		}
+	}
 	for _, s := range st {
 		add := func(format string, args ...any) {
 			out = append(out, s.Name+": "+oneLine(fmt.Sprintf(format, args...)))
@@ -298,7 +303,36 @@ func runnerLine(r *trellis.RunnerStatus, now time.Time) string {
 	if len(r.StandbyPIDs) > 0 {
 		line += fmt.Sprintf(", standby backend pids %v", r.StandbyPIDs)
 	}
+	if r.Retention != nil {
+		line += "\nretention: " + retentionText(r.Retention)
+	}
 	return line
+}
+
+// retentionText is the retention guard's last reading as a sentence.
+func retentionText(r *trellis.Retention) string {
+	text := fmt.Sprintf("the slot retains %s of WAL, --max-retained-wal %s", sizeText(r.RetainedBytes), sizeText(r.LimitBytes))
+	if r.OverLimit {
+		text = "OVER THE LIMIT: " + text
+		if r.Since != nil {
+			text += ", since " + r.Since.Format(time.RFC3339)
+		}
+	}
+	return text
+}
+
+// sizeText writes a byte count with PostgreSQL's units (1 kB = 1024 B).
+func sizeText(n int64) string {
+	units := []string{"B", "kB", "MB", "GB", "TB"}
+	v, i := float64(n), 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.1f %s", v, units[i])
 }
 
 // plainBar renders a progress bar without colours (for pipes and files).

@@ -40,6 +40,11 @@ func TestStatusProblems(t *testing.T) {
 		{"capture wait", trellis.TransformStatus{Name: "w", State: "waiting_to_backfill", Runner: attached,
 			CaptureWait: &trellis.CaptureWait{Statement: "ALTER PUBLICATION p ADD TABLE t;"}}, "w: capture waits for the owner of the publication to run: ALTER PUBLICATION p ADD TABLE t;"},
 		{"no runner", trellis.TransformStatus{Name: "n", State: "live", Runner: &trellis.RunnerStatus{}}, "runner: not attached"},
+		{"retention over the limit", trellis.TransformStatus{Name: "ok", State: "live", Runner: &trellis.RunnerStatus{Attached: true,
+			Retention: &trellis.Retention{RetainedBytes: 3 << 30, LimitBytes: 2 << 30, OverLimit: true}}},
+			"runner: OVER THE LIMIT: the slot retains 3.0 GB of WAL, --max-retained-wal 2.0 GB"},
+		{"retention under the limit", trellis.TransformStatus{Name: "ok", State: "live", Runner: &trellis.RunnerStatus{Attached: true,
+			Retention: &trellis.Retention{RetainedBytes: 1 << 20, LimitBytes: 2 << 30}}}, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
