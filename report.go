@@ -9,7 +9,6 @@ import (
 	"context"
 	"time"
 
-
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
 )
 
