@@ -324,8 +324,12 @@ func TestSelfCheckAudit(t *testing.T) {
 			}
 		metric:
 			for _, m := range mf.GetMetric() {
+				have := map[string]string{}
 				for _, l := range m.GetLabel() {
-					if labels[l.GetName()] != l.GetValue() {
+					have[l.GetName()] = l.GetValue()
+				}
+				for k, v := range labels {
+					if have[k] != v {
 						continue metric
 					}
 				}

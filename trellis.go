@@ -508,11 +508,13 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token, names []string)
 	named := map[int64]bool{}
 	var behind []string
 	for {
-		all, err := t.cat.List(ctx, t.pool)
+		// The reads are not cut short by ctx's deadline: a wait that ends
+		// while they run still names what is behind (they take
+		// milliseconds; their own bound is catalogReadTimeout).
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), catalogReadTimeout)
+		all, err := t.cat.List(qctx, t.pool)
 		if err != nil {
-			if ctx.Err() != nil {
-				return t.behindError(ctx, token, behind)
-			}
+			cancel()
 			return terr.Wrap(terr.Unavailable, err, "read transform progress: %v", err)
 		}
 		ts := awaitScope(all, names)
@@ -532,15 +534,13 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token, names []string)
 				}
 			}
 		}
-		changed, err := t.cat.TreesChanged(ctx, t.pool, roots)
+		changed, err := t.cat.TreesChanged(qctx, t.pool, roots)
 		var corr []catalog.Correction
 		if err == nil {
-			corr, err = t.cat.Corrections(ctx, t.pool, 0)
+			corr, err = t.cat.Corrections(qctx, t.pool, 0)
 		}
+		cancel()
 		if err != nil {
-			if ctx.Err() != nil {
-				return t.behindError(ctx, token, behind)
-			}
 			return terr.Wrap(terr.Unavailable, err, "read partition corrections: %v", err)
 		}
 		if changed {
@@ -590,6 +590,9 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token, names []string)
 		delay = min(2*delay, 20*time.Millisecond)
 	}
 }
+
+// catalogReadTimeout bounds the catalog reads of one round of a wait.
+const catalogReadTimeout = 10 * time.Second
 
 // behindError is the timeout of a wait: what is still behind and, when no
 // runner is attached, that nothing will catch up.
