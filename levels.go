@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -54,7 +55,11 @@ func levelError(err error, owner, alias, level string) error {
 	if !errors.As(err, &te) {
 		return err
 	}
-	what := fmt.Sprintf("transform %q: FROM: the subquery %s", owner, pgx.Identifier{alias}.Sanitize())
+	name := alias
+	if !plainName.MatchString(alias) {
+		name = pgx.Identifier{alias}.Sanitize()
+	}
+	what := fmt.Sprintf("transform %q: FROM: the subquery %s", owner, name)
 	if alias == "" {
 		what = fmt.Sprintf("transform %q: FROM: a subquery", owner)
 	}
@@ -66,6 +71,10 @@ func levelError(err error, owner, alias, level string) error {
 	}
 	return &terr.Error{Code: te.Code, Msg: msg, Err: te.Err}
 }
+
+// plainName is a name PostgreSQL reads back unquoted (as the parser's
+// sentences write it).
+var plainName = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 
 // levelsOf are the levels transform id owns, in creation order.
 func levelsOf(all []*catalog.Transform, id int64) []*catalog.Transform {

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
@@ -23,6 +25,9 @@ import (
 // key may be NULL (or that has no GROUP BY): a chain reads a target by a
 // NOT NULL key, and the group columns cannot be one.
 const SurrogateCol = "__id"
+
+// positionRe matches the position an error sentence ends a part with.
+var positionRe = regexp.MustCompile(` \(line \d+, column \d+\)`)
 
 // Level is a derived table in FROM kept as an inner transform.
 type Level struct {
@@ -77,6 +82,12 @@ func (c *selectChecker) level(rs *pg_query.RangeSubselect, inner *pg_query.Selec
 	}
 	q, err := parseSelect(c.label+": "+what, text, 0, len(text))
 	if err != nil {
+		// Positions would count in the subquery as deparsed, not in the
+		// script: the sentence names the subquery instead.
+		var te *terr.Error
+		if errors.As(err, &te) {
+			return nil, &terr.Error{Code: te.Code, Msg: positionRe.ReplaceAllString(te.Msg, ""), Err: te.Err}
+		}
 		return nil, err
 	}
 	if q.Star {
