@@ -263,27 +263,28 @@ func (t *Trellis) install(ctx context.Context, tx pgx.Tx, schema string, st *eng
 }
 
 // retype makes, at RESUME, the stored columns of a transform follow
-// source columns that changed type (the drift that RESUME cures); any
-// other drift refuses the RESUME, changing nothing.
-func (t *Trellis) retype(ctx context.Context, tx pgx.Tx, name string, id int64, p *engine.Plan) error {
+// source columns that changed type (the drift that RESUME cures) and
+// reports whether it changed any; any other drift refuses the RESUME,
+// changing nothing.
+func (t *Trellis) retype(ctx context.Context, tx pgx.Tx, name string, id int64, p *engine.Plan) (bool, error) {
 	d, err := engine.CheckDrift(ctx, tx, name, p)
 	if err != nil {
-		return terr.Wrap(terr.Unavailable, err, "check transform %q against the catalog: %v", name, err)
+		return false, terr.Wrap(terr.Unavailable, err, "check transform %q against the catalog: %v", name, err)
 	}
 	if d == nil {
-		return nil
+		return false, nil
 	}
 	if len(d.Retype) == 0 {
-		return terr.New(terr.Validation, "%s", d.Error)
+		return false, terr.New(terr.Validation, "%s", d.Error)
 	}
 	if err := engine.ApplyRetype(ctx, tx, p, d); err != nil {
-		return asTerr(err)
+		return false, asTerr(err)
 	}
 	raw, err := p.Encode()
 	if err != nil {
-		return terr.Wrap(terr.Internal, err, "%v", err)
+		return false, terr.Wrap(terr.Internal, err, "%v", err)
 	}
-	return t.cat.SetPlan(ctx, tx, id, raw)
+	return true, t.cat.SetPlan(ctx, tx, id, raw)
 }
 
 // notPausedError is RESUME's refusal of a transform that is not paused.

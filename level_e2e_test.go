@@ -229,6 +229,46 @@ func TestInnerLevels(t *testing.T) {
 	}
 	levelConverge(e, "after concurrent writes to both tables")
 
+	// A source column two levels group by is re-typed: the levels pause,
+	// and lvl_status, whose visible column follows it; lvl_distinct reads
+	// it only through its level's target and runs on. RESUME of each
+	// owner re-types and rebuilds its levels, then the owner, whose stored
+	// column follows the level's.
+	e.exec(`ALTER TABLE orders ALTER COLUMN status TYPE varchar(20)`)
+	drifted := map[string]bool{"lvl_status": true}
+	for _, owner := range []string{"lvl_status", "lvl_distinct"} {
+		for _, l := range levelsByOwner(e)[owner] {
+			drifted[l] = true
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := e.tr.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var waiting []string
+		for _, s := range st {
+			paused := s.State == "paused" && s.CaptureFailure != nil && s.CaptureFailure.Kind == "capture"
+			if drifted[s.Name] != paused {
+				waiting = append(waiting, s.Name+" "+s.State)
+			}
+		}
+		if len(waiting) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after ALTER TABLE orders ALTER status TYPE varchar(20): want exactly %v paused by drift, these are not as expected: %v", drifted, waiting)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.apply(`RESUME TRANSFORM lvl_status; RESUME TRANSFORM lvl_distinct`)
+	levelConverge(e, "after the re-type of orders.status and RESUME of its readers")
+	if typ := e.queryInt(`SELECT count(*) FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+		WHERE c.relname LIKE 'ledger_%' AND a.attname LIKE '__a%' AND format_type(a.atttypid, a.atttypmod) = 'character varying(20)'`); typ == 0 {
+		t.Errorf("no ledger column follows orders.status to varchar(20): lvl_distinct's ledger was not re-typed")
+	}
+
 	// PAUSE and RESUME of an owner take its levels with it.
 	q13Levels := levelsByOwner(e)["lvl_q13"]
 	e.apply(`PAUSE TRANSFORM lvl_q13`)
@@ -270,7 +310,7 @@ func TestInnerLevels(t *testing.T) {
 		t.Fatalf("CREATE OR REPLACE TRANSFORM lvl_q13: %+v, %v", res, err)
 	}
 	levelDefs[0].query = strings.Replace(levelDefs[0].query, `o.status NOT LIKE '%x%'`, `o.status = 'paid'`, 1)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline = time.Now().Add(30 * time.Second)
 	for {
 		st, err := e.tr.Status(ctx)
 		if err != nil {

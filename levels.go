@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -152,18 +153,20 @@ func (t *Trellis) pauseWith(ctx context.Context, tx pgx.Tx, all []*catalog.Trans
 // resumeWith resumes a transform and its frozen levels: each is checked
 // against the catalog, re-typed where a source column changed type, and
 // rebuilt. A level the system paused while its owner ran is resumed
-// through the owner too. Nothing frozen is a conflict.
+// through the owner too. Levels go first, innermost first: a level whose
+// stored columns were re-typed changed the types its reader reads, so
+// the reader (running or not) is re-typed and rebuilt with it. Nothing
+// frozen is a conflict.
 func (t *Trellis) resumeWith(ctx context.Context, tx pgx.Tx, all []*catalog.Transform, tr *catalog.Transform) error {
-	var frozen []*catalog.Transform
-	for _, o := range append([]*catalog.Transform{tr}, levelsOf(all, tr.ID)...) {
-		if catalog.Frozen(o.State) {
-			frozen = append(frozen, o)
-		}
-	}
-	if len(frozen) == 0 {
+	chain := append(levelsOf(all, tr.ID), tr)
+	if !slices.ContainsFunc(chain, func(o *catalog.Transform) bool { return catalog.Frozen(o.State) }) {
 		return notPausedError(tr.Name, tr.State)
 	}
-	for _, o := range frozen {
+	retyped := false
+	for _, o := range chain {
+		if !catalog.Frozen(o.State) && !retyped {
+			continue
+		}
 		p, err := engine.Decode(o.Plan)
 		if err != nil {
 			return terr.Wrap(terr.Internal, err, "%v", err)
@@ -171,9 +174,14 @@ func (t *Trellis) resumeWith(ctx context.Context, tx pgx.Tx, all []*catalog.Tran
 		if err := engine.Revalidate(ctx, tx, o.Name, p); err != nil {
 			return err
 		}
-		if err := t.retype(ctx, tx, o.Name, o.ID, p); err != nil {
+		changed, err := t.retype(ctx, tx, o.Name, o.ID, p)
+		if err != nil {
 			return err
 		}
+		if !catalog.Frozen(o.State) && !changed {
+			continue // a running reader its levels' re-typing left alone
+		}
+		retyped = retyped || changed
 		if err := t.cat.Resume(ctx, tx, o.ID); err != nil {
 			return terr.Wrap(terr.Unavailable, err, "%v", err)
 		}
