@@ -285,6 +285,12 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 		st.Query = q
 	}
 	q := st.Query
+	for _, l := range q.Levels {
+		if l.Target.Name == "" {
+			// Apply creates the levels and binds them first (ADR 0018).
+			return nil, terr.New(terr.Internal, "transform %q: its derived table %s is an inner level that was not created; define it through Apply", name, l.Alias)
+		}
+	}
 	fail := func(format string, args ...any) error {
 		return terr.New(terr.Validation, "transform %q: "+format, append([]any{name}, args...)...)
 	}

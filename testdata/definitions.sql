@@ -67,6 +67,9 @@ CREATE TRANSFORM level_q13 AS SELECT c_count, count(*) AS custdist
   FROM (SELECT d.id, count(f.id) FROM dim d LEFT JOIN fact f ON f.d1 = d.id AND f.s NOT LIKE '%y%' GROUP BY d.id) AS c_orders (c_key, c_count)
   GROUP BY c_count ORDER BY custdist DESC, c_count DESC;
 
+-- accept
+CREATE TRANSFORM level_star AS SELECT * FROM (SELECT d2, s, count(*) AS n, max(v) AS top FROM fact GROUP BY d2, s) g WHERE n > 1;
+
 -- refuse validation: transform "x": FROM: the subquery s: FROM table "public"."nokey" has no primary key
 CREATE TRANSFORM x AS SELECT n FROM (SELECT a, count(*) AS n FROM nokey GROUP BY a) s;
 
