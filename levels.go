@@ -42,7 +42,11 @@ func (t *Trellis) createLevels(ctx context.Context, tx pgx.Tx, st *engine.Statem
 		if err != nil {
 			return levelError(err, st.Name, l.Alias, lst.Name)
 		}
-		if err := st.Query.BindLevel(i, p.Target, p.QuerySQL()); err != nil {
+		sql := p.QuerySQL()
+		if p.Full != "" {
+			sql = p.Full // a level over levels: its query over the base tables
+		}
+		if err := st.Query.BindLevel(i, p.Target, sql); err != nil {
 			return terr.Wrap(terr.Internal, err, "transform %q: %v", st.Name, err)
 		}
 	}

@@ -83,7 +83,9 @@ type Plan struct {
 	Select string `json:"select,omitempty"`
 	// Full, for a query that reads inner levels (ADR 0018), is Select with
 	// each level's query in place of its target: the query over the base
-	// tables the target must equal.
+	// tables the target equals once its levels and it converged. Checks
+	// use Select (QuerySQL): a level's surrogate key, which the owner's
+	// stored rows may be keyed by, exists only in the level's target.
 	Full string `json:"full,omitempty"`
 	// Surrogate names the hidden identity column that keys the target of
 	// an inner level whose group key may be NULL (ADR 0018); "" otherwise.
@@ -596,9 +598,6 @@ func (p *Plan) selectFrom(q *Query, from string) string {
 // QuerySQL is the transform's defining query over the resolved source, with
 // visible columns in order: what the target must equal.
 func (p *Plan) QuerySQL() string {
-	if p.Full != "" {
-		return p.Full
-	}
 	if p.Select != "" {
 		return p.Select
 	}

@@ -11,6 +11,9 @@ PRIMARY KEY (__id)
 -- the owner's full query
 SELECT n AS "n", count(*) AS "k", sum(total) AS "total" FROM (SELECT d1 AS "d1", count(*) AS "n", sum(v) AS "total" FROM "public"."fact" AS "fact" GROUP BY d1) AS "s" GROUP BY n;
 
+-- the owner's query (over the level)
+SELECT n AS "n", count(*) AS "k", sum(total) AS "total" FROM "trellis"."level_1_1" AS "s" GROUP BY n;
+
 -- setup
 CREATE TEMP TABLE IF NOT EXISTS __trellis_k (__k0 bigint) ON COMMIT DELETE ROWS;
 
