@@ -110,9 +110,9 @@ func levelCompare(e *env, want []levelDef, when string, fatal bool) bool {
 		e.t.Fatal(err)
 	}
 	for _, s := range st {
-		r, err := e.tr.SelfCheck(ctx, s.Name)
+		r, err := e.tr.CompareNow(ctx, s.Name)
 		if err != nil {
-			e.t.Fatalf("%s: SelfCheck %s: %v", when, s.Name, err)
+			e.t.Fatalf("%s: CompareNow %s: %v", when, s.Name, err)
 		}
 		if !r.Equal() {
 			e.t.Errorf("%s: %s differs from the engine's own query: missing %d %v extra %d %v",

@@ -53,3 +53,13 @@ INSERT INTO "public"."level_owner" AS __t ("n", "__rows", "k", "total", "__nn_to
 -- reconcile
 DELETE FROM "public"."level_owner" __t WHERE NOT EXISTS (SELECT 1 FROM "trellis"."ledger_public_level_owner" __l WHERE (__l.__g0 = __t."n" OR (__l.__g0 IS NULL AND __t."n" IS NULL)));
 
+-- self-check query (columns [n k total], identity [n])
+SELECT n AS "n", count(*) AS "k", sum(total) AS "total" FROM "trellis"."level_1_1" AS "s" GROUP BY n;
+
+-- self-check: keys of groups
+WITH __trellis_g AS (SELECT * FROM unnest($1::text[]) AS __trellis_g(__trellis_v0))
+SELECT DISTINCT __src, __key FROM (
+  SELECT 0 AS __src, ARRAY[__l.__k0::text] AS __key FROM "trellis"."ledger_public_level_owner" __l, __trellis_g WHERE (__l.__g0 = __trellis_g.__trellis_v0::bigint OR (__l.__g0 IS NULL AND __trellis_g.__trellis_v0::bigint IS NULL))
+  UNION ALL SELECT 0, ARRAY["s"."__id"::text] FROM "trellis"."level_1_1" AS "s", __trellis_g WHERE ((n) = __trellis_g.__trellis_v0::bigint OR ((n) IS NULL AND __trellis_g.__trellis_v0::bigint IS NULL)) AND "s"."__id" IS NOT NULL
+) AS __z;
+
