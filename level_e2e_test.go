@@ -178,6 +178,15 @@ func TestInnerLevels(t *testing.T) {
 	}
 	e.start()
 	levelConverge(e, defs, "after the build over existing data")
+	// The runner's self-check jobs compare owners over their levels and
+	// levels over their sources, identity by identity (a row owner is
+	// keyed by its level's surrogate).
+	for _, name := range []string{"lvl_q13", "lvl_total", "lvl_join", levels["lvl_nested"][0], levels["lvl_status"][0]} {
+		j, err := e.tr.SelfCheck(ctx, name, trellis.SelfCheckOptions{Wait: true, Strict: true})
+		if err != nil || j.Report == nil || j.Report.Outcome != trellis.OutcomeConverged {
+			t.Errorf("self-check of %s: %+v (report %+v), %v; want converged", name, j, j.Report, err)
+		}
+	}
 
 	bucket := func(n int64) int64 {
 		return e.queryInt(`SELECT coalesce((SELECT custdist FROM lvl_q13 WHERE c_count = $1), 0)`, n)
