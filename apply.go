@@ -97,6 +97,13 @@ func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement)
 	missing := func() error {
 		return terr.New(terr.NotFound, "transform %q does not exist in schema %q; list transforms with `trellis-repl status`", st.Name, schema)
 	}
+	if existing != nil && existing.Owner != 0 && (st.Kind != engine.CreateTransform || st.OrReplace) {
+		stmt := res.Statement
+		if st.OrReplace {
+			stmt = "CREATE OR REPLACE TRANSFORM"
+		}
+		return res, t.levelRefusal(ctx, tx, stmt, existing)
+	}
 	switch st.Kind {
 	case engine.CreateTransform:
 		if existing != nil && st.OrReplace {
@@ -131,33 +138,29 @@ func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement)
 		if existing == nil {
 			return res, missing()
 		}
-		if catalog.Frozen(existing.State) {
-			res.Action = "unchanged"
-			return res, nil
-		}
-		if err := t.cat.Pause(ctx, tx, existing.ID, "user", nil); err != nil {
+		all, err := t.cat.List(ctx, tx)
+		if err != nil {
 			return res, terr.Wrap(terr.Unavailable, err, "%v", err)
 		}
+		// Its levels pause with it (ADR 0018).
+		changed, err := t.pauseWith(ctx, tx, all, existing)
+		if err != nil {
+			return res, err
+		}
 		res.Action = "paused"
+		if !changed {
+			res.Action = "unchanged"
+		}
 	case engine.ResumeTransform:
 		if existing == nil {
 			return res, missing()
 		}
-		if !catalog.Frozen(existing.State) {
-			return res, notPausedError(st.Name, existing.State)
-		}
-		p, err := engine.Decode(existing.Plan)
+		all, err := t.cat.List(ctx, tx)
 		if err != nil {
-			return res, terr.Wrap(terr.Internal, err, "%v", err)
-		}
-		if err := engine.Revalidate(ctx, tx, st.Name, p); err != nil {
-			return res, err
-		}
-		if err := t.retype(ctx, tx, st.Name, existing.ID, p); err != nil {
-			return res, err
-		}
-		if err := t.cat.Resume(ctx, tx, existing.ID); err != nil {
 			return res, terr.Wrap(terr.Unavailable, err, "%v", err)
+		}
+		if err := t.resumeWith(ctx, tx, all, existing); err != nil {
+			return res, err
 		}
 		res.Action = "resumed"
 	case engine.DropTransform:
@@ -182,20 +185,47 @@ func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement)
 		if reader := readerOf(all, p.Target, existing.ID); reader != "" {
 			return res, terr.New(terr.Conflict, "transform %q is read by transform %q (a chain); DROP TRANSFORM %s first, or keep %s", st.Name, reader, reader, st.Name)
 		}
-		if err := engine.Uninstall(ctx, tx, p); err != nil {
-			return res, terr.Wrap(terr.Unavailable, err, "%v", err)
-		}
-		if err := t.cat.Delete(ctx, tx, existing.ID); err != nil {
-			return res, terr.Wrap(terr.Unavailable, err, "%v", err)
+		if err := t.dropTransform(ctx, tx, all, existing); err != nil {
+			return res, err
 		}
 		res.Action = "dropped"
 	}
 	return res, nil
 }
 
-// create plans and installs a transform; replaces is the transform a
-// redefinition replaces (0 for none), whose shadow is st.TargetName.
+// create plans and installs a transform, and first the inner levels its
+// derived tables need (ADR 0018); replaces is the transform a redefinition
+// replaces (0 for none), whose shadow is st.TargetName.
 func (t *Trellis) create(ctx context.Context, tx pgx.Tx, schema string, st *engine.Statement, replaces int64) (*engine.Plan, error) {
+	// * is expanded first: the derived tables it reads are known then.
+	if err := engine.ExpandStar(ctx, tx, st); err != nil {
+		return nil, asTerr(err)
+	}
+	var id int64
+	if hasLevels(st.Query) {
+		var err error
+		if id, err = t.cat.ReserveID(ctx, tx); err != nil {
+			return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
+		}
+	}
+	k := 0
+	return t.install(ctx, tx, schema, st, replaces, id, 0, &k)
+}
+
+// install plans and installs st as transform id (0: a new id) owned by
+// owner (0: none), after its levels; levels are named by the id of the
+// transform that owns them all (root: id for a user's definition, owner
+// for a level), numbered on from *k.
+func (t *Trellis) install(ctx context.Context, tx pgx.Tx, schema string, st *engine.Statement, replaces, id, owner int64, k *int) (*engine.Plan, error) {
+	if hasLevels(st.Query) {
+		root := id
+		if owner != 0 {
+			root = owner
+		}
+		if err := t.createLevels(ctx, tx, st, root, k); err != nil {
+			return nil, err
+		}
+	}
 	all, err := t.cat.List(ctx, tx)
 	if err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
@@ -215,8 +245,8 @@ func (t *Trellis) create(ctx context.Context, tx pgx.Tx, schema string, st *engi
 	if err != nil {
 		return nil, terr.Wrap(terr.Internal, err, "%v", err)
 	}
-	id, err := t.cat.Insert(ctx, tx, &catalog.Transform{Schema: schema, Name: p.Target.Name, Definition: st.Query.SQL,
-		Shape: p.Shape, Plan: raw, SourceTable: strings.Join(names, ", "), SourceOID: p.Sources[0].OID, Replaces: replaces})
+	id, err = t.cat.Insert(ctx, tx, &catalog.Transform{ID: id, Schema: schema, Name: p.Target.Name, Definition: st.Query.SQL,
+		Shape: p.Shape, Plan: raw, SourceTable: strings.Join(names, ", "), SourceOID: p.Sources[0].OID, Replaces: replaces, Owner: owner})
 	if err != nil {
 		return nil, asTerr(err)
 	}
@@ -233,27 +263,28 @@ func (t *Trellis) create(ctx context.Context, tx pgx.Tx, schema string, st *engi
 }
 
 // retype makes, at RESUME, the stored columns of a transform follow
-// source columns that changed type (the drift that RESUME cures); any
-// other drift refuses the RESUME, changing nothing.
-func (t *Trellis) retype(ctx context.Context, tx pgx.Tx, name string, id int64, p *engine.Plan) error {
+// source columns that changed type (the drift that RESUME cures) and
+// reports whether it changed any; any other drift refuses the RESUME,
+// changing nothing.
+func (t *Trellis) retype(ctx context.Context, tx pgx.Tx, name string, id int64, p *engine.Plan) (bool, error) {
 	d, err := engine.CheckDrift(ctx, tx, name, p)
 	if err != nil {
-		return terr.Wrap(terr.Unavailable, err, "check transform %q against the catalog: %v", name, err)
+		return false, terr.Wrap(terr.Unavailable, err, "check transform %q against the catalog: %v", name, err)
 	}
 	if d == nil {
-		return nil
+		return false, nil
 	}
 	if len(d.Retype) == 0 {
-		return terr.New(terr.Validation, "%s", d.Error)
+		return false, terr.New(terr.Validation, "%s", d.Error)
 	}
 	if err := engine.ApplyRetype(ctx, tx, p, d); err != nil {
-		return asTerr(err)
+		return false, asTerr(err)
 	}
 	raw, err := p.Encode()
 	if err != nil {
-		return terr.Wrap(terr.Internal, err, "%v", err)
+		return false, terr.Wrap(terr.Internal, err, "%v", err)
 	}
-	return t.cat.SetPlan(ctx, tx, id, raw)
+	return true, t.cat.SetPlan(ctx, tx, id, raw)
 }
 
 // notPausedError is RESUME's refusal of a transform that is not paused.

@@ -57,6 +57,8 @@ func checkChainSources(ctx context.Context, tx pgx.Tx, st *engine.Statement, all
 // or "" when it can.
 func unkeyedTarget(p *engine.Plan) string {
 	switch {
+	case p.Surrogate != "":
+		return "" // an inner level keyed by its surrogate (ADR 0018)
 	case p.Shape == engine.ShapeAggregate && len(p.Groups) == 0:
 		return "an aggregate without GROUP BY"
 	case p.Shape == engine.ShapeAggregate:

@@ -70,15 +70,9 @@ func (t *Trellis) dropRedefinitions(ctx context.Context, tx pgx.Tx, all []*catal
 		if o.Replaces != id {
 			continue
 		}
-		p, err := engine.Decode(o.Plan)
-		if err != nil {
-			return terr.Wrap(terr.Internal, err, "%v", err)
-		}
-		if err := engine.Uninstall(ctx, tx, p); err != nil {
-			return terr.Wrap(terr.Unavailable, err, "%v", err)
-		}
-		if err := t.cat.Delete(ctx, tx, o.ID); err != nil {
-			return terr.Wrap(terr.Unavailable, err, "%v", err)
+		// Its levels (ADR 0018) go with it.
+		if err := t.dropTransform(ctx, tx, all, o); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -138,14 +132,23 @@ func (r *runner) swap(ctx context.Context, w *worker, tr *catalog.Transform) err
 	if old == nil {
 		return fmt.Errorf("transform %s replaces transform %d, which is gone", tr.Name, tr.Replaces)
 	}
-	r.mu.Lock()
-	ow := r.workers[old.ID]
-	delete(r.workers, old.ID)
-	r.mu.Unlock()
-	if ow != nil {
-		ow.stop()
-		ow.wait()
-		r.intake.removeRoute(old.ID)
+	all, err := r.t.cat.List(ctx, r.t.pool)
+	if err != nil {
+		return err
+	}
+	// The old transform's levels (ADR 0018) go with it: the new
+	// definition reads levels of its own.
+	levels := levelsOf(all, old.ID)
+	for _, o := range append([]*catalog.Transform{old}, levels...) {
+		r.mu.Lock()
+		ow := r.workers[o.ID]
+		delete(r.workers, o.ID)
+		r.mu.Unlock()
+		if ow != nil {
+			ow.stop()
+			ow.wait()
+			r.intake.removeRoute(o.ID)
+		}
 	}
 	oldPlan, err := engine.Decode(old.Plan)
 	if err != nil {
@@ -164,6 +167,9 @@ func (r *runner) swap(ctx context.Context, w *worker, tr *catalog.Transform) err
 	if err != nil {
 		return fmt.Errorf("swap %s into %s: %w", tr.Name, old.Name, err)
 	}
+	if err := dropLevelsInSwap(ctx, tx, r.t.cat, levels); err != nil {
+		return err
+	}
 	raw, err := newPlan.Encode()
 	if err != nil {
 		return err
@@ -177,8 +183,10 @@ func (r *runner) swap(ctx context.Context, w *worker, tr *catalog.Transform) err
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit the swap of %s: %w", old.Name, err)
 	}
-	if err := r.store.DropTransform(old.ID); err != nil {
-		return err
+	for _, o := range append([]*catalog.Transform{old}, levels...) {
+		if err := r.store.DropTransform(o.ID); err != nil {
+			return err
+		}
 	}
 	w.plan, w.name = newPlan, old.Name
 	w.log().Info("redefinition swapped in", "not_carried", notes)

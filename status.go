@@ -96,6 +96,10 @@ type TransformStatus struct {
 	// over (grants, indexes, views).
 	Replaces   *string  `json:"replaces"`
 	NotCarried []string `json:"not_carried"`
+	// Owner names the transform this one is an inner level of (ADR 0018:
+	// kept for a derived table in the owner's FROM that aggregates); it
+	// changes only with its owner.
+	Owner *string `json:"owner"`
 	// Runner says whether a runner maintains the instance now and when it
 	// last made progress: a live state with no runner attached is stale.
 	Runner *RunnerStatus `json:"runner"`
@@ -163,6 +167,10 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 			if o.ID == tr.Replaces {
 				n := o.Name
 				s.Replaces = &n
+			}
+			if o.ID == tr.Owner {
+				n := o.Name
+				s.Owner = &n
 			}
 		}
 		if len(tr.CaptureWait) > 0 {
@@ -254,6 +262,9 @@ func (t *Trellis) Definitions(ctx context.Context, names ...string) ([]Definitio
 	}
 	out := []Definition{}
 	for _, tr := range ts {
+		if tr.Owner != 0 {
+			continue // an inner level: its owner's definition creates it (ADR 0018)
+		}
 		if len(want) > 0 && !want[tr.Name] && !want[tr.Schema+"."+tr.Name] {
 			continue
 		}

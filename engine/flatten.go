@@ -15,7 +15,8 @@ import (
 // aggregation, DISTINCT, LIMIT, window functions or set operations is a
 // pure projection and filter, so the flattened query has the same rows;
 // it then reads base tables only, which is what the engine maintains.
-// PostgreSQL's planner does the same pull-up.
+// PostgreSQL's planner does the same pull-up. A derived table that
+// aggregates becomes an inner level instead (level.go, ADR 0018).
 func (c *selectChecker) flattenDerived(sel *pg_query.SelectStmt) error {
 	var subs []*derived
 	var extraWhere []*pg_query.Node
@@ -130,10 +131,6 @@ func (c *selectChecker) flattenItem(item *pg_query.Node, top bool, subs *[]*deri
 			return nil, c.errf(-1, "%s is not a SELECT; only a SELECT can be flattened into the outer query", what)
 		case inner.Op != pg_query.SetOperation_SETOP_NONE && inner.Op != pg_query.SetOperation_SET_OPERATION_UNDEFINED:
 			return nil, c.errf(-1, "%s combines queries (UNION, INTERSECT or EXCEPT), which arrives in a later version; select from its branches' tables directly", what)
-		case len(inner.GroupClause) > 0 || inner.HavingClause != nil || hasAggregate(inner):
-			return nil, c.errf(-1, "%s aggregates; a subquery in FROM with GROUP BY or aggregates arrives in a later version — define the aggregate with the outer query's tables directly", what)
-		case len(inner.DistinctClause) > 0:
-			return nil, c.errf(-1, "%s uses DISTINCT; a subquery in FROM with DISTINCT arrives in a later version — remove DISTINCT or move it to the outer query", what)
 		case inner.LimitCount != nil || inner.LimitOffset != nil:
 			return nil, c.errf(-1, "%s uses LIMIT or OFFSET; a subquery in FROM with LIMIT arrives in a later version — remove the LIMIT", what)
 		case inner.WithClause != nil:
@@ -142,10 +139,14 @@ func (c *selectChecker) flattenItem(item *pg_query.Node, top bool, subs *[]*deri
 			return nil, c.errf(-1, "%s uses window functions, which are not supported in a transform; remove them", what)
 		case len(inner.ValuesLists) > 0:
 			return nil, c.errf(-1, "%s is a VALUES list; a transform reads tables — put the rows in a table", what)
-		case !top && inner.WhereClause != nil:
-			return nil, c.errf(-1, "%s has a WHERE and is on the NULL-extended side of an outer join; move its condition into that join's ON clause and join its tables directly", what)
 		case len(inner.FromClause) == 0:
 			return nil, c.errf(-1, "%s reads no table; a transform reads tables", what)
+		case aggregates(inner):
+			// Its rows are groups: it is kept as an inner level, a
+			// transform of its own the outer query reads (ADR 0018).
+			return c.level(rs, inner, alias, what)
+		case !top && inner.WhereClause != nil:
+			return nil, c.errf(-1, "%s has a WHERE and is on the NULL-extended side of an outer join; move its condition into that join's ON clause and join its tables directly", what)
 		}
 		// Its own derived tables first.
 		if err := c.flattenDerived(inner); err != nil {

@@ -41,51 +41,113 @@ func TestGeneratedSQL(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, p := define(t, ctx, conn, cat, tc.def)
-			s := BuildStatements(p, 150000)
-			var b strings.Builder
-			section := func(title string, stmts ...string) {
-				for _, st := range stmts {
-					if st != "" {
-						b.WriteString("-- " + title + "\n" + st + ";\n\n")
-					}
-				}
-			}
-			section("setup", s.Setup...)
-			section("load keys", s.LoadKeys, s.LoadBounds)
-			section("load source keys", s.LoadSource...)
-			for _, st := range s.Apply {
-				switch {
-				case st.KeyArgs:
-					section("apply (keys $1, first and last key $2 $3)", st.SQL)
-				case st.BoundArgs:
-					section("apply (first and last key $1 $2)", st.SQL)
-				default:
-					section("apply", st.SQL)
-				}
-			}
-			for _, e := range s.Enum {
-				section("walk", e.First, e.After)
-			}
-			section("reconcile", s.Reconcile...)
-			cs := p.CheckSpec()
-			section(fmt.Sprintf("self-check query (columns %v, identity %v)", cs.Columns, cs.Identity), cs.Query)
-			section("self-check: keys of groups", p.GroupKeysSQL())
-			path := filepath.Join("testdata", "golden", tc.name+".sql")
-			if *updateGolden {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if got := b.String(); got != string(want) {
-				t.Errorf("generated SQL differs from %s (run with -update and review the diff):\n%s", path, got)
-			}
+			checkGolden(t, tc.name, generatedSQL(p))
 		})
 	}
+}
+
+// generatedSQL renders every statement BuildStatements makes for p, by
+// section.
+func generatedSQL(p *Plan) string {
+	s := BuildStatements(p, 150000)
+	var b strings.Builder
+	section := func(title string, stmts ...string) {
+		for _, st := range stmts {
+			if st != "" {
+				b.WriteString("-- " + title + "\n" + st + ";\n\n")
+			}
+		}
+	}
+	section("setup", s.Setup...)
+	section("load keys", s.LoadKeys, s.LoadBounds)
+	section("load source keys", s.LoadSource...)
+	for _, st := range s.Apply {
+		switch {
+		case st.KeyArgs:
+			section("apply (keys $1, first and last key $2 $3)", st.SQL)
+		case st.BoundArgs:
+			section("apply (first and last key $1 $2)", st.SQL)
+		default:
+			section("apply", st.SQL)
+		}
+	}
+	for _, e := range s.Enum {
+		section("walk", e.First, e.After)
+	}
+	section("reconcile", s.Reconcile...)
+	cs := p.CheckSpec()
+	section(fmt.Sprintf("self-check query (columns %v, identity %v)", cs.Columns, cs.Identity), cs.Query)
+	section("self-check: keys of groups", p.GroupKeysSQL())
+	return b.String()
+}
+
+// checkGolden compares got with testdata/golden/<name>.sql (-update
+// rewrites it).
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name+".sql")
+	if *updateGolden {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("generated SQL differs from %s (run with -update and review the diff):\n%s", path, got)
+	}
+}
+
+// TestGeneratedLevelSQL pins what an inner level (ADR 0018) generates:
+// the level grouped by a nullable column, whose target gets a surrogate
+// key (its DDL as the catalog describes it), the owner's full query over
+// the base tables, and its query and statements over the level's target.
+func TestGeneratedLevelSQL(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, conn, cat := catalogDB(t, ctx)
+	if _, err := conn.Exec(ctx, `CREATE TABLE fact (id int PRIMARY KEY, d1 int, v int)`); err != nil {
+		t.Fatal(err)
+	}
+	sts, err := ParseStatements(`CREATE TRANSFORM level_owner AS SELECT n, count(*) AS k, sum(total) AS total FROM (SELECT d1, count(*) AS n, sum(v) AS total FROM fact GROUP BY d1) s GROUP BY n`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := sts[0]
+	lvl := Statement{Kind: CreateTransform, Schema: cat.Schema, Name: "level_1_1", Query: owner.Query.Levels[0].Query, Level: true}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	lp, err := PlanCreate(ctx, tx, cat.Schema, cat.Schema, &lvl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lp.Surrogate != SurrogateCol {
+		t.Fatalf("the level grouped by a nullable column has surrogate %q, want %q", lp.Surrogate, SurrogateCol)
+	}
+	if err := Install(ctx, tx, lp, 1); err != nil {
+		t.Fatal(err)
+	}
+	var ddl string
+	if err := tx.QueryRow(ctx, `SELECT string_agg(format('%s %s%s', attname, format_type(atttypid, atttypmod),
+			CASE WHEN attidentity = 'a' THEN ' GENERATED ALWAYS AS IDENTITY' ELSE '' END), E'\n' ORDER BY attnum)
+		|| E'\n' || (SELECT string_agg(pg_get_constraintdef(oid), E'\n' ORDER BY conname) FROM pg_constraint WHERE conrelid = $1::regclass)
+		FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped`, lp.Target.Ident()).Scan(&ddl); err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Query.BindLevel(0, lp.Target, lp.QuerySQL()); err != nil {
+		t.Fatal(err)
+	}
+	op, err := PlanCreate(ctx, tx, cat.Schema, "public", &owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "level_owner", "-- the level's target\n"+ddl+"\n\n-- the owner's full query\n"+op.Full+";\n\n-- the owner's query (over the level)\n"+op.QuerySQL()+";\n\n"+generatedSQL(op))
 }

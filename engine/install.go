@@ -49,6 +49,9 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 			for _, c := range p.Project {
 				tcols = append(tcols, ident(c.Name)+" "+c.Type)
 			}
+			if p.Surrogate != "" {
+				tcols = append(tcols, p.surrogateDDL())
+			}
 			ddl = append(ddl, "CREATE TABLE "+p.Target.Ident()+" ("+strings.Join(tcols, ", ")+")")
 			if len(p.Groups) > 0 {
 				ddl = append(ddl, p.groupKey(p.Target))
@@ -68,6 +71,9 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 			}
 		}
 		cols = append(cols, ident(RowsCol)+" bigint NOT NULL DEFAULT 0")
+		if p.Surrogate != "" && p.State == nil {
+			cols = append(cols, p.surrogateDDL())
+		}
 		for _, a := range p.Aggs {
 			switch a.Mode {
 			case ModeSum:
@@ -178,6 +184,15 @@ func (p *Plan) mirrorDDL(id int64) []string {
 		}
 	}
 	return ddl
+}
+
+// surrogateDDL is the column that keys the target of an inner level whose
+// groups have no NOT NULL key (ADR 0018): the engine never writes it, so
+// a group keeps its value while it exists, and a group that empties and
+// comes back (or a row deleted and inserted again) takes a new one — which
+// its reader sees as a delete of the old key and an insert of the new.
+func (p *Plan) surrogateDDL() string {
+	return ident(p.Surrogate) + " bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
 }
 
 // groupKey keys an aggregate table by its groups: a primary key when no

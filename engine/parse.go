@@ -425,6 +425,10 @@ type selectChecker struct {
 	equalities []Equality
 	// joinConds are the joins' ON conditions, deparsed.
 	joinConds []string
+	// levels are the derived tables kept as inner levels (ADR 0018); rvs
+	// the parsed table of each entry of tables, to find the placeholders.
+	levels []*Level
+	rvs    []*pg_query.RangeVar
 }
 
 // single: the query reads one table, so an unqualified column and one
@@ -510,7 +514,15 @@ func parseSelect(label, script string, base, end int) (*Query, error) {
 		return nil, joinRefusals(errs)
 	}
 	fromOK := keep(c.flattenDerived(sel)) && keep(c.checkFrom(sel))
-	q := &Query{Tables: c.tables, Outer: c.outer, Cover: c.cover, from: sel.FromClause, OrderBy: len(sel.SortClause) > 0, Equalities: c.equalities, joinConds: c.joinConds}
+	q := &Query{Tables: c.tables, Outer: c.outer, Cover: c.cover, from: sel.FromClause, OrderBy: len(sel.SortClause) > 0, Equalities: c.equalities, joinConds: c.joinConds, tree: tree}
+	for _, l := range c.levels {
+		for i, rv := range c.rvs {
+			if rv == l.rv {
+				l.Table = i
+				q.Levels = append(q.Levels, l)
+			}
+		}
+	}
 	if sel.WhereClause != nil {
 		if keep(c.checkExpr(sel.WhereClause, "WHERE", "aggregate functions are not allowed in WHERE (%s); WHERE filters source rows before grouping, remove the aggregate")) {
 			if q.Where, err = c.deparse(sel.WhereClause, "WHERE"); err != nil {
@@ -686,6 +698,7 @@ func (c *selectChecker) fromItem(item *pg_query.Node, above []ColumnName) ([]int
 			}
 		}
 		c.tables = append(c.tables, t)
+		c.rvs = append(c.rvs, rv)
 		return []int{len(c.tables) - 1}, nil
 	case *pg_query.Node_JoinExpr:
 		j := n.JoinExpr

@@ -81,6 +81,15 @@ type Plan struct {
 	// Select is the user's query over the resolved sources, as kept: what
 	// the target must equal.
 	Select string `json:"select,omitempty"`
+	// Full, for a query that reads inner levels (ADR 0018), is Select with
+	// each level's query in place of its target: the query over the base
+	// tables the target equals once its levels and it converged. Checks
+	// use Select (QuerySQL): a level's surrogate key, which the owner's
+	// stored rows may be keyed by, exists only in the level's target.
+	Full string `json:"full,omitempty"`
+	// Surrogate names the hidden identity column that keys the target of
+	// an inner level whose group key may be NULL (ADR 0018); "" otherwise.
+	Surrogate string `json:"surrogate,omitempty"`
 
 	// Probes are the lookups through join columns the re-derive makes;
 	// IndexGaps reports those no index serves. NoSourceIndex records
@@ -278,6 +287,12 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 		st.Query = q
 	}
 	q := st.Query
+	for _, l := range q.Levels {
+		if l.Target.Name == "" {
+			// Apply creates the levels and binds them first (ADR 0018).
+			return nil, terr.New(terr.Internal, "transform %q: its derived table %s is an inner level that was not created; define it through Apply", name, l.Alias)
+		}
+	}
 	fail := func(format string, args ...any) error {
 		return terr.New(terr.Validation, "transform %q: "+format, append([]any{name}, args...)...)
 	}
@@ -294,8 +309,14 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 	}
 	p := &Plan{SearchPath: searchPath, Target: Rel{Schema: schema, Name: target}, Where: q.Where, Outer: q.Outer, Cover: q.Cover}
 	var schemas []string
-	for _, t := range q.Tables {
-		src, err := resolveSource(ctx, db, name, instanceSchema, t)
+	for i, t := range q.Tables {
+		// A level's target is in the instance schema: only the query it
+		// was created for may read it (ADR 0018).
+		inst := instanceSchema
+		if q.levelAt(i) != nil {
+			inst = ""
+		}
+		src, err := resolveSource(ctx, db, name, inst, t)
 		if err != nil {
 			return nil, err
 		}
@@ -350,6 +371,15 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 		return nil, err
 	}
 	p.Select = p.selectSQL(q)
+	if len(q.Levels) > 0 {
+		// What the target must equal, over the base tables: each level's
+		// query in place of its target (ADR 0018).
+		from, err := q.fullFrom(p.Sources)
+		if err != nil {
+			return nil, terr.Wrap(terr.Internal, err, "transform %q: %v", name, err)
+		}
+		p.Full = p.selectFrom(q, from)
+	}
 	// Types of the visible columns, as PostgreSQL types the user's query.
 	outTypes, err := describe(ctx, db, p.selectSQL(q))
 	if err != nil {
@@ -446,6 +476,11 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 	if err := p.planAggregates(ctx, db, name, q, outTypes); err != nil {
 		return nil, err
 	}
+	if st.Level && !(len(p.Groups) > 0 && p.groupsNotNull()) {
+		// Its owner reads it as a chain, by a NOT NULL key its groups
+		// cannot give (ADR 0018).
+		p.Surrogate = SurrogateCol
+	}
 	return p, nil
 }
 
@@ -506,7 +541,7 @@ func resolveSource(ctx context.Context, db DB, name, instanceSchema string, t Ta
 	if relkind != "r" && relkind != "p" {
 		return src, terr.New(terr.Validation, "transform %q: FROM %s is not a table (relkind %q); a transform reads ordinary or partitioned tables", name, lookup, relkind)
 	}
-	if src.Schema == instanceSchema {
+	if instanceSchema != "" && src.Schema == instanceSchema {
 		return src, terr.New(terr.Validation, "transform %q: FROM %s is in the trellis-repl instance schema; transforms read user tables", name, lookup)
 	}
 	// Primary key (or replica identity index) of the source.
@@ -529,7 +564,10 @@ func resolveSource(ctx context.Context, db DB, name, instanceSchema string, t Ta
 }
 
 // selectSQL is the user's query with the FROM item schema-qualified.
-func (p *Plan) selectSQL(q *Query) string {
+func (p *Plan) selectSQL(q *Query) string { return p.selectFrom(q, p.FromSQL()) }
+
+// selectFrom is the user's query over the FROM clause from.
+func (p *Plan) selectFrom(q *Query, from string) string {
 	var b strings.Builder
 	b.WriteString("SELECT ")
 	for i, t := range q.Targets {
@@ -541,7 +579,7 @@ func (p *Plan) selectSQL(q *Query) string {
 		b.WriteString(pgx.Identifier{t.Name}.Sanitize())
 	}
 	b.WriteString(" FROM ")
-	b.WriteString(p.FromSQL())
+	b.WriteString(from)
 	if q.Where != "" {
 		b.WriteString(" WHERE ")
 		b.WriteString(q.Where)

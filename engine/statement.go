@@ -38,6 +38,10 @@ type Statement struct {
 	WithoutSourceIndex bool
 	// Query is set for CreateTransform.
 	Query *Query
+	// Level: the statement defines an inner level of another transform
+	// (ADR 0018), whose target that transform reads; its target gets a
+	// surrogate key when its group key may be NULL.
+	Level bool
 }
 
 // Query is the validated shape of a transform's SELECT. Every expression is
@@ -94,6 +98,12 @@ type Query struct {
 	// OrderBy: the query ends in ORDER BY, which a table cannot keep; it is
 	// dropped, and Apply says so.
 	OrderBy bool
+	// Levels are the derived tables in FROM that aggregate, each kept as a
+	// transform of its own whose target the query reads in its place
+	// (ADR 0018); BindLevel names their targets.
+	Levels []*Level
+	// tree is the parse tree as rewritten, which BindLevel renders again.
+	tree *pg_query.ParseResult
 }
 
 // OuterJoin is one LEFT, RIGHT or FULL join of the FROM tree: the tables

@@ -121,6 +121,7 @@ func (r *run) ddl(ctx context.Context, path string, s Step) *Failure {
 	r.mu.Lock()
 	r.retyped = r.retyped || s.Mode == ddlRetype
 	r.mu.Unlock()
+	resumed := map[string]bool{}
 	for _, st := range sts {
 		f := st.CaptureFailure
 		if st.State != "paused" || f == nil || f.Kind != "capture" && f.Kind != "halt" {
@@ -129,9 +130,14 @@ func (r *run) ddl(ctx context.Context, path string, s Step) *Failure {
 		if s.Mode == ddlLossless || f.Kind == "halt" {
 			return &Failure{Kind: "diverged", Step: path, Msg: fmt.Sprintf("%s (%s) paused %s: %s: %s", strings.Join(s.Stmts, "; "), s.Mode, st.Name, f.Kind, f.Error)}
 		}
-		r.logf("step %s: resume %s after the retype (%s)", path, st.Name, f.Error)
-		if _, err := r.tr.Apply(ctx, "RESUME TRANSFORM "+pgx.Identifier{st.Name}.Sanitize()); err != nil {
-			return &Failure{Kind: "diverged", Step: path, Msg: fmt.Sprintf("RESUME %s after the retype: %v", st.Name, err)}
+		name := resumeName(st) // a level resumes through its owner
+		if resumed[name] {
+			continue
+		}
+		resumed[name] = true
+		r.logf("step %s: resume %s after the retype (%s)", path, name, f.Error)
+		if _, err := r.tr.Apply(ctx, "RESUME TRANSFORM "+pgx.Identifier{name}.Sanitize()); err != nil {
+			return &Failure{Kind: "diverged", Step: path, Msg: fmt.Sprintf("RESUME %s after the retype: %v", name, err)}
 		}
 	}
 	return nil

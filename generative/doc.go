@@ -140,7 +140,14 @@
 //     subquery that only projects and filters (one table, or any join
 //     shape), its key columns among its items (k0, …, so aggregates over it
 //     can order totally), sometimes with column aliases (AS s(k0, v1)),
-//     read by a row or an aggregate query (as TPC-H Q7, Q8, Q9).
+//     read by a row or an aggregate query (as TPC-H Q7, Q8, Q9). A quarter
+//     of those (drawn from a level stream of its own, levelSalt, after the
+//     flattened one was drawn, so every other draw stays) aggregate
+//     instead, as TPC-H Q13's does: the subquery groups by one or two of
+//     its items by ordinal, or by none (a total), with count(*) and a max,
+//     and the engine keeps it as an inner level (ADR 0018; a nullable
+//     group key gets a surrogate). The fast lane's fixed cases draw none
+//     (a level costs each check a convergence round); random cases do.
 //   - A quarter of the programs define a chain during their body (a
 //     quarter of those a second one): two or three levels, each reading
 //     the target of the one below (chains.go). A level read by another is

@@ -24,8 +24,11 @@ const (
 	featHavingPct   = 25
 	// featDistinctPct: a row transform is a SELECT DISTINCT instead.
 	featDistinctPct = 12
-	// featDerivedPct: a transform reads a derived table instead.
+	// featDerivedPct: a transform reads a derived table instead;
+	// featLevelPct of those (from the level stream) a derived table that
+	// aggregates, which the engine keeps as an inner level.
 	featDerivedPct = 12
+	featLevelPct   = 25
 	// featChainPct: a program defines a chain of transforms during its
 	// body (a second one, a quarter of those).
 	featChainPct = 25
@@ -33,6 +36,15 @@ const (
 	// followed by a lifecycle action on a level of it.
 	featChainEventPct = 4
 )
+
+// levelSalt seeds the level stream, which only a derived table draws
+// from, so that every other draw of a program is what it was before
+// derived tables could aggregate. It is chosen so that the fast lane's
+// fixed cases draw no level: a level is a chain, whose every check waits
+// one more convergence round (about 3 s more for restart/seed=5 with the
+// first salt tried); random cases and the soak draw them (program_test.go
+// laneExempt).
+const levelSalt = 0x6c766c58
 
 // feat is e drawing from the feature stream.
 func (e *exprGen) feat() *exprGen {
@@ -310,11 +322,83 @@ func (g *gen) derivedSelect(r *rand.Rand) string {
 	}
 	e := &exprGen{r: r, t: dt, pfx: "s", fr: r}
 	depth := 2
+	var q string
 	if r.IntN(2) == 0 {
-		return derivedRow(e, sub, depth)
+		q = derivedRow(e, sub, depth)
+	} else {
+		e.keys = names[:nkeys]
+		q = derivedAgg(e, sub, depth)
 	}
-	e.keys = names[:nkeys]
-	return derivedAgg(e, sub, depth)
+	if g.lr.IntN(100) < featLevelPct {
+		// The draws above stay as they were, so the feature stream goes
+		// on unchanged; the level stream draws what replaces them.
+		return levelSelect(g.lr, from, where, inner, srcCols)
+	}
+	return q
+}
+
+// levelSelect draws a transform over a derived table that aggregates (as
+// TPC-H Q13 does): the subquery groups the rows of from by one or two of
+// the items inner (whose columns are srcCols), or by none (a total), and
+// counts them and takes a max, and a row or an aggregate query reads it.
+// The engine keeps it as an inner level (ADR 0018); a group key that may
+// be NULL gets a surrogate key.
+func levelSelect(r *rand.Rand, from, where string, inner []string, srcCols []*column) string {
+	ng := 1 + r.IntN(2)
+	if r.IntN(5) == 0 {
+		ng = 0
+	}
+	ng = min(ng, len(inner))
+	dt := &table{name: "s"}
+	var items, names []string
+	for j, i := range r.Perm(len(inner))[:ng] {
+		c := *srcCols[i]
+		c.name, c.notNull = fmt.Sprintf("k%d", j), false
+		dt.cols, dt.key = append(dt.cols, &c), append(dt.key, &c)
+		items, names = append(items, inner[i]), append(names, c.name)
+	}
+	groups := make([]string, ng)
+	for j := range groups {
+		groups[j] = fmt.Sprint(j + 1)
+	}
+	items, names = append(items, "count(*)"), append(names, "n")
+	dt.cols = append(dt.cols, &column{name: "n", typ: tBigint, sqlType: "bigint", small: true, domain: []string{"0", "1", "2", "5"}})
+	for _, i := range r.Perm(len(inner)) {
+		// max keeps its argument's type, and is exact (a float sum is not).
+		if t := srcCols[i].typ; t == tInt || t == tBigint || t == tNumeric || t == tText || t == tDate {
+			c := *srcCols[i]
+			c.name, c.notNull = "m", false
+			dt.cols = append(dt.cols, &c)
+			items, names = append(items, "max("+inner[i]+")"), append(names, "m")
+			break
+		}
+	}
+	sub := "(SELECT "
+	if r.IntN(3) == 0 {
+		// Column aliases on the derived table name its outputs.
+		sub += strings.Join(items, ", ") + " FROM " + from + where
+	} else {
+		for i := range items {
+			items[i] += " AS " + names[i]
+		}
+		sub += strings.Join(items, ", ") + " FROM " + from + where
+		names = nil
+	}
+	if ng > 0 {
+		sub += " GROUP BY " + strings.Join(groups, ", ")
+	}
+	sub += ") AS s"
+	if names != nil {
+		sub += "(" + strings.Join(names, ", ") + ")"
+	}
+	e := &exprGen{r: r, t: dt, pfx: "s", fr: r}
+	if ng == 0 || r.IntN(2) == 0 {
+		return derivedRow(e, sub, 2)
+	}
+	for _, c := range dt.key {
+		e.keys = append(e.keys, c.name) // the groups: one row each
+	}
+	return derivedAgg(e, sub, 2)
 }
 
 // derivedRow is a row query over the derived table sub.

@@ -85,7 +85,7 @@ func Generate(seed int64, prof Profile) *Program {
 	g := &gen{r: r, prof: prof, defs: map[string]transformDef{}, paused: map[string]bool{},
 		fr: rand.New(rand.NewPCG(uint64(seed), 0x66656174)), chainPaused: map[string]string{},
 		cr: rand.New(rand.NewPCG(uint64(seed), captureSalt)), pr: rand.New(rand.NewPCG(uint64(seed), poisonSalt)),
-		dr: rand.New(rand.NewPCG(uint64(seed), ddlSalt))}
+		dr: rand.New(rand.NewPCG(uint64(seed), ddlSalt)), lr: rand.New(rand.NewPCG(uint64(seed), levelSalt))}
 	// Whether it is a join program is drawn apart, so that the programs
 	// without joins are what they were before joins existed.
 	g.join = prof.Join > 0 && rand.New(rand.NewPCG(uint64(seed), 0x6a6f696e)).IntN(100) < prof.Join
@@ -122,6 +122,9 @@ type gen struct {
 	pz *poisonPlan
 	// dr is the DDL stream (ddl.go); dd what it changed.
 	dr *rand.Rand
+	// lr is the level stream (features.go): which derived tables
+	// aggregate, and what they aggregate (ADR 0018).
+	lr *rand.Rand
 	dd *ddlState
 }
 

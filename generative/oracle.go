@@ -266,15 +266,32 @@ func (r *run) resumeSystemPaused(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	var names []string
+	resumed := map[string]bool{}
 	for _, st := range sts {
 		if st.State == "paused" && st.PausedBy != nil && *st.PausedBy == "system" {
-			if _, err := r.tr.Apply(ctx, "RESUME TRANSFORM "+pgx.Identifier{st.Name}.Sanitize()); err != nil {
+			// An inner level (ADR 0018) is resumed through its owner,
+			// which resumes every frozen level of it at once.
+			name := resumeName(st)
+			if resumed[name] {
+				continue
+			}
+			resumed[name] = true
+			if _, err := r.tr.Apply(ctx, "RESUME TRANSFORM "+pgx.Identifier{name}.Sanitize()); err != nil {
 				return names, err
 			}
-			names = append(names, st.Name)
+			names = append(names, name)
 		}
 	}
 	return names, nil
+}
+
+// resumeName is the transform a RESUME of st names: st, or the owner of
+// an inner level.
+func resumeName(st trellis.TransformStatus) string {
+	if st.Owner != nil {
+		return *st.Owner
+	}
+	return st.Name
 }
 
 // typesDiffer compares the target's column types with the query's result

@@ -59,8 +59,22 @@ CREATE TRANSFORM x AS SELECT id FROM fact ORDER BY id LIMIT 10;
 -- accept
 CREATE TRANSFORM anti_join AS SELECT f.id FROM fact f LEFT JOIN dim d ON d.id = f.d1 WHERE d.id IS NULL;
 
--- refuse validation: the subquery s aggregates
-CREATE TRANSFORM x AS SELECT n FROM (SELECT d1, count(*) AS n FROM fact GROUP BY d1) s;
+-- accept
+CREATE TRANSFORM level_nullable AS SELECT n FROM (SELECT d1, count(*) AS n FROM fact GROUP BY d1) s;
+
+-- accept
+CREATE TRANSFORM level_q13 AS SELECT c_count, count(*) AS custdist
+  FROM (SELECT d.id, count(f.id) FROM dim d LEFT JOIN fact f ON f.d1 = d.id AND f.s NOT LIKE '%y%' GROUP BY d.id) AS c_orders (c_key, c_count)
+  GROUP BY c_count ORDER BY custdist DESC, c_count DESC;
+
+-- accept
+CREATE TRANSFORM level_star AS SELECT * FROM (SELECT d2, s, count(*) AS n, max(v) AS top FROM fact GROUP BY d2, s) g WHERE n > 1;
+
+-- refuse validation: transform "x": FROM: the subquery s: FROM table "public"."nokey" has no primary key
+CREATE TRANSFORM x AS SELECT n FROM (SELECT a, count(*) AS n FROM nokey GROUP BY a) s;
+
+-- refuse validation: transform "x": FROM: the subquery s: select list item 2 (string_agg(s, ',')): string_agg without ORDER BY
+CREATE TRANSFORM x AS SELECT n FROM (SELECT d2, string_agg(s, ',') AS n FROM fact GROUP BY d2) s;
 
 -- refuse validation: string_agg without ORDER BY inside the call has no defined order
 CREATE TRANSFORM x AS SELECT d2, string_agg(s, ',') AS ss FROM fact GROUP BY d2;

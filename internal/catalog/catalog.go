@@ -145,6 +145,10 @@ type Transform struct {
 	CaptureWait json.RawMessage
 	// DrainFailure is set while applying changes keeps failing.
 	DrainFailure *DrainFailure
+	// Owner is the transform this one is an inner level of (ADR 0018): it
+	// was created for a derived table of the owner's FROM and lives and
+	// dies with it. 0 for a transform a user defined.
+	Owner int64
 	// Build is the progress of the last build, nil when none started
 	// since the catalog recorded builds.
 	Build *BuildProgress
@@ -297,6 +301,12 @@ var migrations = []string{
 		error text
 	);
 	CREATE INDEX IF NOT EXISTS selfcheck_jobs_open ON {{s}}.selfcheck_jobs (id) WHERE state IN ('queued', 'running');`,
+	// 8: inner levels (ADR 0018): a transform a definition created for a
+	// derived table in its FROM that aggregates, owned by it. Levels are
+	// inserted before their owner (whose plan reads them), so the
+	// reference is checked at commit.
+	`ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS owner bigint
+		REFERENCES {{s}}.transforms (id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED;`,
 }
 
 // Current is the catalog version this binary writes and reads.
@@ -376,7 +386,7 @@ const transformCols = `t.id, t.schema_name, t.name, t.definition, t.shape, t.pla
 	t.source_table, t.source_oid, t.created_at, t.state_changed_at,
 	coalesce(p.applied_lsn, '0/0')::text, p.applied_at, coalesce(p.keys_applied, 0), coalesce(p.keys_waiting, 0),
 	coalesce(t.replaces, 0), t.replace_notes, t.capture_wait, t.drain_failure,
-	t.build_rows_done, t.build_rows_total, t.build_started_at, t.build_finished_at`
+	t.build_rows_done, t.build_rows_total, t.build_started_at, t.build_finished_at, coalesce(t.owner, 0)`
 
 func scanTransform(row pgx.Row) (*Transform, error) {
 	var t Transform
@@ -388,7 +398,7 @@ func scanTransform(row pgx.Row) (*Transform, error) {
 	if err := row.Scan(&t.ID, &t.Schema, &t.Name, &t.Definition, &t.Shape, &t.Plan, &t.State,
 		&t.PausedBy, &t.Rebuild, &cursor, &t.BuildPhase, &cf, &bf, &t.SourceTable, &t.SourceOID,
 		&t.CreatedAt, &t.StateChangedAt, &lsn, &t.AppliedAt, &t.KeysApplied, &t.KeysWaiting, &t.Replaces, &t.ReplaceNotes, &t.CaptureWait, &df,
-		&b.RowsDone, &b.RowsTotal, &bStarted, &b.FinishedAt); err != nil {
+		&b.RowsDone, &b.RowsTotal, &bStarted, &b.FinishedAt, &t.Owner); err != nil {
 		return nil, err
 	}
 	if bStarted != nil {
@@ -470,13 +480,27 @@ func (c Catalog) GetByID(ctx context.Context, q Querier, id int64) (*Transform, 
 	return t, nil
 }
 
-// Insert records a new transform in state waiting_to_backfill and returns its id.
+// ReserveID takes a new transform id before the transform is inserted
+// (Insert with Transform.ID set): an owner's inner levels are named by it
+// and created first (ADR 0018).
+func (c Catalog) ReserveID(ctx context.Context, q Querier) (int64, error) {
+	var id int64
+	if err := q.QueryRow(ctx, `SELECT nextval(pg_get_serial_sequence($1, 'id'))`, c.T("transforms")).Scan(&id); err != nil {
+		return 0, fmt.Errorf("reserve a transform id: %w", err)
+	}
+	return id, nil
+}
+
+// Insert records a new transform in state waiting_to_backfill and returns
+// its id: t.ID when set (reserved by ReserveID), else a new one.
 func (c Catalog) Insert(ctx context.Context, q Querier, t *Transform) (int64, error) {
 	var id int64
 	err := q.QueryRow(ctx, `INSERT INTO `+c.T("transforms")+
-		` (schema_name, name, definition, shape, plan, state, source_table, source_oid, replaces)
-		  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nullif($9, 0)) RETURNING id`,
-		t.Schema, t.Name, t.Definition, t.Shape, []byte(t.Plan), StateWaiting, t.SourceTable, t.SourceOID, t.Replaces).Scan(&id)
+		` (id, schema_name, name, definition, shape, plan, state, source_table, source_oid, replaces, owner)
+		  VALUES (coalesce(nullif($10::bigint, 0), nextval(pg_get_serial_sequence($12, 'id'))),
+		          $1, $2, $3, $4, $5, $6, $7, $8, nullif($9, 0), nullif($11::bigint, 0)) RETURNING id`,
+		t.Schema, t.Name, t.Definition, t.Shape, []byte(t.Plan), StateWaiting, t.SourceTable, t.SourceOID, t.Replaces,
+		t.ID, t.Owner, c.T("transforms")).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("record transform %s: %w", t.Name, err)
 	}
