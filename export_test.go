@@ -12,13 +12,13 @@ type StreamFunc = streamFunc
 // fails on cue while reusing its end-to-end harness.
 func (t *Trellis) RunWithStream(ctx context.Context, fn StreamFunc) error { return t.run(ctx, fn) }
 
-// SetSelfCheckHook has every self-check call fn with "compare" just before
+// SetSelfCheckHook has every self-check t runs call fn with "compare" just before
 // its first comparison and "compared" just after (nil: none), for tests
 // that put a change in flight exactly there.
-func SetSelfCheckHook(fn func(stage string)) {
+func (t *Trellis) SetSelfCheckHook(fn func(stage string)) {
 	if fn == nil {
-		selfCheckHook.Store(nil)
+		t.selfCheckHook.Store(nil)
 		return
 	}
-	selfCheckHook.Store(&fn)
+	t.selfCheckHook.Store(&fn)
 }

@@ -243,7 +243,7 @@ func (w *worker) trip(ctx context.Context, iso *isolation) error {
 		}
 		if every {
 			return w.halt(ctx, fmt.Sprintf("re-deriving fails for every key with the same error: %s (SQLSTATE %s); fix the definition (or the data every row shares), then RESUME TRANSFORM %s",
-				k.Error, k.SQLState, w.name))
+				k.Error, k.SQLState, w.resume))
 		}
 	}
 	if err := w.r.t.cat.Quarantine(ctx, w.r.t.pool, w.id); err != nil {

@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -440,7 +439,7 @@ func (t *Trellis) check(ctx context.Context, tr *catalog.Transform, o SelfCheckO
 	} else if caughtUp, err = t.appliedUpTo(ctx, tr.ID, token); err != nil {
 		return nil, err
 	}
-	hook := selfCheckHook.Load()
+	hook := t.selfCheckHook.Load()
 	if hook != nil {
 		(*hook)("compare")
 	}
@@ -490,10 +489,6 @@ func (t *Trellis) check(ctx context.Context, tr *catalog.Transform, o SelfCheckO
 	}
 	return rep, nil
 }
-
-// selfCheckHook, when set (tests only), is called with "compare" just
-// before a self-check's first comparison and "compared" just after.
-var selfCheckHook atomic.Pointer[func(stage string)]
 
 // notLiveReason says why a transform is not live and what to do.
 func notLiveReason(tr *catalog.Transform, name string) string {

@@ -175,7 +175,7 @@ func TestSelfCheck(t *testing.T) {
 				id = 11
 			}
 			var release func()
-			trellis.SetSelfCheckHook(func(stage string) {
+			e.tr.SetSelfCheckHook(func(stage string) {
 				switch stage {
 				case "compare":
 					release = holdBack(t, id)
@@ -184,7 +184,7 @@ func TestSelfCheck(t *testing.T) {
 				}
 			})
 			r := check(t, "sc_row", trellis.SelfCheckOptions{Strict: strict})
-			trellis.SetSelfCheckHook(nil)
+			e.tr.SetSelfCheckHook(nil)
 			want := fmt.Sprintf("[cell [%d] amt: %d.00 -> %d.00]", id, 2*id, 2*(id+100))
 			if strict && (r.Outcome != trellis.OutcomeDiverged || fmt.Sprint(listed(r)) != want) {
 				t.Errorf("strict: %s %v; want diverged %s", r.Outcome, listed(r), want)

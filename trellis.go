@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -160,6 +161,10 @@ type Trellis struct {
 	log  *slog.Logger
 	// ready is what Run in this process is doing (readiness.go).
 	ready readiness
+	// selfCheckHook, when set (tests only, export_test.go), is called
+	// with "compare" just before a self-check's first comparison and
+	// "compared" just after.
+	selfCheckHook atomic.Pointer[func(stage string)]
 	// obs receives the runtime's events (observer.go); observed is false
 	// when nothing but NopObserver does, so Run keeps no latency queues.
 	obs      Observer
@@ -444,6 +449,17 @@ func (t *Trellis) AwaitTransforms(ctx context.Context, token Token, names ...str
 	}
 }
 
+// resumeName is the transform a RESUME must name to restart tr: tr, or
+// for an inner level its owner (ADR 0018).
+func resumeName(ts []*catalog.Transform, tr *catalog.Transform) string {
+	for _, o := range ts {
+		if tr.Owner != 0 && o.ID == tr.Owner {
+			return o.Name
+		}
+	}
+	return tr.Name
+}
+
 // findNamed is the transform called name (or schema.name), nil when none.
 func findNamed(ts []*catalog.Transform, name string) *catalog.Transform {
 	for _, tr := range ts {
@@ -565,7 +581,7 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token, names []string)
 				if tr.CaptureFailure != nil {
 					msg = tr.CaptureFailure.Kind + ": " + tr.CaptureFailure.Error
 				}
-				return terr.New(terr.Conflict, "transform %q cannot converge: %s; fix the cause and RESUME TRANSFORM %s", tr.Name, msg, tr.Name)
+				return terr.New(terr.Conflict, "transform %q cannot converge: %s; fix the cause and RESUME TRANSFORM %s", tr.Name, msg, resumeName(all, tr))
 			}
 			// A redefinition converges when it has replaced the old one.
 			switch {

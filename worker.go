@@ -23,7 +23,10 @@ type worker struct {
 	r    *runner
 	id   int64
 	name string
-	plan *engine.Plan
+	// resume is the transform a RESUME must name to restart this one: its
+	// own name, or its owner's for an inner level (ADR 0018).
+	resume string
+	plan   *engine.Plan
 
 	wake chan struct{}
 	// changed asks the worker to read its catalog row again: a PAUSE and
@@ -84,7 +87,7 @@ func (e *drainError) Error() string { return "apply changes: " + e.err.Error() }
 func (e *drainError) Unwrap() error { return e.err }
 
 func newWorker(r *runner, tr *catalog.Transform, p *engine.Plan) *worker {
-	w := &worker{r: r, id: tr.ID, name: tr.Name, plan: p, wake: make(chan struct{}, 1), changed: make(chan struct{}, 1), done: make(chan struct{}),
+	w := &worker{r: r, id: tr.ID, name: tr.Name, resume: tr.Name, plan: p, wake: make(chan struct{}, 1), changed: make(chan struct{}, 1), done: make(chan struct{}),
 		failing: retry.NewEpisode(r.t.log.With("transform", tr.Name), "transform worker failed; retrying", "transform worker recovered")}
 	w.requests = make(chan workerRequest)
 	w.persisted.Store(tr.AppliedLSN)
@@ -216,7 +219,7 @@ func (w *worker) fatal(ctx context.Context, err error) bool {
 	if paused, derr := w.r.pauseOnDrift(ctx, w.id, w.name, w.plan); derr == nil && paused {
 		return true
 	}
-	return w.halt(ctx, haltSentence(w.name, err)) == errHalted
+	return w.halt(ctx, haltSentence(w.resume, err)) == errHalted
 }
 
 // haltSentence names the cause of an error every key reproduces and the
@@ -268,7 +271,7 @@ func (w *worker) report(ctx context.Context, err error, backoff time.Duration) b
 			if err := cat.SetBackfillFailure(ctx, pool, w.id, f); err != nil {
 				w.r.t.log.Debug("record backfill failure", "transform", w.name, "err", err) // retried: the episode reports it
 			}
-			return w.halt(ctx, fmt.Sprintf("building keeps failing (%d attempts): %s; fix the cause, then RESUME TRANSFORM %s", w.buildAttempts, be.err, w.name)) == errHalted
+			return w.halt(ctx, fmt.Sprintf("building keeps failing (%d attempts): %s; fix the cause, then RESUME TRANSFORM %s", w.buildAttempts, be.err, w.resume)) == errHalted
 		}
 		if err := cat.SetBackfillFailure(ctx, pool, w.id, f); err != nil {
 			w.r.t.log.Debug("record backfill failure", "transform", w.name, "err", err)
@@ -329,7 +332,7 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 				if errors.As(err, &pe) {
 					// A missing privilege is no data error and no retry
 					// cures it: pause once, naming the grant.
-					return w.halt(ctx, pe.Error()+"; then RESUME TRANSFORM "+w.name)
+					return w.halt(ctx, pe.Error()+"; then RESUME TRANSFORM "+w.resume)
 				}
 				return err
 			}
