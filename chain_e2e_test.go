@@ -122,15 +122,7 @@ func chainScript(defs []chainDef) string {
 // a two-way EXCEPT ALL in one snapshot, and runs the engine's CompareNow.
 func chainConverge(e *env, defs []chainDef, when string) {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	tok, err := e.tr.WatermarkToken(ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := e.tr.AwaitConverged(ctx, tok); err != nil {
-		e.t.Fatalf("%s: the chain did not converge: %v", when, err)
-	}
+	e.awaitWithin(when, 60*time.Second)
 	chainCompare(e, defs, when, true)
 }
 

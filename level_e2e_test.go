@@ -60,15 +60,7 @@ func levelScript() string {
 // of owners and levels.
 func levelConverge(e *env, defs []levelDef, when string) {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	tok, err := e.tr.WatermarkToken(ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := e.tr.AwaitConverged(ctx, tok); err != nil {
-		e.t.Fatalf("%s: did not converge: %v", when, err)
-	}
+	e.awaitWithin(when, 60*time.Second)
 	levelCompare(e, defs, when, true)
 }
 

@@ -531,11 +531,9 @@ func (r *runner) reconcile(ctx context.Context) error {
 		return err
 	}
 	want := map[int64]*catalog.Transform{}
-	names := map[int64]string{}
 	var needed []capture.Table
 	complete := true
 	for _, tr := range ts {
-		names[tr.ID] = tr.Name
 		if p, err := engine.Decode(tr.Plan); err == nil {
 			needed = append(needed, captureTables(p)...)
 		} else {
@@ -581,9 +579,7 @@ func (r *runner) reconcile(ctx context.Context) error {
 			return err
 		}
 		w := newWorker(r, tr, p)
-		if tr.Owner != 0 && names[tr.Owner] != "" {
-			w.resume = names[tr.Owner] // an inner level resumes with its owner (ADR 0018)
-		}
+		w.resume = resumeName(ts, tr)
 		r.workers[id] = w
 		w.lag = r.intake.addRoute(id, p, anc)
 		w.start(ctx)

@@ -477,36 +477,25 @@ func awaitScope(ts []*catalog.Transform, names []string) []*catalog.Transform {
 	if len(names) == 0 {
 		return ts
 	}
-	byTarget := map[string]*catalog.Transform{}
-	plans := map[int64]*engine.Plan{}
-	for _, tr := range ts {
-		if p, err := engine.Decode(tr.Plan); err == nil {
-			plans[tr.ID] = p
-			if tr.Replaces == 0 {
-				byTarget[p.Target.Ident()] = tr
-			}
-		}
-	}
 	in := map[int64]bool{}
-	var add func(tr *catalog.Transform)
-	add = func(tr *catalog.Transform) {
-		if tr == nil || in[tr.ID] {
-			return
-		}
-		in[tr.ID] = true
-		for _, o := range ts {
-			if o.Replaces == tr.ID {
-				add(o)
+	var add func(id int64)
+	add = func(id int64) {
+		for _, tr := range upstreamOf(ts, id) {
+			if in[tr.ID] {
+				continue
 			}
-		}
-		if p := plans[tr.ID]; p != nil {
-			for _, src := range p.Sources {
-				add(byTarget[src.Ident()])
+			in[tr.ID] = true
+			for _, o := range ts {
+				if o.Replaces == tr.ID {
+					add(o.ID)
+				}
 			}
 		}
 	}
 	for _, n := range names {
-		add(findNamed(ts, n))
+		if tr := findNamed(ts, n); tr != nil {
+			add(tr.ID)
+		}
 	}
 	var out []*catalog.Transform
 	for _, tr := range ts {

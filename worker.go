@@ -87,7 +87,7 @@ func (e *drainError) Error() string { return "apply changes: " + e.err.Error() }
 func (e *drainError) Unwrap() error { return e.err }
 
 func newWorker(r *runner, tr *catalog.Transform, p *engine.Plan) *worker {
-	w := &worker{r: r, id: tr.ID, name: tr.Name, resume: tr.Name, plan: p, wake: make(chan struct{}, 1), changed: make(chan struct{}, 1), done: make(chan struct{}),
+	w := &worker{r: r, id: tr.ID, name: tr.Name, plan: p, wake: make(chan struct{}, 1), changed: make(chan struct{}, 1), done: make(chan struct{}),
 		failing: retry.NewEpisode(r.t.log.With("transform", tr.Name), "transform worker failed; retrying", "transform worker recovered")}
 	w.requests = make(chan workerRequest)
 	w.persisted.Store(tr.AppliedLSN)

@@ -125,9 +125,10 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the embedded runners) to this file")
 	fs.DurationVar(&cfg.ProgressInterval, "progress-interval", cfg.ProgressInterval, "trellis ProgressInterval (how late convergence is noticed)")
 	fs.DurationVar(&cfg.PhaseTimeout, "phase-timeout", cfg.PhaseTimeout, "longest wait for convergence")
-	fs.DurationVar(&cfg.Tuning.CoalesceWindow, "coalesce-window", 0, "every runner's --coalesce-window (0: run's default; negative: none)")
-	fs.IntVar(&cfg.Tuning.CoalesceKeys, "coalesce-keys", 0, "every runner's --coalesce-keys (0: run's default)")
-	fs.DurationVar(&cfg.Tuning.StoreSyncInterval, "store-sync-interval", 0, "every runner's --store-sync-interval (0: run's default; negative: every group commit)")
+	// As run's flags, with run's defaults: 0s means none.
+	coalesce := fs.Duration("coalesce-window", trellis.DefaultCoalesceWindow, "every runner's --coalesce-window (0s: none)")
+	fs.IntVar(&cfg.Tuning.CoalesceKeys, "coalesce-keys", 1000, "every runner's --coalesce-keys")
+	syncEvery := fs.Duration("store-sync-interval", trellis.DefaultStoreSyncInterval, "every runner's --store-sync-interval (0s: every group commit)")
 
 	wt := &cfg.WriteTax
 	fs.IntVar(&wt.Scale, "scale", wt.Scale, "write-tax: pgbench scale factor")
@@ -164,6 +165,10 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return usageError{"bench takes no arguments"}
 	}
+	if *coalesce < 0 || *syncEvery < 0 || cfg.Tuning.CoalesceKeys < 1 {
+		return usageError{"--coalesce-window and --store-sync-interval must not be negative, --coalesce-keys at least 1"}
+	}
+	cfg.Tuning.CoalesceWindow, cfg.Tuning.StoreSyncInterval = orNone(*coalesce), orNone(*syncEvery)
 	for _, sc := range cfg.Scenarios {
 		if !slicesContains(bench.Scenarios(), sc) {
 			return usageError{fmt.Sprintf("--scenarios: unknown scenario %q; use %s", sc, strings.Join(bench.Scenarios(), ", "))}
