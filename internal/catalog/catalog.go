@@ -307,6 +307,10 @@ var migrations = []string{
 	// reference is checked at commit.
 	`ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS owner bigint
 		REFERENCES {{s}}.transforms (id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED;`,
+	// 9: removals of capture waiting for a lock on a user table (a table
+	// no transform reads any more, so no transform row to hang them on),
+	// as the JSON array the runner writes at each attempt.
+	`ALTER TABLE {{s}}.instance ADD COLUMN IF NOT EXISTS capture_waits jsonb;`,
 }
 
 // Current is the catalog version this binary writes and reads.
@@ -699,6 +703,9 @@ type Instance struct {
 	// Retention is the retention guard's last reading (nil: no limit set,
 	// or capture without a slot).
 	Retention *Retention
+	// CaptureWaits is the runner's JSON array of removals of capture
+	// waiting for a lock, or nil (none).
+	CaptureWaits json.RawMessage
 }
 
 // Retention is the replication slot's retained WAL against the runner's
@@ -717,15 +724,19 @@ func (c Catalog) GetInstance(ctx context.Context, q Querier) (*Instance, error) 
 	var recv, conf *string
 	var pid *int
 	var store, mode, cmode, creason, slot *string
-	var retention []byte
-	// retention through to_jsonb: a catalog not migrated to it yet (read
-	// by a process that does not migrate) reads as none.
+	var retention, waits []byte
+	// retention and capture_waits through to_jsonb: a catalog not migrated
+	// to them yet (read by a process that does not migrate) reads as none.
 	err := q.QueryRow(ctx, `SELECT store_id, confirm_mode, capture_mode, capture_reason, slot_name,
-		received_lsn::text, confirmed_lsn::text, runner_pid, heartbeat_at, started_at, to_jsonb(i) -> 'retention'
+		received_lsn::text, confirmed_lsn::text, runner_pid, heartbeat_at, started_at, to_jsonb(i) -> 'retention',
+		to_jsonb(i) -> 'capture_waits'
 		FROM `+c.T("instance")+` i WHERE id = 1`).
-		Scan(&store, &mode, &cmode, &creason, &slot, &recv, &conf, &pid, &in.HeartbeatAt, &in.StartedAt, &retention)
+		Scan(&store, &mode, &cmode, &creason, &slot, &recv, &conf, &pid, &in.HeartbeatAt, &in.StartedAt, &retention, &waits)
 	if err != nil {
 		return nil, fmt.Errorf("read instance: %w", err)
+	}
+	if len(waits) > 0 && string(waits) != "null" {
+		in.CaptureWaits = waits
 	}
 	if len(retention) > 0 && string(retention) != "null" {
 		in.Retention = new(Retention)
@@ -780,6 +791,22 @@ func (c Catalog) Heartbeat(ctx context.Context, q Querier, received, confirmed u
 		retention = $3::jsonb, heartbeat_at = now() WHERE id = 1`, FormatLSN(received), FormatLSN(confirmed), r)
 	if err != nil {
 		return fmt.Errorf("record heartbeat: %w", err)
+	}
+	return nil
+}
+
+// SetCaptureWaits records the removals of capture waiting for a lock (v
+// marshalled to a JSON array), or clears them (nil).
+func (c Catalog) SetCaptureWaits(ctx context.Context, q Querier, v any) error {
+	var b []byte
+	if v != nil {
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			return fmt.Errorf("encode capture_waits: %w", err)
+		}
+	}
+	if _, err := q.Exec(ctx, `UPDATE `+c.T("instance")+` SET capture_waits = $1::jsonb WHERE id = 1`, b); err != nil {
+		return fmt.Errorf("record capture_waits: %w", err)
 	}
 	return nil
 }
