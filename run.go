@@ -1,11 +1,15 @@
 package trellis
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,7 +65,26 @@ type runner struct {
 	heartbeatFailing, reconcileFailing *retry.Episode
 	// jobWake wakes the self-check job goroutine (selfcheck_run.go).
 	jobWake chan struct{}
+	// retire is trigger capture this run in logical mode still has to
+	// remove (left by a switch from triggers whose removal would have
+	// waited for a lock); reconcile retries it until it is gone.
+	retire *capture.Trigger
+	// removalWaits are the removals of capture waiting for a lock, by the
+	// capture that reported them (removalsCurrent, removalsRetired);
+	// removalWaitsWritten is what the catalog was last given (nil before
+	// this run wrote them). Reconcile's goroutine only (and prepare's,
+	// before it starts).
+	removalWaits        map[string][]capture.Wait
+	removalWaitsWritten []byte
+	// retireFailing logs failures to remove retire once per episode.
+	retireFailing *retry.Episode
 }
+
+// The captures whose removals the runner records (runner.removalWaits).
+const (
+	removalsCurrent = "current" // the run's capture, Retain at each reconcile
+	removalsRetired = "retired" // trigger capture after a switch to logical replication
+)
 
 // canSwitch reports whether the runner may leave logical capture for
 // triggers by itself (--capture=auto).
@@ -264,7 +287,11 @@ func (r *runner) prepare(ctx context.Context, mode, reason, slot string, logical
 		}
 	}
 	r.confirmed.Store(p.Confirmed)
-	if mode != capture.ModeLogical {
+	if mode == capture.ModeLogical {
+		// Trigger capture a switch (this one or an earlier run's) could not
+		// remove for a lock: reconcile removes it. Nothing when there is none.
+		r.retire = trigger
+	} else {
 		slot = ""
 	}
 	// From the lock session, so runner_pid is the lock holder's backend.
@@ -600,10 +627,67 @@ func (r *runner) reconcile(ctx context.Context) error {
 	if err := r.releaseKeys(ctx); err != nil {
 		return err
 	}
+	if r.retire != nil {
+		// A logical run reads nothing through triggers: no plan decides
+		// what of them stays, and a failure to remove them stops no other
+		// work.
+		done, err := r.retire.Remove(ctx, r.removalsOf(ctx, removalsRetired))
+		if r.retireFailing == nil {
+			r.retireFailing = retry.NewEpisode(r.t.log, "remove the trigger capture left by the switch to logical replication fails; retried at each reconcile",
+				"remove the trigger capture left by the switch to logical replication recovered")
+		}
+		switch {
+		case err != nil && ctx.Err() == nil:
+			r.retireFailing.Fail(err, 500*time.Millisecond)
+		case err == nil:
+			r.retireFailing.Recover()
+			if done {
+				r.retire = nil
+			}
+		}
+	}
 	if !complete {
 		return nil
 	}
-	return r.capture.Retain(ctx, needed)
+	return r.capture.Retain(ctx, needed, r.removalsOf(ctx, removalsCurrent))
+}
+
+// removalsOf records what capture (removalsCurrent or removalsRetired)
+// reports of its removals waiting for a lock (capture.RemovalsFunc): the
+// instance's capture_waits, in status, are every capture's, written only
+// when they changed (a blocker's state or query counts).
+func (r *runner) removalsOf(ctx context.Context, from string) capture.RemovalsFunc {
+	return func(ws []capture.Wait) {
+		if r.removalWaits == nil {
+			r.removalWaits = map[string][]capture.Wait{}
+		}
+		r.removalWaits[from] = ws
+		var all []capture.Wait
+		for _, k := range []string{removalsCurrent, removalsRetired} {
+			all = append(all, r.removalWaits[k]...)
+		}
+		var v any
+		b := []byte("null")
+		if len(all) > 0 {
+			slices.SortStableFunc(all, func(a, b capture.Wait) int { return strings.Compare(a.Table, b.Table) })
+			v = all
+			var err error
+			if b, err = json.Marshal(all); err != nil {
+				r.t.log.Debug("encode capture waits", "err", err)
+				return
+			}
+		}
+		if r.removalWaitsWritten != nil && bytes.Equal(b, r.removalWaitsWritten) {
+			return
+		}
+		if err := r.t.cat.SetCaptureWaits(context.WithoutCancel(ctx), r.t.pool, v); err != nil {
+			// Written again at the next reconcile; a catalog that fails is
+			// reported once, by the heartbeat's episode.
+			r.t.log.Debug("record capture waits", "err", err)
+			return
+		}
+		r.removalWaitsWritten = b
+	}
 }
 
 // captureTables are the tables a plan reads, as capture names them.

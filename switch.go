@@ -141,9 +141,12 @@ func (r *runner) triggerToLogical(ctx context.Context, prev capture.Continuity, 
 	if err := trigger.DrainAll(ctx, r.intake, r.store.ReceivedLSN()); err != nil {
 		return capture.Prepared{}, terr.Wrap(terr.Unavailable, err, "empty the capture log before switching to logical replication: %v", err)
 	}
-	if err := trigger.Remove(ctx); err != nil {
-		// Left for a later start: the slot already captures everything.
-		r.t.log.Warn("remove trigger capture after switching to logical replication", "err", err)
+	// Whatever is left (a table whose lock is held, a failure) reconcile
+	// removes later (runner.retire): the slot already captures everything.
+	if done, err := trigger.Remove(ctx, r.removalsOf(ctx, removalsRetired)); err != nil {
+		r.t.log.Warn("remove trigger capture after switching to logical replication; retried at each reconcile", "err", err)
+	} else if !done {
+		r.t.log.Info("trigger capture is left where a lock is held; a later reconcile removes it once the lock is free (status: runner.capture_waits)")
 	}
 	return out, nil
 }

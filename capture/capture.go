@@ -49,8 +49,11 @@ type Capture interface {
 	// docs/architecture.md §3.5). Locks on the tables are waited for with
 	// a short lock_timeout, retried; waiting is told meanwhile.
 	Install(ctx context.Context, tables []Table, waiting WaitFunc) error
-	// Retain removes capture from every table not in keep.
-	Retain(ctx context.Context, keep []Table) error
+	// Retain removes capture from every table not in keep. Locks on the
+	// tables are waited for with a short lock_timeout and never longer: a
+	// removal that would wait is left for the next call, and waiting (when
+	// not nil) is told of every removal so left, refreshed at each call.
+	Retain(ctx context.Context, keep []Table, waiting RemovalsFunc) error
 	// Stream delivers changes into sink until ctx ends (nil) or capture
 	// fails for good. Continuity lost while streaming is reported to
 	// disrupted, which pauses what it must, before capture starts again

@@ -57,6 +57,8 @@ type LogicalConfig struct {
 type Logical struct {
 	cfg LogicalConfig
 	mu  sync.Mutex // serialises publication changes
+	// removing are the removals Retain left for later. Guarded by mu.
+	removing removals
 }
 
 // NewLogical returns logical capture for cfg.
@@ -70,7 +72,11 @@ func NewLogical(cfg LogicalConfig) *Logical {
 	if cfg.Health == nil {
 		cfg.Health = func(bool, string) {}
 	}
-	return &Logical{cfg: cfg}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Logical{cfg: cfg, removing: removals{log: log, removed: "table removed from the publication", what: "remove the table from the publication"}}
 }
 
 // Mode is ModeLogical.
@@ -312,31 +318,71 @@ func (l *Logical) awaitMembers(ctx context.Context, tables []Table, waiting Wait
 }
 
 // Retain drops publication membership of tables not in keep (never of an
-// owner-managed publication).
-func (l *Logical) Retain(ctx context.Context, keep []Table) error {
+// owner-managed publication), one table per transaction. ALTER
+// PUBLICATION … DROP TABLE takes SHARE UPDATE EXCLUSIVE on the table (as
+// ADD does): a removal that would wait longer than lock_timeout for it is
+// left for the next call, and waiting is told of every removal left so
+// (nil: not told). While an install holds the publication (it may be
+// waiting for a lock itself), every removal is left for the next call.
+func (l *Logical) Retain(ctx context.Context, keep []Table, waiting RemovalsFunc) error {
 	if l.cfg.OwnedPublication {
+		if waiting != nil {
+			waiting(nil)
+		}
 		return nil
 	}
-	l.mu.Lock()
+	if !l.mu.TryLock() {
+		return nil
+	}
 	defer l.mu.Unlock()
-	needed := map[string]bool{}
+	byOID, byName := map[uint32]bool{}, map[string]bool{}
 	for _, t := range keep {
-		needed[t.Ident().Sanitize()] = true
+		byOID[t.OID], byName[t.Ident().Sanitize()] = true, true
 	}
 	pubd, err := replication.PublishedTables(ctx, l.cfg.Pool, l.cfg.Publication)
 	if err != nil {
 		return err
 	}
-	var drop []pgx.Identifier
-	for _, id := range pubd {
-		if !needed[id.Sanitize()] {
-			drop = append(drop, id)
+	names := make([]string, len(pubd))
+	for i, id := range pubd {
+		names[i] = id.Sanitize()
+	}
+	oids := make([]uint32, len(pubd))
+	if len(pubd) > 0 {
+		// 0 for a table dropped since it was listed (which leaves the
+		// publication with it).
+		rows, err := l.cfg.Pool.Query(ctx, `SELECT coalesce(to_regclass(n)::oid, 0) FROM unnest($1::text[]) WITH ORDINALITY AS t(n, i) ORDER BY i`, names)
+		if err != nil {
+			return fmt.Errorf("look up the tables of publication %s: %w", quoteIdent(l.cfg.Publication), err)
+		}
+		for i := 0; rows.Next(); i++ {
+			if err := rows.Scan(&oids[i]); err != nil {
+				rows.Close()
+				return fmt.Errorf("look up the tables of publication %s: %w", quoteIdent(l.cfg.Publication), err)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("look up the tables of publication %s: %w", quoteIdent(l.cfg.Publication), err)
 		}
 	}
-	if len(drop) == 0 {
-		return nil
+	lw := lockWaiter{pool: l.cfg.Pool, timeout: l.lockTimeout()}
+	pending := map[uint32]bool{}
+	for i, id := range pubd {
+		if oids[i] == 0 || byOID[oids[i]] || byName[names[i]] {
+			continue
+		}
+		pending[oids[i]] = true
+		tb := Table{Schema: id[0], Name: id[1], OID: oids[i]}
+		l.removing.attempt(ctx, lw, tb, "ShareUpdateExclusiveLock", func(tx pgx.Tx) error {
+			return replication.DropTables(ctx, tx, l.cfg.Publication, []pgx.Identifier{id})
+		})
 	}
-	return replication.DropTables(ctx, l.cfg.Pool, l.cfg.Publication, drop)
+	l.removing.keepOnly(pending)
+	if waiting != nil {
+		waiting(l.removing.waits())
+	}
+	return nil
 }
 
 // Stream runs the replication connection, recovering from a lost slot:

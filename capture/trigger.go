@@ -14,7 +14,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/trellis-repl/trellis-repl/internal/retry"
 	"github.com/trellis-repl/trellis-repl/internal/terr"
 )
 
@@ -80,20 +79,17 @@ func (c TriggerConfig) withDefaults() TriggerConfig {
 type Trigger struct {
 	cfg TriggerConfig
 	mu  sync.Mutex // serialises installs and removals
-	// removing are the removals Retain left for later, by table: each is
-	// logged when it is first put off (and fails, once per episode) and
-	// when it is done, not at every reconcile. Guarded by mu.
-	removing map[uint32]*removal
-}
-
-// removal is a removal of capture Retain put off.
-type removal struct {
-	lockLogged bool
-	failing    *retry.Episode
+	// removing are the removals Retain left for later: each is logged when
+	// it is first put off (and fails, once per episode) and when it is
+	// done, not at every reconcile. Guarded by mu.
+	removing removals
 }
 
 // NewTrigger returns trigger capture for cfg.
-func NewTrigger(cfg TriggerConfig) *Trigger { return &Trigger{cfg: cfg.withDefaults()} }
+func NewTrigger(cfg TriggerConfig) *Trigger {
+	cfg = cfg.withDefaults()
+	return &Trigger{cfg: cfg, removing: removals{log: cfg.Logger, removed: "trigger capture removed", what: "remove trigger capture"}}
+}
 
 // Mode is ModeTrigger.
 func (t *Trigger) Mode() string { return ModeTrigger }
@@ -443,9 +439,15 @@ func (t *Trigger) placeTriggers(ctx context.Context, tx pgx.Tx, tb Table, rel ui
 }
 
 // Retain removes the triggers and function of every registered table not
-// in keep. A removal that would wait for a lock is left for the next call.
-func (t *Trigger) Retain(ctx context.Context, keep []Table) error {
-	t.mu.Lock()
+// in keep. DROP TRIGGER takes ACCESS EXCLUSIVE on the table: a removal
+// that would wait longer than lock_timeout for it is left for the next
+// call, and waiting is told of every removal left so (nil: not told).
+// While an install holds the capture (it may be waiting for a lock
+// itself), every removal is left for the next call.
+func (t *Trigger) Retain(ctx context.Context, keep []Table, waiting RemovalsFunc) error {
+	if !t.mu.TryLock() {
+		return nil
+	}
 	defer t.mu.Unlock()
 	want := map[uint32]bool{}
 	for _, tb := range keep {
@@ -455,38 +457,18 @@ func (t *Trigger) Retain(ctx context.Context, keep []Table) error {
 	if err != nil {
 		return err
 	}
+	lw := lockWaiter{pool: t.cfg.Pool, timeout: t.cfg.LockTimeout}
+	pending := map[uint32]bool{}
 	for _, tb := range regs {
 		if want[tb.OID] {
 			continue
 		}
-		lw := lockWaiter{pool: t.cfg.Pool, timeout: t.cfg.LockTimeout}
-		err := lw.once(ctx, func(tx pgx.Tx) error { return t.removeOne(ctx, tx, tb) })
-		rm := t.removing[tb.OID]
-		if err != nil && rm == nil {
-			if t.removing == nil {
-				t.removing = map[uint32]*removal{}
-			}
-			rm = &removal{failing: retry.NewEpisode(t.cfg.Logger.With("table", tb.Ident().Sanitize()),
-				"remove trigger capture fails; retried at each reconcile", "remove trigger capture recovered")}
-			t.removing[tb.OID] = rm
-		}
-		if isLockTimeout(err) {
-			if !rm.lockLogged {
-				rm.lockLogged = true
-				t.cfg.Logger.Info("capture removal waits for a lock; retried later", "table", tb.Ident().Sanitize())
-			}
-			continue
-		}
-		if err != nil {
-			// Retried at the next reconcile; nothing else depends on it.
-			rm.failing.Fail(err, 0)
-			continue
-		}
-		if rm != nil {
-			rm.failing.Recover()
-			delete(t.removing, tb.OID)
-		}
-		t.cfg.Logger.Info("trigger capture removed", "table", tb.Ident().Sanitize())
+		pending[tb.OID] = true
+		t.removing.attempt(ctx, lw, tb, "AccessExclusiveLock", func(tx pgx.Tx) error { return t.removeOne(ctx, tx, tb) })
+	}
+	t.removing.keepOnly(pending)
+	if waiting != nil {
+		waiting(t.removing.waits())
 	}
 	return nil
 }
@@ -570,26 +552,48 @@ func (t *Trigger) removeOne(ctx context.Context, tx pgx.Tx, tb Table) error {
 }
 
 // Remove drops every trigger, function and the capture log: trigger
-// capture is no longer used by this instance.
-func (t *Trigger) Remove(ctx context.Context) error {
+// capture is no longer used by this instance. Like Retain it waits for no
+// lock beyond lock_timeout: done is false, with no error, when something
+// is left for another call (the removals still waiting are told to
+// waiting, as Retain tells them).
+func (t *Trigger) Remove(ctx context.Context, waiting RemovalsFunc) (done bool, err error) {
 	var exists bool
-	if err := t.cfg.Pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, t.obj("capture_tables")).Scan(&exists); err != nil || !exists {
-		return err
+	if err := t.cfg.Pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, t.obj("capture_tables")).Scan(&exists); err != nil {
+		return false, fmt.Errorf("look up the capture registry: %w", err)
 	}
-	if err := t.Retain(ctx, nil); err != nil {
-		return err
+	if !exists {
+		if waiting != nil {
+			waiting(nil)
+		}
+		return true, nil
+	}
+	if err := t.Retain(ctx, nil, waiting); err != nil {
+		return false, err
 	}
 	regs, err := t.registered(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if len(regs) > 0 {
-		return fmt.Errorf("trigger capture is still installed on %d table(s) whose lock could not be taken; retried at the next start", len(regs))
+		return false, nil
 	}
-	for _, n := range []string{"capture_log", "capture_ring", "capture_tables"} {
-		if _, err := t.cfg.Pool.Exec(ctx, `DROP TABLE IF EXISTS `+t.obj(n)); err != nil {
-			return fmt.Errorf("drop %s: %w", t.obj(n), err)
+	// A writer that fired a trigger before it was dropped holds its lock
+	// on the log until it ends: wait for none of them either.
+	lw := lockWaiter{pool: t.cfg.Pool, timeout: t.cfg.LockTimeout}
+	err = lw.once(ctx, func(tx pgx.Tx) error {
+		for _, n := range []string{"capture_log", "capture_ring", "capture_tables"} {
+			if _, err := tx.Exec(ctx, `DROP TABLE IF EXISTS `+t.obj(n)); err != nil {
+				return fmt.Errorf("drop %s: %w", t.obj(n), err)
+			}
 		}
+		return nil
+	})
+	if isLockTimeout(err) {
+		return false, nil
 	}
-	return nil
+	if err != nil {
+		return false, err
+	}
+	t.cfg.Logger.Info("trigger capture removed from the instance")
+	return true, nil
 }
