@@ -19,9 +19,16 @@ import (
 type Failure = catalog.Failure
 
 // CaptureWait describes an install of capture waiting for a lock on a
-// source table: table, operation, lock mode, since when, and the sessions
-// holding the lock (nothing is cancelled; the wait ends when they let go).
+// source table (a transform's capture_wait), or a removal of capture
+// waiting for one on a table no transform reads any more (the runner's
+// capture_waits): table, operation (install or uninstall), lock mode,
+// since when, and the sessions holding the lock (nothing is cancelled; the
+// wait ends when they let go).
 type CaptureWait = capture.Wait
+
+// CaptureBlocker is a session holding a lock a CaptureWait waits for: pid,
+// application name, state, query start and query, from pg_stat_activity.
+type CaptureBlocker = capture.Blocker
 
 // DrainFailure describes applying changes that keeps failing with nothing
 // to blame (retried with capped backoff; cleared once a batch applies).
@@ -220,6 +227,18 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 		}
 	}
 	return out, nil
+}
+
+// Runner is the instance's RunnerStatus, as every transform's Status
+// carries it: whether a runner maintains the instance and its waits, also
+// when no transform is left to carry it (after the last DROP TRANSFORM,
+// whose capture removal may wait for a lock).
+func (t *Trellis) Runner(ctx context.Context) (*RunnerStatus, error) {
+	inst, err := t.cat.GetInstance(ctx, t.pool)
+	if err != nil {
+		return nil, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
+	}
+	return t.runnerStatus(ctx, inst)
 }
 
 // Definition is a transform's stored definition.

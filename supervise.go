@@ -8,6 +8,7 @@ package trellis
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -283,6 +284,12 @@ type RunnerStatus struct {
 	// Retention is the retention guard's last reading (null without
 	// --max-retained-wal or a slot), from the runner's last heartbeat.
 	Retention *Retention `json:"retention"`
+	// CaptureWaits are the removals of capture (operation uninstall) that
+	// wait for a lock on a table no transform reads any more, with the
+	// sessions holding it: nothing is cancelled, each is retried at every
+	// reconcile and leaves the list once it got through, or once a
+	// transform reads the table again. [] when none.
+	CaptureWaits []CaptureWait `json:"capture_waits"`
 }
 
 // runnerStatus is the instance's RunnerStatus.
@@ -291,9 +298,18 @@ func (t *Trellis) runnerStatus(ctx context.Context, inst *catalog.Instance) (*Ru
 	if err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
 	}
-	rs := &RunnerStatus{Attached: st.pid != 0, HeartbeatAt: inst.HeartbeatAt, StandbyPIDs: st.standbys, Retention: inst.Retention}
+	rs := &RunnerStatus{Attached: st.pid != 0, HeartbeatAt: inst.HeartbeatAt, StandbyPIDs: st.standbys, Retention: inst.Retention,
+		CaptureWaits: []CaptureWait{}}
 	if rs.StandbyPIDs == nil {
 		rs.StandbyPIDs = []int{}
+	}
+	if len(inst.CaptureWaits) > 0 {
+		if err := json.Unmarshal(inst.CaptureWaits, &rs.CaptureWaits); err != nil {
+			return nil, terr.Wrap(terr.Internal, err, "decode the instance's capture_waits: %v", err)
+		}
+		if rs.CaptureWaits == nil {
+			rs.CaptureWaits = []CaptureWait{}
+		}
 	}
 	if st.pid != 0 {
 		pid, app := st.pid, st.app
