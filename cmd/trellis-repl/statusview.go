@@ -100,13 +100,28 @@ func cmdStatus(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer t.Close()
-	fetch := func(ctx context.Context) ([]trellis.TransformStatus, error) { return t.Status(ctx, names...) }
+	fetch := func(ctx context.Context) (statusView, error) {
+		st, err := t.Status(ctx, names...)
+		if err != nil {
+			return statusView{}, err
+		}
+		v := statusView{st: st}
+		if len(st) > 0 {
+			v.runner = st[0].Runner
+		} else if v.runner, err = t.Runner(ctx); err != nil {
+			// No transform carries the runner: the last one's DROP may
+			// have left a capture removal waiting.
+			return statusView{}, err
+		}
+		return v, nil
+	}
 	// A name that does not exist ends even a watch at once; later errors
 	// of a watch are shown, and the watch goes on.
-	st, err := fetch(ctx)
+	v, err := fetch(ctx)
 	if err != nil {
 		return err
 	}
+	st := v.st
 	if watch.on {
 		return watchStatus(ctx, stdout, fetch, watch.interval)
 	}
@@ -128,13 +143,21 @@ func cmdStatus(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "ok: %d transforms, none paused, quarantined, failing or lagging more than %s; runner attached\n", len(st), *maxLag)
 		return nil
 	}
-	return renderStatus(stdout, st, time.Now(), plainBar())
+	return renderStatus(stdout, v, time.Now(), plainBar())
+}
+
+// statusView is what the table shows: the transforms, and the runner
+// (every transform's, or the instance's when there is none).
+type statusView struct {
+	st     []trellis.TransformStatus
+	runner *trellis.RunnerStatus
 }
 
 // statusProblems is what status --check reports, one line each: no
 // runner attached, and per transform paused, quarantined, holding keys,
 // failing to apply or build, waiting to install capture, or lagging more
-// than maxLag.
+// than maxLag. A removal of capture waiting for a lock (the runner's
+// capture_waits) is none: no transform's data depends on it.
 func statusProblems(st []trellis.TransformStatus, maxLag time.Duration) []string {
 	var out []string
 	if len(st) > 0 && st[0].Runner != nil && !st[0].Runner.Attached {
@@ -191,9 +214,10 @@ func statusProblems(st []trellis.TransformStatus, maxLag time.Duration) []string
 
 // renderStatus prints the runner line, the table and, for each transform
 // being built, its progress (bar renders a fraction).
-func renderStatus(w io.Writer, st []trellis.TransformStatus, now time.Time, bar func(float64) string) error {
-	if len(st) > 0 && st[0].Runner != nil {
-		fmt.Fprintln(w, runnerLine(st[0].Runner, now))
+func renderStatus(w io.Writer, v statusView, now time.Time, bar func(float64) string) error {
+	st := v.st
+	if v.runner != nil {
+		fmt.Fprintln(w, runnerLine(v.runner, now))
 	}
 	if len(st) == 0 {
 		fmt.Fprintln(w, "no transforms; `trellis-repl apply` defines them")
@@ -306,7 +330,38 @@ func runnerLine(r *trellis.RunnerStatus, now time.Time) string {
 	if r.Retention != nil {
 		line += "\nretention: " + retentionText(r.Retention)
 	}
+	for _, cw := range r.CaptureWaits {
+		line += "\ncapture removal: " + removalText(cw, now)
+	}
 	return line
+}
+
+// clip cuts s to n characters, marking the cut.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// removalText is a removal of capture waiting for a lock as a sentence:
+// the table, the lock, for how long, and who holds it.
+func removalText(w trellis.CaptureWait, now time.Time) string {
+	text := fmt.Sprintf("%s waits for a %s lock on %s since %s (%s)", w.Operation, w.LockMode, w.Table,
+		w.Since.Format(time.RFC3339), max(now.Sub(w.Since), 0).Round(time.Second))
+	if len(w.Blockers) == 0 {
+		return text + "; nothing is cancelled, retried at each reconcile"
+	}
+	held := make([]string, len(w.Blockers))
+	for i, b := range w.Blockers {
+		held[i] = fmt.Sprintf("pid %d (%s, %s", b.PID, b.ApplicationName, b.State)
+		if b.QueryStart != nil {
+			held[i] += ", since " + b.QueryStart.Format(time.RFC3339)
+		}
+		held[i] += "): " + clip(oneLine(b.Query), 80)
+	}
+	return text + ", held by " + strings.Join(held, "; ") + "; nothing is cancelled"
 }
 
 // retentionText is the retention guard's last reading as a sentence.
@@ -342,7 +397,7 @@ func plainBarModel() progress.Model {
 	return progress.New(progress.WithWidth(36), progress.WithColorProfile(termenv.Ascii))
 }
 
-type fetchFunc func(context.Context) ([]trellis.TransformStatus, error)
+type fetchFunc func(context.Context) (statusView, error)
 
 // watchStatus refreshes the status every interval until ctx ends (or q on
 // a terminal): in place on a terminal, else one frame after another.
@@ -358,7 +413,7 @@ func watchStatus(ctx context.Context, stdout io.Writer, fetch fetchFunc, interva
 	}
 	bar := plainBar()
 	for {
-		st, err := fetch(ctx)
+		v, err := fetch(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -366,7 +421,7 @@ func watchStatus(ctx context.Context, stdout io.Writer, fetch fetchFunc, interva
 		fmt.Fprintf(&b, "--- %s (every %s)\n", time.Now().Format(time.RFC3339), interval)
 		if err != nil {
 			fmt.Fprintf(&b, "%s (retrying)\n", errorLine(err))
-		} else if err := renderStatus(&b, st, time.Now(), bar); err != nil {
+		} else if err := renderStatus(&b, v, time.Now(), bar); err != nil {
 			return err
 		}
 		if _, err := stdout.Write(b.Bytes()); err != nil {
@@ -388,13 +443,13 @@ type watchModel struct {
 	interval time.Duration
 	bar      progress.Model
 
-	st  []trellis.TransformStatus
+	v   statusView
 	err error
 	at  time.Time
 }
 
 type statusMsg struct {
-	st  []trellis.TransformStatus
+	v   statusView
 	err error
 	at  time.Time
 }
@@ -402,8 +457,8 @@ type statusMsg struct {
 type tickMsg struct{}
 
 func (m watchModel) load() tea.Msg {
-	st, err := m.fetch(m.ctx)
-	return statusMsg{st: st, err: err, at: time.Now()}
+	v, err := m.fetch(m.ctx)
+	return statusMsg{v: v, err: err, at: time.Now()}
 }
 
 func (m watchModel) Init() tea.Cmd { return m.load }
@@ -418,7 +473,7 @@ func (m watchModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.WindowSizeMsg:
 		m.bar.Width = max(10, min(60, msg.Width/3))
 	case statusMsg:
-		m.st, m.err, m.at = msg.st, msg.err, msg.at
+		m.v, m.err, m.at = msg.v, msg.err, msg.at
 		return m, tea.Tick(m.interval, func(time.Time) tea.Msg { return tickMsg{} })
 	case tickMsg:
 		return m, m.load
@@ -441,7 +496,7 @@ func (m watchModel) View() string {
 	case m.at.IsZero():
 		b.WriteString("reading the catalog…\n")
 	default:
-		_ = renderStatus(&b, m.st, time.Now(), m.bar.ViewAs)
+		_ = renderStatus(&b, m.v, time.Now(), m.bar.ViewAs)
 	}
 	return b.String()
 }

@@ -45,6 +45,8 @@ func TestStatusProblems(t *testing.T) {
 			"runner: OVER THE LIMIT: the slot retains 3.0 GB of WAL, --max-retained-wal 2.0 GB"},
 		{"retention under the limit", trellis.TransformStatus{Name: "ok", State: "live", Runner: &trellis.RunnerStatus{Attached: true,
 			Retention: &trellis.Retention{RetainedBytes: 1 << 20, LimitBytes: 2 << 30}}}, ""},
+		{"capture removal waits", trellis.TransformStatus{Name: "ok", State: "live", Runner: &trellis.RunnerStatus{Attached: true,
+			CaptureWaits: []trellis.CaptureWait{{Table: "public.gone", Operation: "uninstall", LockMode: "AccessExclusiveLock"}}}}, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -101,13 +103,35 @@ func TestWatchFlag(t *testing.T) {
 	}
 }
 
+// TestRemovalWaitLine: the runner's capture removals waiting for a lock
+// are printed below the runner line, with the sessions holding it, also
+// when no transform is left.
+func TestRemovalWaitLine(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 30, 0, time.UTC)
+	runner := &trellis.RunnerStatus{Attached: true, PID: ptr(41), ApplicationName: ptr("trellis-repl run"), StandbyPIDs: []int{},
+		CaptureWaits: []trellis.CaptureWait{{Table: "public.gone", Operation: "uninstall", LockMode: "ShareUpdateExclusiveLock",
+			Since: now.Add(-90 * time.Second), Blockers: []trellis.CaptureBlocker{{PID: 77, ApplicationName: "app", State: "idle in transaction",
+				QueryStart: ptr(now.Add(-2 * time.Minute)), Query: "LOCK TABLE gone\n  IN SHARE UPDATE EXCLUSIVE MODE"}}}}}
+	var b bytes.Buffer
+	if err := renderStatus(&b, statusView{st: []trellis.TransformStatus{}, runner: runner}, now, plainBar()); err != nil {
+		t.Fatal(err)
+	}
+	want := "capture removal: uninstall waits for a ShareUpdateExclusiveLock lock on public.gone since 2026-12-01T09:59:00Z (1m30s), " +
+		"held by pid 77 (app, idle in transaction, since 2026-12-01T09:58:30Z): LOCK TABLE gone IN SHARE UPDATE EXCLUSIVE MODE; nothing is cancelled"
+	lines := strings.Split(b.String(), "\n")
+	if len(lines) < 3 || !strings.HasPrefix(lines[0], "runner: attached, backend pid 41") || lines[1] != want ||
+		!strings.Contains(b.String(), "no transforms") {
+		t.Errorf("status:\n%s\nwant the runner line, then\n%s", b.String(), want)
+	}
+}
+
 // TestWatchModel drives the terminal view without a terminal: it loads,
 // renders and quits on q.
 func TestWatchModel(t *testing.T) {
 	st := []trellis.TransformStatus{{Name: "big", State: "backfilling", AppliedLSN: "0/0", Runner: &trellis.RunnerStatus{},
 		Build: &trellis.BuildProgress{RowsDone: 50, RowsTotal: ptr(int64(100)), StartedAt: time.Now().Add(-time.Second)}}}
 	m := watchModel{ctx: context.Background(), interval: time.Second, bar: plainBarModel(),
-		fetch: func(context.Context) ([]trellis.TransformStatus, error) { return st, nil }}
+		fetch: func(context.Context) (statusView, error) { return statusView{st: st, runner: st[0].Runner}, nil }}
 	if v := m.View(); !strings.Contains(v, "reading the catalog") {
 		t.Errorf("before the first load: %q", v)
 	}
