@@ -130,6 +130,12 @@ func TestCaptureWaitsForLock(t *testing.T) {
 			b.PID != pid || b.ApplicationName != "lock-holder" || s.State == "live" {
 			t.Fatalf("capture_wait %+v (state %s), want an install on orders blocked by pid %d (lock-holder)", *w, s.State, pid)
 		}
+		// The runner's reconcile and heartbeat go on while the install
+		// waits (a removal never waits behind it).
+		waitStatus(t, e, "big_orders", "a later heartbeat while the install waits", func(s2 trellis.TransformStatus) bool {
+			return s2.CaptureWait != nil && s2.Runner.HeartbeatAt != nil && s.Runner.HeartbeatAt != nil &&
+				s2.Runner.HeartbeatAt.After(s.Runner.HeartbeatAt.Add(time.Second))
+		})
 		// Nothing was cancelled: the holder's transaction is still usable.
 		if _, err := tx.Exec(ctx, `SELECT count(*) FROM orders`); err != nil {
 			t.Fatalf("the lock holder's transaction was disturbed: %v", err)
@@ -147,6 +153,268 @@ func TestCaptureWaitsForLock(t *testing.T) {
 			t.Fatalf("after the wait: capture_wait %+v, state %s; want none, live", st[0].CaptureWait, st[0].State)
 		}
 	})
+}
+
+// waitRunner polls the instance's runner status until ok accepts it.
+func waitRunner(t *testing.T, e *env, what string, ok func(*trellis.RunnerStatus) bool) *trellis.RunnerStatus {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r, err := e.tr.Runner(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never %s; runner %+v", what, *r)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestCaptureRemovalWaitsForLock: removing capture from a table no
+// transform reads any more (after DROP TRANSFORM) while another session
+// holds a lock that conflicts with the removal (SHARE UPDATE EXCLUSIVE:
+// DROP TRIGGER needs ACCESS EXCLUSIVE, ALTER PUBLICATION … DROP TABLE
+// SHARE UPDATE EXCLUSIVE; the application's reads and writes go on beside
+// it). The runner's capture_waits names the holder, nothing is cancelled,
+// the application never queues for long, the runner keeps its heartbeat;
+// a transform reading the table again clears the wait, and once the
+// holder lets go capture is removed and the wait clears. Both modes.
+func TestCaptureRemovalWaitsForLock(t *testing.T) {
+	eachMode(t, func(t *testing.T, mode string) {
+		ctx := context.Background()
+		e := newEnv(t, trellis.Config{Capture: mode})
+		e.exec(schemaSQL)
+		e.exec(`CREATE TABLE other (id int PRIMARY KEY, v int)`)
+		e.exec(`INSERT INTO orders SELECT g, g % 7, 'new', g % 50, g % 4, NULL FROM generate_series(1, 50) g`)
+		e.exec(`INSERT INTO other SELECT g, g FROM generate_series(1, 10) g`)
+		e.apply(`CREATE TRANSFORM big_orders AS SELECT o.id, o.amount FROM orders o WHERE o.amount > 10;
+			CREATE TRANSFORM others AS SELECT id, v FROM other`)
+		e.start()
+		e.converge("built")
+		captured := func() int {
+			t.Helper()
+			var n int
+			if err := e.conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_trigger WHERE tgrelid = 'orders'::regclass AND NOT tgisinternal)
+				+ (SELECT count(*) FROM pg_publication_rel WHERE prrelid = 'orders'::regclass)`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		if captured() == 0 {
+			t.Fatal("orders is not captured while big_orders reads it")
+		}
+		waitRunner := func(what string, ok func(*trellis.RunnerStatus) bool) *trellis.RunnerStatus {
+			t.Helper()
+			return waitRunner(t, e, what, ok)
+		}
+		holder, err := pgx.Connect(ctx, e.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Close(ctx)
+		if _, err := holder.Exec(ctx, `SET application_name = 'lock-holder'`); err != nil {
+			t.Fatal(err)
+		}
+		var pid int
+		if err := holder.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		lockMode := "ShareUpdateExclusiveLock"
+		if mode == trellis.CaptureTrigger {
+			lockMode = "AccessExclusiveLock"
+		}
+		blockedBy := func(pid int) func(*trellis.RunnerStatus) bool {
+			return func(r *trellis.RunnerStatus) bool {
+				return len(r.CaptureWaits) == 1 && len(r.CaptureWaits[0].Blockers) > 0 && r.CaptureWaits[0].Blockers[0].PID == pid
+			}
+		}
+		hold := func() pgx.Tx {
+			t.Helper()
+			tx, err := holder.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(ctx, `LOCK TABLE orders IN SHARE UPDATE EXCLUSIVE MODE`); err != nil {
+				t.Fatal(err)
+			}
+			return tx
+		}
+		tx := hold()
+		e.apply(`DROP TRANSFORM big_orders`)
+
+		// The wait, as status shows it (another transform carries the runner).
+		var r *trellis.RunnerStatus
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			st, err := e.tr.Status(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st) == 1 && st[0].Name == "others" && st[0].Runner != nil && blockedBy(pid)(st[0].Runner) {
+				r = st[0].Runner
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("status never showed the removal waiting for lock-holder (pid %d): %+v", pid, st)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		w, b := r.CaptureWaits[0], r.CaptureWaits[0].Blockers[0]
+		if w.Operation != "uninstall" || w.Table != `"public"."orders"` || w.LockMode != lockMode || w.Since.IsZero() ||
+			b.ApplicationName != "lock-holder" || b.State != "idle in transaction" || !strings.Contains(b.Query, "LOCK TABLE orders") {
+			t.Fatalf("capture_waits %+v; want an uninstall of public.orders waiting for %s, blocked by pid %d (lock-holder)", r.CaptureWaits, lockMode, pid)
+		}
+		if captured() == 0 {
+			t.Fatal("capture was removed from orders while the lock was held")
+		}
+
+		// The application reads and writes as the lock allows, never queued
+		// behind the removal for long; the runner's heartbeat goes on.
+		if _, err := e.conn.Exec(ctx, `SET statement_timeout = '5s'`); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 15 {
+			start := time.Now()
+			if _, err := e.conn.Exec(ctx, `UPDATE orders SET qty = qty + 1 WHERE id = $1`, i+1); err != nil {
+				t.Fatalf("the application's write beside the waiting removal: %v", err)
+			}
+			var n int
+			if err := e.conn.QueryRow(ctx, `SELECT count(*) FROM orders`).Scan(&n); err != nil {
+				t.Fatalf("the application's read beside the waiting removal: %v", err)
+			}
+			if d := time.Since(start); d > 1500*time.Millisecond {
+				t.Fatalf("a write and a read took %s beside the waiting removal: the application queued behind it", d)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if _, err := e.conn.Exec(ctx, `RESET statement_timeout`); err != nil {
+			t.Fatal(err)
+		}
+		again := waitRunner("refreshed the wait", func(r2 *trellis.RunnerStatus) bool {
+			return blockedBy(pid)(r2) && r2.HeartbeatAt != nil && r.HeartbeatAt != nil && r2.HeartbeatAt.After(r.HeartbeatAt.Add(time.Second))
+		})
+		if !again.CaptureWaits[0].Since.Equal(w.Since) {
+			t.Fatalf("the wait's since moved from %s to %s while it went on", w.Since, again.CaptureWaits[0].Since)
+		}
+		if _, err := tx.Exec(ctx, `SELECT 1`); err != nil {
+			t.Fatalf("the lock holder's transaction was disturbed: %v", err)
+		}
+
+		// Read again: the wait clears and capture stays.
+		e.apply(`CREATE TRANSFORM big_again AS SELECT o.id, o.qty FROM orders o WHERE o.qty > 1`)
+		waitRunner("cleared the wait once orders is read again", func(r *trellis.RunnerStatus) bool { return len(r.CaptureWaits) == 0 })
+		if captured() == 0 {
+			t.Fatal("capture was removed from orders although big_again reads it")
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		e.exec(`UPDATE orders SET qty = qty + 1 WHERE id <= 5`)
+		e.converge("with orders read again")
+
+		// No transform left: the instance's runner still shows the wait,
+		// which ends when the holder commits.
+		tx = hold()
+		e.apply(`DROP TRANSFORM big_again; DROP TRANSFORM others`)
+		r = waitRunner("showed the removal waiting again", blockedBy(pid))
+		if st, err := e.tr.Status(ctx); err != nil || len(st) != 0 {
+			t.Fatalf("status with no transform: %v %v", st, err)
+		}
+		if !r.CaptureWaits[0].Since.After(w.Since) {
+			t.Fatalf("the new wait's since %s is not after the first one's %s", r.CaptureWaits[0].Since, w.Since)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitRunner("cleared the wait after the lock was let go", func(r *trellis.RunnerStatus) bool { return len(r.CaptureWaits) == 0 })
+		if n := captured(); n != 0 {
+			t.Fatalf("orders is still captured (%d triggers and publication memberships) after the removal got its lock", n)
+		}
+	})
+}
+
+// TestSwitchRemovalWaitsForLock switches from trigger capture to logical
+// replication while a reader holds ACCESS SHARE on the source, which the
+// triggers' removal (ACCESS EXCLUSIVE) conflicts with: the switch goes
+// through, the transform stays live on the slot, the removal waits in the
+// runner's capture_waits, and once the reader ends reconcile removes the
+// triggers and the capture log.
+func TestSwitchRemovalWaitsForLock(t *testing.T) {
+	ctx := context.Background()
+	e := newEnvOn(t, pgtest.NewDatabase(t), trellis.Config{Capture: trellis.CaptureTrigger})
+	e.exec(schemaSQL)
+	e.exec(`INSERT INTO orders SELECT g, g % 7, 'new', g % 50, g % 4, NULL FROM generate_series(1, 50) g`)
+	e.apply(`CREATE TRANSFORM big_orders AS SELECT o.id, o.amount FROM orders o WHERE o.amount > 10`)
+	e.start()
+	e.converge("built with triggers")
+	e.stop()
+	reader, err := pgx.Connect(ctx, e.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close(ctx)
+	var pid int
+	if err := reader.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := reader.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT count(*) FROM orders`); err != nil {
+		t.Fatal(err)
+	}
+	left := func() (triggers, logs int) {
+		t.Helper()
+		if err := e.conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_trigger WHERE tgrelid = 'orders'::regclass AND NOT tgisinternal),
+			(SELECT count(*) FROM pg_class WHERE relname = 'capture_log')`).Scan(&triggers, &logs); err != nil {
+			t.Fatal(err)
+		}
+		return triggers, logs
+	}
+	e.cfg.Capture = trellis.CaptureLogical
+	e.tr.Close()
+	e.open()
+	e.start()
+	r := waitRunner(t, e, "showed the triggers' removal waiting for the reader", func(r *trellis.RunnerStatus) bool {
+		return len(r.CaptureWaits) == 1 && len(r.CaptureWaits[0].Blockers) > 0 && r.CaptureWaits[0].Blockers[0].PID == pid
+	})
+	if w := r.CaptureWaits[0]; w.Operation != "uninstall" || w.LockMode != "AccessExclusiveLock" || w.Table != `"public"."orders"` {
+		t.Fatalf("capture_waits %+v; want the uninstall of public.orders waiting for AccessExclusiveLock", r.CaptureWaits)
+	}
+	e.exec(`UPDATE orders SET amount = amount + 20 WHERE id <= 10`)
+	e.converge("on the slot, the triggers still in place")
+	st, err := e.tr.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st[0].CaptureMode == nil || *st[0].CaptureMode != trellis.CaptureLogical || st[0].State != "live" {
+		t.Fatalf("after the switch: %s is %s in capture mode %v; want live, logical", st[0].Name, st[0].State, st[0].CaptureMode)
+	}
+	if trig, _ := left(); trig == 0 {
+		t.Fatal("the triggers were removed while the reader held its lock")
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitRunner(t, e, "cleared the wait once the reader ended", func(r *trellis.RunnerStatus) bool { return len(r.CaptureWaits) == 0 })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		trig, logs := left()
+		if trig+logs == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d trigger(s) and %d capture log(s) left after the reader ended", trig, logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.exec(`UPDATE orders SET amount = amount - 20 WHERE id <= 10`)
+	e.converge("after the triggers were removed")
 }
 
 // TestCaptureSwitch switches the capture mode twice while writers keep
