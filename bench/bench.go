@@ -25,6 +25,8 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	trellis "github.com/trellis-repl/trellis-repl"
 )
 
 // Shape is one transform the benchmark maintains.
@@ -148,6 +150,12 @@ type Config struct {
 	// Modes are how each shape is measured: ModeLive, ModeCatchUp, or
 	// both (one case, with a fresh database, per mode).
 	Modes []string
+	// Captures are the capture modes each engine case runs with:
+	// trellis.CaptureLogical, trellis.CaptureTrigger, or both (one case
+	// each; default logical only). With trigger capture the source's
+	// triggers record changes in the capture log whether Run runs or not,
+	// and Run drains it.
+	Captures []string
 	// Baseline adds a pg_recvlogical case per workload.
 	Baseline bool
 	// BaselineRepeats is how many times each phase's WAL is drained (one
@@ -197,6 +205,9 @@ func (c *Config) defaults() {
 	if len(c.Modes) == 0 {
 		c.Modes = []string{ModeLive}
 	}
+	if len(c.Captures) == 0 {
+		c.Captures = []string{trellis.CaptureLogical}
+	}
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
@@ -210,6 +221,9 @@ type Result struct {
 	Shape string `json:"shape"`
 	// Mode is live or catchup for the engine, drain for the baseline.
 	Mode string `json:"mode"`
+	// Capture is the engine's capture mode (logical or trigger); empty
+	// for the baseline.
+	Capture string `json:"capture,omitempty"`
 	// Phase is insert, update, rederive or dimchange.
 	Phase         string `json:"phase"`
 	RowsPerCommit int    `json:"rows_per_commit"`
@@ -287,6 +301,11 @@ func Run(ctx context.Context, cfg Config, dbs Databases) ([]Result, error) {
 			return nil, fmt.Errorf("bench: unknown mode %q; use %s or %s", m, ModeLive, ModeCatchUp)
 		}
 	}
+	for _, c := range cfg.Captures {
+		if c != trellis.CaptureLogical && c != trellis.CaptureTrigger {
+			return nil, fmt.Errorf("bench: unknown capture %q; use %s or %s", c, trellis.CaptureLogical, trellis.CaptureTrigger)
+		}
+	}
 	var out []Result
 	for _, wl := range cfg.Workloads {
 		if wl.Rows <= 0 || wl.PerCommit <= 0 {
@@ -315,15 +334,17 @@ func Run(ctx context.Context, cfg Config, dbs Databases) ([]Result, error) {
 			}
 			base = rs
 		}
-		for _, sh := range shapes {
-			for _, mode := range cfg.Modes {
-				rs, err := runEngine(ctx, &cfg, dbs, wl, sh, mode)
-				for i := range rs {
-					attachBaseline(&rs[i], base)
-				}
-				out = append(out, rs...)
-				if err != nil {
-					return out, err
+		for _, capture := range cfg.Captures {
+			for _, sh := range shapes {
+				for _, mode := range cfg.Modes {
+					rs, err := runEngine(ctx, &cfg, dbs, wl, sh, mode, capture)
+					for i := range rs {
+						attachBaseline(&rs[i], base)
+					}
+					out = append(out, rs...)
+					if err != nil {
+						return out, err
+					}
 				}
 			}
 		}
@@ -349,13 +370,21 @@ func newResult(data, shape, mode, phase string, perCommit, rows int, writer, e2e
 	return r
 }
 
+// caseName is the shape, with the capture mode when it is not logical.
+func (r Result) caseName() string {
+	if r.Capture == trellis.CaptureTrigger {
+		return r.Shape + " " + r.Capture
+	}
+	return r.Shape
+}
+
 func progress(cfg *Config, r Result) {
 	apply := ""
 	if r.Shape != BaselineName {
 		apply = fmt.Sprintf(", apply %8.2fs", r.ApplySeconds)
 	}
 	fmt.Fprintf(cfg.Progress, "%-4s %-14s %-7s %-9s %6d rows/commit %9d rows: writer %8.2fs, end-to-end %8.2fs, %10.0f rows/s%s\n",
-		r.Data, r.Shape, r.Mode, r.Phase, r.RowsPerCommit, r.Rows, r.WriterSeconds, r.EndToEndSeconds, r.RowsPerSecond, apply)
+		r.Data, r.caseName(), r.Mode, r.Phase, r.RowsPerCommit, r.Rows, r.WriterSeconds, r.EndToEndSeconds, r.RowsPerSecond, apply)
 }
 
 // progressHand reports r's hand-written baseline.

@@ -11,6 +11,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	trellis "github.com/trellis-repl/trellis-repl"
 )
 
 // CatchUpConfig configures the catch-up scenario.
@@ -28,6 +30,11 @@ type CatchUpConfig struct {
 	// Modes are Run's modes (default catch-up only; live adds the
 	// engine running while the workload writes).
 	Modes []string
+	// Captures are the capture modes (default logical and trigger): the
+	// trigger cases give the trigger path's end-to-end throughput at
+	// 1,000 and at 1 row per commit, against the same pg_recvlogical
+	// drain. The join workload runs with logical capture only.
+	Captures []string
 	// JoinFacts, when positive, adds the join workload (join.go): that
 	// many facts, 1,000 per commit, over a 1,000-row and a 100-row
 	// dimension, shapes joinrow and joinagg (100 groups), with 5
@@ -49,6 +56,9 @@ func (c *CatchUpConfig) defaults() {
 	if len(c.Modes) == 0 {
 		c.Modes = []string{ModeCatchUp}
 	}
+	if len(c.Captures) == 0 {
+		c.Captures = []string{trellis.CaptureLogical, trellis.CaptureTrigger}
+	}
 }
 
 func (s *suiteRun) catchUp(ctx context.Context, round int) error {
@@ -62,16 +72,22 @@ func (s *suiteRun) catchUp(ctx context.Context, round int) error {
 		}
 		cfg.Shapes = append(cfg.Shapes, sh)
 	}
+	cfg.Captures = cc.Captures
 	cfg.Workloads = []Workload{{Rows: cc.Rows, PerCommit: 1000, RederiveKeys: cc.RederiveKeys}, {Rows: cc.Rows1, PerCommit: 1}}
-	if cc.JoinFacts > 0 {
-		cfg.Workloads = append(cfg.Workloads, Workload{Rows: cc.JoinFacts, PerCommit: 1000, Shapes: JoinShapes(),
-			Join: &JoinSizes{Dim1Rows: 1000, Dim2Rows: 100, Groups: 100, DimChanges: 5}})
-	}
 	results, err := Run(ctx, cfg, s.dbs)
+	if err == nil && cc.JoinFacts > 0 {
+		jc := cfg
+		jc.Captures = []string{trellis.CaptureLogical}
+		jc.Workloads = []Workload{{Rows: cc.JoinFacts, PerCommit: 1000, Shapes: JoinShapes(),
+			Join: &JoinSizes{Dim1Rows: 1000, Dim2Rows: 100, Groups: 100, DimChanges: 5}}}
+		var jr []Result
+		jr, err = Run(ctx, jc, s.dbs)
+		results = append(results, jr...)
+	}
 	for _, r := range results {
-		name := fmt.Sprintf("%s %s %s %d/commit", r.Shape, r.Mode, r.Phase, r.RowsPerCommit)
+		name := fmt.Sprintf("%s %s %s %d/commit", r.caseName(), r.Mode, r.Phase, r.RowsPerCommit)
 		if r.Phase == PhaseDimChange {
-			name = fmt.Sprintf("%s %s %s", r.Shape, r.Mode, r.Phase)
+			name = fmt.Sprintf("%s %s %s", r.caseName(), r.Mode, r.Phase)
 		}
 		p := Point{Scenario: ScenarioCatchUp, Point: name, Round: round,
 			Metrics: map[string]float64{"rows": float64(r.Rows), "rows_per_commit": float64(r.RowsPerCommit),

@@ -19,7 +19,7 @@ import (
 // phase either (live) write as fast as the writer goes while Run is running
 // and time first write to convergence, or (catch-up) stop Run, write, start
 // Run and time start to convergence.
-func runEngine(ctx context.Context, cfg *Config, dbs Databases, wl Workload, sh Shape, mode string) (results []Result, err error) {
+func runEngine(ctx context.Context, cfg *Config, dbs Databases, wl Workload, sh Shape, mode, capture string) (results []Result, err error) {
 	dsn, drop, err := dbs.NewDatabase(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("bench: new database: %w", err)
@@ -50,9 +50,12 @@ func runEngine(ctx context.Context, cfg *Config, dbs Databases, wl Workload, sh 
 	// cases whose databases coexist (pgtest drops them only at the test's
 	// end) need distinct schemas.
 	schema := fmt.Sprintf("trellis_bench_%s_%d_%s", sh.Name, wl.PerCommit, mode)
+	if capture != trellis.CaptureLogical {
+		schema += "_" + capture
+	}
 	reg := prometheus.NewRegistry()
 	tc := trellis.Config{DSN: dsn, Schema: schema, DataDir: dir, Confirm: trellis.ConfirmLocal,
-		Capture: trellis.CaptureLogical, ProgressInterval: cfg.ProgressInterval, BatchSize: cfg.BatchSize, Logger: cfg.Logger,
+		Capture: capture, ProgressInterval: cfg.ProgressInterval, BatchSize: cfg.BatchSize, Logger: cfg.Logger,
 		Metrics: trellis.NewMetrics(reg)}
 	cfg.Tuning.apply(&tc)
 	tr, err := trellis.Open(ctx, tc)
@@ -144,6 +147,7 @@ func runEngine(ctx context.Context, cfg *Config, dbs Databases, wl Workload, sh 
 		}
 		cerr := run.converge(ctx, cfg)
 		r := newResult(data.name(), sh.Name, mode, p.name, p.perCommit, p.rows, wrote, time.Since(start))
+		r.Capture = capture
 		after := readApplyStats(reg, name)
 		r.ApplySeconds = after.seconds - before.seconds
 		r.Applies = int64(after.count - before.count)
@@ -164,7 +168,7 @@ func runEngine(ctx context.Context, cfg *Config, dbs Databases, wl Workload, sh 
 				r.Verified += fmt.Sprintf(" (%d keys applied, %d waiting)", st[0].KeysApplied, st[0].KeysWaiting)
 			}
 			progress(cfg, r)
-			fmt.Fprintf(cfg.Progress, "%-4s %-14s %-7s %-9s %s; skipping the case's remaining phases\n", r.Data, sh.Name, mode, p.name, r.Verified)
+			fmt.Fprintf(cfg.Progress, "%-4s %-14s %-7s %-9s %s; skipping the case's remaining phases\n", r.Data, r.caseName(), mode, p.name, r.Verified)
 			return append(results, r), nil
 		}
 		progress(cfg, r)
@@ -172,7 +176,7 @@ func runEngine(ctx context.Context, cfg *Config, dbs Databases, wl Workload, sh 
 			if r.Verified, err = verify(ctx, cfg, conn, name, sh); err != nil {
 				return append(results, r), err
 			}
-			fmt.Fprintf(cfg.Progress, "%-4s %-14s %-7s %-9s self-check: %s\n", r.Data, sh.Name, mode, p.name, r.Verified)
+			fmt.Fprintf(cfg.Progress, "%-4s %-14s %-7s %-9s self-check: %s\n", r.Data, r.caseName(), mode, p.name, r.Verified)
 		}
 		if hand {
 			// Stop Run so that neither it nor its walsender decoding the

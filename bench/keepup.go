@@ -115,7 +115,7 @@ func (s *suiteRun) keepUp(ctx context.Context, round int) (err error) {
 			out = append(out, smp)
 		}
 	}()
-	res, err := pgbenchRun(ctx, dsn, cfg.Clients, cfg.Threads, cfg.Duration)
+	res, err := pgbenchRun(ctx, dsn, pgbenchLoad{Clients: cfg.Clients, Threads: cfg.Threads}, cfg.Duration)
 	stopSampler()
 	samples := <-samplesDone
 	if err != nil {

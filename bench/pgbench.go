@@ -50,10 +50,18 @@ type pgbenchResult struct {
 	Max        time.Duration
 }
 
-// pgbenchRun runs pgbench's TPC-B-like script without vacuum (-n) with
-// clients clients on threads threads for d (whole seconds, at least 1),
-// logging every transaction, and parses the summary and the logs.
-func pgbenchRun(ctx context.Context, dsn string, clients, threads int, d time.Duration) (pgbenchResult, error) {
+// pgbenchLoad is what a pgbench run runs: Clients clients on Threads
+// threads, each running Script (a custom script's text) or, when it is
+// empty, the built-in TPC-B-like script.
+type pgbenchLoad struct {
+	Clients, Threads int
+	Script           string
+}
+
+// pgbenchRun runs load without vacuum (-n) for d (whole seconds, at least
+// 1), logging every transaction, and parses the summary and the logs.
+func pgbenchRun(ctx context.Context, dsn string, load pgbenchLoad, d time.Duration) (pgbenchResult, error) {
+	clients, threads := load.Clients, load.Threads
 	var r pgbenchResult
 	bin, err := pgbenchBin()
 	if err != nil {
@@ -65,8 +73,16 @@ func pgbenchRun(ctx context.Context, dsn string, clients, threads int, d time.Du
 	}
 	defer os.RemoveAll(dir)
 	secs := max(int(d.Round(time.Second)/time.Second), 1)
-	cmd := exec.CommandContext(ctx, bin, "-n", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(threads),
-		"-T", strconv.Itoa(secs), "-l", "--log-prefix", filepath.Join(dir, "txn"), dsn)
+	args := []string{"-n", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(threads),
+		"-T", strconv.Itoa(secs), "-l", "--log-prefix", filepath.Join(dir, "txn")}
+	if load.Script != "" {
+		script := filepath.Join(dir, "script.sql")
+		if err := os.WriteFile(script, []byte(load.Script), 0o644); err != nil {
+			return r, fmt.Errorf("bench: pgbench script: %w", err)
+		}
+		args = append(args, "-f", script)
+	}
+	cmd := exec.CommandContext(ctx, bin, append(args, dsn)...)
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

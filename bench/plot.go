@@ -50,7 +50,7 @@ func WritePlots(dir string, rep SuiteReport) ([]string, error) {
 	if gs := groups[ScenarioWriteTax]; len(gs) > 0 {
 		var capt []*pointGroup
 		for _, g := range gs {
-			if g.point != PointNone {
+			if !isNonePoint(g.point) {
 				capt = append(capt, g)
 			}
 		}

@@ -39,10 +39,13 @@ func TestQuickSuite(t *testing.T) {
 	// Every point each scenario must produce, and a metric each must have.
 	want := map[string]map[string]string{
 		ScenarioWriteTax: {PointNone: "latency_p99_ms", PointRecvLogical: "p99_ratio", PointTrellis1: "applier_cpu_us_per_key",
-			PointTrellis2: "runner_cpu_us_per_txn", PointTrigger: "tps"},
+			PointTrellis2: "runner_cpu_us_per_txn", PointTrigger: "tps",
+			"rows100 none": "rows_per_second", "rows100 recvlogical": "rows_per_second", "rows100 trellis-1": "rows_per_second",
+			"rows100 trigger": "rows_per_second"},
 		ScenarioLatency: {PointSustainable: "rate_per_second", "10%": "p99_ms", "50%": "p99_ms", "90%": "max_ms"},
 		ScenarioKeepUp:  {PointKeepUp: "converge_seconds", PointKeepUpSample: "keys_waiting"},
 		ScenarioCatchUp: {"row catchup insert 1000/commit": "rows_per_second", "row catchup update 1/commit": "rows_per_second",
+			"row trigger catchup insert 1000/commit": "rows_per_second", "row trigger catchup update 1/commit": "rows_per_second",
 			BaselineName + " drain insert 1/commit": "rows_per_second"},
 		ScenarioBuild:   {"row": "build_seconds", "agg": "ctas_seconds"},
 		ScenarioRefresh: {PointRefresh: "refresh_ms"},
@@ -67,7 +70,7 @@ func TestQuickSuite(t *testing.T) {
 		}
 	}
 	for _, p := range rep.Points {
-		needRatio := (p.Scenario == ScenarioWriteTax && p.Point != PointNone) || p.Scenario == ScenarioBuild || p.Scenario == ScenarioRefresh ||
+		needRatio := (p.Scenario == ScenarioWriteTax && !isNonePoint(p.Point)) || p.Scenario == ScenarioBuild || p.Scenario == ScenarioRefresh ||
 			(p.Scenario == ScenarioCatchUp && p.Labels["shape"] != BaselineName)
 		if needRatio && (p.Ratio == nil || *p.Ratio <= 0) {
 			t.Errorf("%s %s: no ratio to its baseline: %+v", p.Scenario, p.Point, p)

@@ -1,7 +1,15 @@
 package bench
 
-// The write-tax scenario (issue 11, item 4): what capturing changes costs
-// the writers on the primary, with pgbench's TPC-B-like workload.
+// The write-tax scenario (issue 11, item 4; issue 9, item 8): what
+// capturing changes costs the writers on the primary. Its workloads:
+//
+//   - tpcb: pgbench's TPC-B-like script (three updates, a select and an
+//     insert per transaction, on four tables);
+//   - rows1 and rows100: one table, pgbench_accounts, updated at 1 and at
+//     100 rows per commit (a custom pgbench script; each client updates
+//     its own runs of 100 accounts, so clients never wait for each other).
+//     These run the points recvlogical, trellis-1 and trigger only: one
+//     transform, logical or trigger capture, next to the walsender alone.
 //
 // Each point of each round gets a fresh database loaded by `pgbench -i -s
 // Scale` and warmed up by an untimed pgbench run. In it, pgbench (`-n -c Clients -j Threads -T Duration`, every
@@ -59,20 +67,94 @@ const (
 	PointTrigger = "trigger"
 )
 
+// The workloads of the write-tax scenario.
+const (
+	// WorkloadTPCB is pgbench's built-in TPC-B-like script.
+	WorkloadTPCB = "tpcb"
+	// WorkloadRows1 updates one pgbench_accounts row per commit.
+	WorkloadRows1 = "rows1"
+	// WorkloadRows100 updates 100 pgbench_accounts rows per commit.
+	WorkloadRows100 = "rows100"
+)
+
+// WriteTaxWorkloads are the workloads the write-tax scenario knows, in the
+// order they run.
+func WriteTaxWorkloads() []string { return []string{WorkloadTPCB, WorkloadRows1, WorkloadRows100} }
+
+// rowsPerCommit is how many source rows a workload's transaction writes
+// (0: a mix, as TPC-B's).
+func rowsPerCommit(workload string) int {
+	switch workload {
+	case WorkloadRows1:
+		return 1
+	case WorkloadRows100:
+		return 100
+	}
+	return 0
+}
+
+// pgbenchScript is the custom script of a single-table workload ("" for
+// TPC-B's built-in one) at scale (100,000 accounts each) for clients
+// clients. Client c updates runs c, c+clients, c+2·clients, … of 100
+// consecutive accounts, so no two clients update the same row.
+func pgbenchScript(workload string, scale, clients int) string {
+	n := rowsPerCommit(workload)
+	if n == 0 {
+		return ""
+	}
+	runs := scale * 100_000 / n
+	per := max(runs/clients, 1)
+	return fmt.Sprintf(`\set run random(0, %d) * %d + :client_id
+UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid BETWEEN :run * %d + 1 AND :run * %d + %d;
+`, per-1, clients, n, n, n)
+}
+
+// workloadPoints are the points a workload runs: every configured one for
+// TPC-B; for the single-table workloads those with one transform.
+func workloadPoints(workload string, points []string) []string {
+	if workload == WorkloadTPCB {
+		return points
+	}
+	var out []string
+	for _, p := range points {
+		if p != PointTrellis2 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// writeTaxPointName is a point's name in reports: TPC-B's points keep
+// their bare names; the others are prefixed with their workload.
+func writeTaxPointName(workload, point string) string {
+	if workload == WorkloadTPCB {
+		return point
+	}
+	return workload + " " + point
+}
+
+// isNonePoint reports whether a write-tax point name is a no-capture run.
+func isNonePoint(name string) bool {
+	return name == PointNone || strings.HasSuffix(name, " "+PointNone)
+}
+
 // WriteTaxPoints are the capture points the write-tax scenario knows, in
 // the order they run.
 func WriteTaxPoints() []string {
 	return []string{PointRecvLogical, PointTrellis1, PointTrellis2, PointTrigger}
 }
 
-// The goals for the write tax (issue 9): TPS as a fraction of no
-// capture's.
+// The goals for the write tax: TPS as a fraction of no capture's.
 const (
-	// GoalLogicalRatio applies to the trellis-repl points with logical
-	// capture.
+	// GoalLogicalRatio (issue 9) applies to one transform with logical
+	// capture at one row per commit.
 	GoalLogicalRatio = 0.9
-	// GoalTriggerRatio applies to trigger capture.
+	// GoalTriggerRatio (issue 9) applies to trigger capture at one row per
+	// commit.
 	GoalTriggerRatio = 0.5
+	// GoalTwoTransformsRatio (issue 11) applies to TPC-B with the row
+	// transform and the aggregate.
+	GoalTwoTransformsRatio = 0.85
 )
 
 // WriteTaxConfig configures the write-tax scenario.
@@ -87,6 +169,8 @@ type WriteTaxConfig struct {
 	// Points are the capture points (default WriteTaxPoints()); each runs
 	// next to its own no-capture run.
 	Points []string
+	// Workloads are the workloads (default WriteTaxWorkloads()).
+	Workloads []string
 	// Warmup is an untimed pgbench run right after the load, before the
 	// no-capture run (default 5s): the first run on a fresh database is
 	// slower (cold caches, hint bits, autovacuum's first pass) and would
@@ -110,6 +194,9 @@ func (c *WriteTaxConfig) defaults() {
 	if len(c.Points) == 0 {
 		c.Points = WriteTaxPoints()
 	}
+	if len(c.Workloads) == 0 {
+		c.Workloads = WriteTaxWorkloads()
+	}
 	if c.Warmup <= 0 {
 		c.Warmup = 5 * time.Second
 	}
@@ -119,6 +206,11 @@ func (c *WriteTaxConfig) check() error {
 	for _, p := range c.Points {
 		if !slices.Contains(WriteTaxPoints(), p) {
 			return fmt.Errorf("bench: write tax: unknown point %q; use %s", p, strings.Join(WriteTaxPoints(), ", "))
+		}
+	}
+	for _, w := range c.Workloads {
+		if !slices.Contains(WriteTaxWorkloads(), w) {
+			return fmt.Errorf("bench: write tax: unknown workload %q; use %s", w, strings.Join(WriteTaxWorkloads(), ", "))
 		}
 	}
 	return nil
@@ -142,18 +234,23 @@ func pgbenchShapes(n int) []Shape {
 	return all[:n]
 }
 
-// writeTax runs one round of every point.
+// writeTax runs one round of every workload's points.
 func (s *suiteRun) writeTax(ctx context.Context, round int) error {
-	for _, p := range s.cfg.WriteTax.Points {
-		if err := s.writeTaxPoint(ctx, round, p); err != nil {
-			return fmt.Errorf("%s, round %d: %w", p, round, err)
+	for _, w := range s.cfg.WriteTax.Workloads {
+		for _, p := range workloadPoints(w, s.cfg.WriteTax.Points) {
+			if err := s.writeTaxPoint(ctx, round, w, p); err != nil {
+				return fmt.Errorf("%s, round %d: %w", writeTaxPointName(w, p), round, err)
+			}
 		}
 	}
 	return nil
 }
 
-func (s *suiteRun) writeTaxPoint(ctx context.Context, round int, point string) (err error) {
+func (s *suiteRun) writeTaxPoint(ctx context.Context, round int, workload, point string) (err error) {
 	cfg := s.cfg.WriteTax
+	load := pgbenchLoad{Clients: cfg.Clients, Threads: cfg.Threads, Script: pgbenchScript(workload, cfg.Scale, cfg.Clients)}
+	name := writeTaxPointName(workload, point)
+	labels := map[string]string{"workload": workload}
 	dsn, conn, cleanup, err := newDatabase(ctx, s.dbs)
 	if err != nil {
 		return err
@@ -162,7 +259,7 @@ func (s *suiteRun) writeTaxPoint(ctx context.Context, round int, point string) (
 	if err := pgbenchInit(ctx, dsn, cfg.Scale); err != nil {
 		return err
 	}
-	if _, err := pgbenchRun(ctx, dsn, cfg.Clients, cfg.Threads, cfg.Warmup); err != nil {
+	if _, err := pgbenchRun(ctx, dsn, load, cfg.Warmup); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
 
@@ -173,35 +270,34 @@ func (s *suiteRun) writeTaxPoint(ctx context.Context, round int, point string) (
 	if err := execAll(ctx, conn, "checkpoint", "CHECKPOINT"); err != nil {
 		return err
 	}
-	base, err := pgbenchRun(ctx, dsn, cfg.Clients, cfg.Threads, cfg.Duration)
+	base, err := pgbenchRun(ctx, dsn, load, cfg.Duration)
 	if err != nil {
 		return err
 	}
-	none := Point{Scenario: ScenarioWriteTax, Point: PointNone, Round: round, Metrics: pgbenchMetrics(base),
-		Labels: map[string]string{"next_to": point}}
+	none := Point{Scenario: ScenarioWriteTax, Point: writeTaxPointName(workload, PointNone), Round: round,
+		Metrics: pgbenchMetrics(base, workload), Labels: map[string]string{"next_to": name, "workload": workload}}
 	s.emit(none)
-	s.progressf("write-tax round %d %-11s %8.0f tps, p99 %7.2f ms (next to %s)", round, PointNone, base.TPS, ms(base.P99), point)
+	s.progressf("write-tax round %d %-19s %8.0f tps, p99 %7.2f ms (next to %s)", round, none.Point, base.TPS, ms(base.P99), name)
 
 	// The capture run.
 	m := map[string]float64{}
-	labels := map[string]string{}
 	var got pgbenchResult
 	switch point {
 	case PointRecvLogical:
-		got, err = s.writeTaxRecvLogical(ctx, dsn, conn, round, m)
+		got, err = s.writeTaxRecvLogical(ctx, dsn, conn, round, load, m)
 		labels["verified"] = "drained"
 	default:
-		got, err = s.writeTaxTrellis(ctx, dsn, conn, round, point, m)
+		got, err = s.writeTaxTrellis(ctx, dsn, conn, round, point, load, m)
 		labels["verified"] = "ok"
 	}
 	if err != nil {
 		return err
 	}
-	maps.Copy(m, pgbenchMetrics(got))
+	maps.Copy(m, pgbenchMetrics(got, workload))
 	m["tps_ratio"] = got.TPS / base.TPS
 	m["p99_ratio"] = float64(got.P99) / float64(base.P99)
 	m["latency_avg_ratio"] = float64(got.LatencyAvg) / float64(base.LatencyAvg)
-	p := Point{Scenario: ScenarioWriteTax, Point: point, Round: round, Metrics: m, Labels: labels, Ratio: ratio(got.TPS / base.TPS)}
+	p := Point{Scenario: ScenarioWriteTax, Point: name, Round: round, Metrics: m, Labels: labels, Ratio: ratio(got.TPS / base.TPS)}
 	s.emit(p)
 	cpu := ""
 	if v, ok := m["runner_cpu_us_per_txn"]; ok {
@@ -210,22 +306,28 @@ func (s *suiteRun) writeTaxPoint(ctx context.Context, round int, point string) (
 	if v, ok := m["applier_cpu_us_per_key"]; ok {
 		cpu += fmt.Sprintf(", appliers %.0f µs/key", v)
 	}
-	s.progressf("write-tax round %d %-11s %8.0f tps (%.3f× none), p99 %7.2f ms (%.3f×)%s, catch-up %.2fs",
-		round, point, got.TPS, m["tps_ratio"], ms(got.P99), m["p99_ratio"], cpu, m["catch_up_seconds"])
+	s.progressf("write-tax round %d %-19s %8.0f tps (%.3f× none), p99 %7.2f ms (%.3f×)%s, catch-up %.2fs",
+		round, name, got.TPS, m["tps_ratio"], ms(got.P99), m["p99_ratio"], cpu, m["catch_up_seconds"])
 	return nil
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func pgbenchMetrics(r pgbenchResult) map[string]float64 {
-	return map[string]float64{"tps": r.TPS, "transactions": float64(r.Transactions),
+// pgbenchMetrics are a pgbench run's figures; for a single-table workload
+// also the source rows written per second.
+func pgbenchMetrics(r pgbenchResult, workload string) map[string]float64 {
+	m := map[string]float64{"tps": r.TPS, "transactions": float64(r.Transactions),
 		"latency_avg_ms": ms(r.LatencyAvg), "latency_p50_ms": ms(r.P50), "latency_p99_ms": ms(r.P99), "latency_max_ms": ms(r.Max)}
+	if n := rowsPerCommit(workload); n > 0 {
+		m["rows_per_second"] = r.TPS * float64(n)
+	}
+	return m
 }
 
 // writeTaxTrellis sets up an embedded instance for point, runs pgbench
 // with it live, waits for convergence and checks the targets. It fills m
 // with the catch-up time and the CPU figures.
-func (s *suiteRun) writeTaxTrellis(ctx context.Context, dsn string, conn *pgx.Conn, round int, point string, m map[string]float64) (pgbenchResult, error) {
+func (s *suiteRun) writeTaxTrellis(ctx context.Context, dsn string, conn *pgx.Conn, round int, point string, load pgbenchLoad, m map[string]float64) (pgbenchResult, error) {
 	var r pgbenchResult
 	capture, n := trellis.CaptureLogical, 1
 	switch point {
@@ -253,7 +355,7 @@ func (s *suiteRun) writeTaxTrellis(ctx context.Context, dsn string, conn *pgx.Co
 		return r, err
 	}
 	cpu0 := selfCPU()
-	r, err = pgbenchRun(ctx, dsn, s.cfg.WriteTax.Clients, s.cfg.WriteTax.Threads, s.cfg.WriteTax.Duration)
+	r, err = pgbenchRun(ctx, dsn, load, s.cfg.WriteTax.Duration)
 	if err != nil {
 		return r, errors.Join(err, in.run.cause())
 	}
@@ -295,7 +397,7 @@ func (s *suiteRun) writeTaxTrellis(ctx context.Context, dsn string, conn *pgx.Co
 // a publication on pgbench_accounts, then waits until the slot confirmed
 // everything written. It fills m with the catch-up time and
 // pg_recvlogical's CPU per transaction.
-func (s *suiteRun) writeTaxRecvLogical(ctx context.Context, dsn string, conn *pgx.Conn, round int, m map[string]float64) (pgbenchResult, error) {
+func (s *suiteRun) writeTaxRecvLogical(ctx context.Context, dsn string, conn *pgx.Conn, round int, load pgbenchLoad, m map[string]float64) (pgbenchResult, error) {
 	var r pgbenchResult
 	bin, err := exec.LookPath("pg_recvlogical")
 	if err != nil {
@@ -345,7 +447,7 @@ func (s *suiteRun) writeTaxRecvLogical(ctx context.Context, dsn string, conn *pg
 		return r, err
 	}
 	cpu0, _ := procCPU(cmd.Process.Pid)
-	r, err = pgbenchRun(ctx, dsn, s.cfg.WriteTax.Clients, s.cfg.WriteTax.Threads, s.cfg.WriteTax.Duration)
+	r, err = pgbenchRun(ctx, dsn, load, s.cfg.WriteTax.Duration)
 	if err != nil {
 		return r, err
 	}

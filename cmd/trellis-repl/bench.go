@@ -137,6 +137,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&wt.Duration, "duration", wt.Duration, "write-tax: each pgbench run's -T (whole seconds)")
 	fs.DurationVar(&wt.Warmup, "warmup", wt.Warmup, "write-tax: untimed pgbench run after the load, before the no-capture run")
 	fs.Var(listFlag{&wt.Points}, "capture", "write-tax: capture points, each next to its own no-capture run ("+strings.Join(bench.WriteTaxPoints(), ",")+")")
+	fs.Var(listFlag{&wt.Workloads}, "workloads", "write-tax: workloads ("+strings.Join(bench.WriteTaxWorkloads(), ",")+"; rows1 and rows100 run the one-transform points only)")
 	lt := &cfg.Latency
 	fs.IntVar(&lt.Writers, "latency-writers", lt.Writers, "latency: writer connections")
 	fs.DurationVar(&lt.Probe, "latency-probe", lt.Probe, "latency: full-speed run that measures the sustainable rate")
@@ -151,6 +152,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var(listFlag{&cu.Shapes}, "catchup-shapes", "catch-up: shapes (row, agg, agg1k)")
 	fs.IntVar(&cu.RederiveKeys, "catchup-rederive", cu.RederiveKeys, "catch-up: keys of the re-derive phase with the hand-written comparison (0: none)")
 	fs.Var(listFlag{&cu.Modes}, "catchup-modes", "catch-up: catchup and/or live")
+	fs.Var(listFlag{&cu.Captures}, "catchup-capture", "catch-up: logical and/or trigger (the join workload: logical only)")
 	fs.IntVar(&cu.JoinFacts, "catchup-join-facts", cu.JoinFacts, "catch-up: also the join workload with this many facts (0: none)")
 	bu := &cfg.Build
 	fs.IntVar(&bu.Rows, "build-rows", bu.Rows, "build: source rows")
@@ -177,6 +179,16 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, p := range wt.Points {
 		if !slicesContains(bench.WriteTaxPoints(), p) {
 			return usageError{fmt.Sprintf("--capture: unknown point %q; use %s", p, strings.Join(bench.WriteTaxPoints(), ", "))}
+		}
+	}
+	for _, c := range cu.Captures {
+		if c != trellis.CaptureLogical && c != trellis.CaptureTrigger {
+			return usageError{fmt.Sprintf("--catchup-capture: unknown capture %q; use %s or %s", c, trellis.CaptureLogical, trellis.CaptureTrigger)}
+		}
+	}
+	for _, w := range wt.Workloads {
+		if !slicesContains(bench.WriteTaxWorkloads(), w) {
+			return usageError{fmt.Sprintf("--workloads: unknown workload %q; use %s", w, strings.Join(bench.WriteTaxWorkloads(), ", "))}
 		}
 	}
 	if *dsn != "" && *serverLog != "" {
@@ -283,9 +295,9 @@ func slicesContains(xs []string, x string) bool {
 
 // benchSizes describes the sizes a run used, for the summary.
 func benchSizes(c bench.SuiteConfig) string {
-	return fmt.Sprintf("write-tax scale %d, %d clients/%d threads, %s runs, points %s; latency %d writers, probe %s, %s per point; "+
+	return fmt.Sprintf("write-tax scale %d, %d clients/%d threads, %s runs, points %s, workloads %s; latency %d writers, probe %s, %s per point; "+
 		"keep-up scale %d for %s; catch-up %d rows at 1000/commit and %d at 1/commit, shapes %s; build %d rows/%d groups; refresh %d rows/%d groups, %d changes",
-		c.WriteTax.Scale, c.WriteTax.Clients, c.WriteTax.Threads, c.WriteTax.Duration, strings.Join(c.WriteTax.Points, ","),
+		c.WriteTax.Scale, c.WriteTax.Clients, c.WriteTax.Threads, c.WriteTax.Duration, strings.Join(c.WriteTax.Points, ","), strings.Join(c.WriteTax.Workloads, ","),
 		c.Latency.Writers, c.Latency.Probe, c.Latency.Duration, c.KeepUp.Scale, c.KeepUp.Duration,
 		c.CatchUp.Rows, c.CatchUp.Rows1, strings.Join(c.CatchUp.Shapes, ","), c.Build.Rows, c.Build.Groups,
 		c.Refresh.Rows, c.Refresh.Groups, c.Refresh.Changes)
