@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -554,6 +556,10 @@ func (w *worker) saveIdle(ctx context.Context) error {
 
 const buildChunk = 5000
 
+// rangeChunk is how many source keys a range-build chunk copies (ADR
+// 0020): no key travels through the runner, so a chunk can be larger.
+const rangeChunk = 50000
+
 // buildStep re-derives the next chunk of the build and reports whether the
 // build is complete. The first phases walk the cover sources in key order;
 // a rebuild then walks the keys the target/ledger holds, so orphans are
@@ -567,6 +573,11 @@ func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.T
 	}
 	if phase >= last {
 		return true, nil
+	}
+	if a.Stmts.RangeBuild != nil && phase == 0 && !tr.Rebuild && len(w.held) == 0 {
+		if ok, err := w.rangeBuildStep(ctx, a, tr, cursor); ok || err != nil {
+			return false, err
+		}
 	}
 	src, keys, err := a.Enumerate(ctx, phase, cursor, buildChunk)
 	if err != nil {
@@ -598,6 +609,54 @@ func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.T
 		}
 	}
 	return false, err
+}
+
+// rangeBuildStep copies the next chunk of a fresh build's first phase by
+// key range (ADR 0020) and reports whether it did. Rows that re-derives of
+// changed keys wrote ahead of the build are re-derived by key in the same
+// transaction; the copy leaves them out. Anything else — no key left, a
+// chunk that fails (a row the target refuses is held only by the keyed
+// path, ADR 0013) — is left to the keyed path, which builds the chunk
+// again from the same cursor.
+func (w *worker) rangeBuildStep(ctx context.Context, a *engine.Applier, tr *catalog.Transform, cursor []string) (bool, error) {
+	lo := int64(math.MinInt64)
+	if len(cursor) == 1 {
+		c, err := strconv.ParseInt(cursor[0], 10, 64)
+		if err != nil || c == math.MaxInt64 {
+			return false, nil
+		}
+		lo = c + 1
+	}
+	start := time.Now()
+	hi, keys, ok, err := a.RangeNext(ctx, lo, rangeChunk)
+	if err != nil || !ok {
+		return false, nil
+	}
+	stored, err := a.RangeStored(ctx, lo, hi)
+	if err != nil {
+		return false, nil
+	}
+	again := make([][]string, len(stored))
+	for i, k := range stored {
+		again[i] = []string{strconv.FormatInt(k, 10)}
+	}
+	var copied int64
+	written, err := a.Apply(ctx, engine.Batch{Keys: w.keyBatch(w.unitsOf(0, again)), Extra: func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		if copied, err = a.RangeCopy(ctx, tx, lo, hi, stored); err != nil {
+			return err
+		}
+		return w.r.t.cat.AdvanceBuild(ctx, tx, w.id, 0, []string{strconv.FormatInt(hi, 10)}, keys)
+	}})
+	if err != nil {
+		w.log().Info("range build chunk failed; building it key by key", "from", lo, "to", hi, "err", err)
+		return false, nil
+	}
+	w.r.obs.BatchApplied(w.name, AppliedBatch{Keys: int(keys), Rows: written + copied, Duration: time.Since(start), Build: true})
+	if b := tr.Build; b != nil && b.RowsTotal != nil {
+		w.r.obs.BuildRowsRemaining(w.name, max(*b.RowsTotal-b.RowsDone-keys, 0))
+	}
+	return true, nil
 }
 
 // rederiveStored re-derives every identity the transform stores, and

@@ -75,6 +75,11 @@ func generatedSQL(p *Plan) string {
 		section("walk", e.First, e.After)
 	}
 	section("reconcile", s.Reconcile...)
+	if rb := s.RangeBuild; rb != nil {
+		section("range build: next ($1 lo, $2 limit)", rb.Next)
+		section("range build: stored ($1 lo, $2 hi)", rb.Stored)
+		section("range build: copy ($1 lo, $2 hi, $3 keys left out)", rb.Copy)
+	}
 	cs := p.CheckSpec()
 	section(fmt.Sprintf("self-check query (columns %v, identity %v)", cs.Columns, cs.Identity), cs.Query)
 	section("self-check: keys of groups", p.GroupKeysSQL())

@@ -324,7 +324,6 @@ func scopeRows(s *Statements, p *Plan) {
 	s.Setup = append(s.Setup, "CREATE TEMP TABLE IF NOT EXISTS __trellis_n ("+strings.Join(defs, ", ")+") ON COMMIT DELETE ROWS")
 	s.Apply = append(s.Apply,
 		Step{Role: RoleScope, SQL: "INSERT INTO " + scopeRowsTable + " (" + strings.Join(names, ", ") + ") " + scopeBranches(p, p.From, userWhere(p), sel, allSources(p))},
-		Step{Role: RoleScope, SQL: "ANALYZE " + scopeRowsTable},
 		Step{Role: RoleWrite, SQL: "DELETE FROM " + T + " WHERE ctid = ANY (ARRAY(" +
 			storedBranches(p, T, "__t.ctid", "NOT EXISTS (SELECT 1 FROM "+scopeRowsTable+" __n WHERE "+lineageEq(p, "__n", "__t")+")", allSources(p)) + "))"})
 	conflict := " ON CONFLICT (" + identList(p.Identity) + ") DO NOTHING"

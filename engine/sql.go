@@ -36,6 +36,9 @@ type Statements struct {
 	// Reconcile recomputes an aggregate target wholly from its ledger
 	// (the last step of a rebuild: repairs a target written by others).
 	Reconcile []string
+	// RangeBuild, when set, copies the first build phase's chunks by key
+	// range (ADR 0020).
+	RangeBuild *RangeBuild
 }
 
 // Enum lists one source's keys in key order, as text: First is the first
@@ -200,6 +203,7 @@ func BuildStatements(p *Plan, serverVersion int) *Statements {
 		s.Enum = append(s.Enum, Enum{Source: 0, Stored: true, First: first, After: after})
 		if serverVersion >= 150000 && s.IntKey {
 			s.Apply = []Step{{Role: RoleMerge, SQL: mergeRow(p, true), KeyArgs: true}}
+			s.RangeBuild = rangeBuild(p)
 			return s
 		}
 	}

@@ -29,9 +29,6 @@ INSERT INTO "trellis"."mirror_5_0" ("__s0_0", "__s1_0") SELECT "f"."id", "d"."id
 INSERT INTO pg_temp.__trellis_n ("id", "__s0_0", "__s1_0") SELECT f.id AS "id", "f"."id" AS "__s0_0", "d"."id" AS "__s1_0" FROM public.fact f LEFT JOIN public.dim d ON d.id = f.d1 WHERE (d.id IS NULL) AND "f"."id" = ANY (ARRAY(SELECT __k0 FROM pg_temp.__trellis_k0)) UNION ALL SELECT f.id AS "id", "f"."id" AS "__s0_0", "d"."id" AS "__s1_0" FROM public.fact f LEFT JOIN public.dim d ON d.id = f.d1 WHERE (d.id IS NULL) AND "d"."id" = ANY (ARRAY(SELECT __k0 FROM pg_temp.__trellis_k1)) AND NOT EXISTS (SELECT 1 FROM pg_temp.__trellis_k0 __x WHERE __x.__k0 = "f"."id");
 
 -- apply
-ANALYZE pg_temp.__trellis_n;
-
--- apply
 DELETE FROM "public"."anti_join" WHERE ctid = ANY (ARRAY(SELECT __t.ctid FROM "public"."anti_join" __t WHERE __t."__s0_0" = ANY (ARRAY(SELECT __k0 FROM pg_temp.__trellis_k0)) AND NOT EXISTS (SELECT 1 FROM pg_temp.__trellis_n __n WHERE __n."__s0_0" = __t."__s0_0" AND ARRAY[__n."__s1_0"] = ARRAY[__t."__s1_0"]) UNION ALL SELECT __t.ctid FROM "public"."anti_join" __t WHERE __t."__s1_0" = ANY (ARRAY(SELECT __k0 FROM pg_temp.__trellis_k1)) AND NOT EXISTS (SELECT 1 FROM pg_temp.__trellis_k0 __x WHERE __x.__k0 = __t."__s0_0") AND NOT EXISTS (SELECT 1 FROM pg_temp.__trellis_n __n WHERE __n."__s0_0" = __t."__s0_0" AND ARRAY[__n."__s1_0"] = ARRAY[__t."__s1_0"])));
 
 -- apply

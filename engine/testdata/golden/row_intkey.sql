@@ -13,6 +13,15 @@ SELECT "id"::text AS __e0 FROM "public"."row_intkey" ORDER BY "id" LIMIT $1;
 -- walk
 SELECT "id"::text AS __e0 FROM "public"."row_intkey" WHERE ("id") > ($1::integer) ORDER BY "id" LIMIT $2;
 
+-- range build: next ($1 lo, $2 limit)
+SELECT max(__e), count(*) FROM (SELECT "id" AS __e FROM "public"."fact" WHERE "id" >= $1::bigint ORDER BY "id" LIMIT $2) __c;
+
+-- range build: stored ($1 lo, $2 hi)
+SELECT "id"::bigint FROM "public"."row_intkey" WHERE "id" >= $1::bigint AND "id" <= $2::bigint;
+
+-- range build: copy ($1 lo, $2 hi, $3 keys left out)
+INSERT INTO "public"."row_intkey" ("id", "v1") SELECT id AS "id", v + 1 AS "v1" FROM "public"."fact" AS "fact" WHERE (v > 0) AND "fact"."id" >= $1::bigint AND "fact"."id" <= $2::bigint AND "fact"."id" <> ALL ($3::bigint[]);
+
 -- self-check query (columns [id v1], identity [id])
 SELECT id AS "id", v + 1 AS "v1" FROM "public"."fact" AS "fact" WHERE v > 0;
 
