@@ -3,6 +3,7 @@ package trellis
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -14,11 +15,14 @@ import (
 // Chains: a transform may read another transform's target. The target's
 // writes reach the slot like any other table's, so the reader follows
 // them; what a chain needs is a target whose rows a change can be found
-// by (a key without NULLs), and an order for convergence and DROP.
+// by (a key without NULLs), and an order for convergence and DROP. Every
+// target has one: its own key, or where that may be NULL a hidden
+// surrogate (ADR 0019) — except targets made before the surrogate.
 
 // checkChainSources refuses a definition that reads the target of a
-// transform whose rows have no NOT NULL key: its changes could not be
-// routed to the rows they affect.
+// transform whose rows have no NOT NULL key (a plan stored before ADR
+// 0019): its changes could not be routed to the rows they affect. The
+// refusal says how to give that transform one.
 func checkChainSources(ctx context.Context, tx pgx.Tx, st *engine.Statement, all []*catalog.Transform) error {
 	if st.Query == nil {
 		return nil
@@ -45,20 +49,37 @@ func checkChainSources(ctx context.Context, tx pgx.Tx, st *engine.Statement, all
 				continue
 			}
 			if why := unkeyedTarget(op); why != "" {
-				return terr.New(terr.Validation, "transform %q: FROM %s is the target of transform %q, whose rows have no key a change can be found by (%s); a chain reads a target keyed by NOT NULL columns — group %s by NOT NULL columns of its source, or read its sources directly",
-					st.Name, name.Sanitize(), o.Name, why, o.Name)
+				return terr.New(terr.Validation, "transform %q: FROM %s is the target of transform %q, whose rows have no key a change can be found by (%s): %s was defined before such targets got a hidden surrogate key; %s",
+					st.Name, name.Sanitize(), o.Name, why, o.Name, rekeyAdvice(all, o, st.Name))
 			}
 		}
 	}
 	return nil
 }
 
+// rekeyAdvice says how reader can come to read o's unkeyed target: a
+// redefinition of o with the same query is planned as today's plans are,
+// so its target gets the surrogate; the reader can be created once it
+// has swapped in. (No transform reads o: such a reader was refused, so
+// the redefinition is not refused for one either.)
+func rekeyAdvice(all []*catalog.Transform, o *catalog.Transform, reader string) string {
+	for _, x := range all {
+		if x.Replaces == o.ID {
+			return fmt.Sprintf("its redefinition (CREATE OR REPLACE TRANSFORM, building as %s) will have one — create transform %q once that redefinition is live and has taken %s's place",
+				pgx.Identifier{x.Schema, x.Name}.Sanitize(), reader, o.Name)
+		}
+	}
+	return fmt.Sprintf("give it one by redefining it with the same query, CREATE OR REPLACE TRANSFORM %s AS %s, then create transform %q once that redefinition is live and has taken %s's place",
+		pgx.Identifier{o.Schema, o.Name}.Sanitize(), o.Definition, reader, o.Name)
+}
+
 // unkeyedTarget says why a transform's target cannot be a chain's source,
-// or "" when it can.
+// or "" when it can. Plans made since ADR 0019 always can: a target whose
+// own key may be NULL has the surrogate.
 func unkeyedTarget(p *engine.Plan) string {
 	switch {
 	case p.Surrogate != "":
-		return "" // an inner level keyed by its surrogate (ADR 0018)
+		return "" // keyed by its surrogate (ADR 0018, 0019)
 	case p.Shape == engine.ShapeAggregate && len(p.Groups) == 0:
 		return "an aggregate without GROUP BY"
 	case p.Shape == engine.ShapeAggregate:

@@ -246,6 +246,11 @@ func chainStmt(rng *rand.Rand) string {
 // chainBurst writes from writers connections, in transactions of 1..3
 // random statements, until d has passed; it returns the commits.
 func chainBurst(dsn string, seed int64, writers int, d time.Duration) (int64, error) {
+	return burstOf(dsn, seed, writers, d, chainStmt)
+}
+
+// burstOf is chainBurst with the random statements of stmt.
+func burstOf(dsn string, seed int64, writers int, d time.Duration, stmt func(*rand.Rand) string) (int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -257,7 +262,7 @@ func chainBurst(dsn string, seed int64, writers int, d time.Duration) (int64, er
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			n, err := chainWriter(ctx, dsn, rand.New(rand.NewSource(seed+int64(w))), start, d)
+			n, err := chainWriter(ctx, dsn, rand.New(rand.NewSource(seed+int64(w))), start, d, stmt)
 			mu.Lock()
 			defer mu.Unlock()
 			commits += n
@@ -270,7 +275,7 @@ func chainBurst(dsn string, seed int64, writers int, d time.Duration) (int64, er
 	return commits, errors.Join(errs...)
 }
 
-func chainWriter(ctx context.Context, dsn string, rng *rand.Rand, start time.Time, d time.Duration) (int64, error) {
+func chainWriter(ctx context.Context, dsn string, rng *rand.Rand, start time.Time, d time.Duration, stmt func(*rand.Rand) string) (int64, error) {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return 0, err
@@ -280,7 +285,7 @@ func chainWriter(ctx context.Context, dsn string, rng *rand.Rand, start time.Tim
 	for time.Since(start) < d {
 		stmts := make([]string, 1+rng.Intn(3))
 		for i := range stmts {
-			stmts[i] = chainStmt(rng)
+			stmts[i] = stmt(rng)
 		}
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			for _, s := range stmts {
@@ -303,9 +308,14 @@ func chainWriter(ctx context.Context, dsn string, rng *rand.Rand, start time.Tim
 
 // chainBurstAsync runs chainBurst in the background; wait returns its error.
 func chainBurstAsync(dsn string, seed int64, d time.Duration) (wait func() error) {
+	return burstAsyncOf(dsn, seed, d, chainStmt)
+}
+
+// burstAsyncOf is chainBurstAsync with the random statements of stmt.
+func burstAsyncOf(dsn string, seed int64, d time.Duration, stmt func(*rand.Rand) string) (wait func() error) {
 	errc := make(chan error, 1)
 	go func() {
-		_, err := chainBurst(dsn, seed, 2, d)
+		_, err := burstOf(dsn, seed, 2, d, stmt)
 		errc <- err
 	}()
 	return func() error { return <-errc }
@@ -506,10 +516,27 @@ func chainSnapshot(e *env) string {
 	return s
 }
 
-// TestChainRefusals: reading a target without a NOT NULL key (an aggregate
-// without GROUP BY, one with a nullable group key, a row target of an outer
-// join) is refused with code validation naming the upstream transform, and
-// the whole script is rolled back; DROP of a transform another reads is a
+// chainLegacy makes transforms look as they did before ADR 0019: plans
+// without the surrogate, targets without its column (and so without a
+// key: their group key or identity is UNIQUE NULLS NOT DISTINCT, or, for
+// an aggregate without GROUP BY, nothing). Run before the runner starts.
+func chainLegacy(e *env, names ...string) {
+	e.t.Helper()
+	for _, n := range names {
+		if got := e.queryText(`SELECT coalesce(plan->>'surrogate', '') FROM trellis.transforms WHERE name = $1`, n); got != "__id" {
+			e.t.Fatalf("transform %s has surrogate %q, want __id (ADR 0019)", n, got)
+		}
+		e.exec(`UPDATE trellis.transforms SET plan = plan - 'surrogate' WHERE name = $1`, n)
+		e.exec(`ALTER TABLE ` + pgx.Identifier{n}.Sanitize() + ` DROP COLUMN __id`)
+	}
+}
+
+// TestChainRefusals: reading a target without a NOT NULL key — an
+// aggregate without GROUP BY, one with a nullable group key, a row target
+// of an outer join, each defined before such targets got a surrogate key
+// (ADR 0019; chainLegacy) — is refused with code validation naming the
+// upstream transform and the CREATE OR REPLACE that gives it a key, and the
+// whole script is rolled back; DROP of a transform another reads is a
 // conflict naming the reader that changes nothing; dropping the chain from
 // its last level up works, each target leaving the publication once no
 // transform reads it.
@@ -523,25 +550,37 @@ func TestChainRefusals(t *testing.T) {
 		CREATE TRANSFORM chain_left AS SELECT c.id, c.region, o.id AS order_id FROM customers c LEFT JOIN orders o ON o.customer_id = c.id;
 		CREATE TRANSFORM chain_rows AS SELECT o.id, o.customer_id, c.region, o.amount FROM orders o JOIN customers c ON c.id = o.customer_id;
 		CREATE TRANSFORM chain_rows_agg AS SELECT amount, count(*) AS n FROM chain_rows GROUP BY amount;`)
+	chainLegacy(e, "chain_total", "chain_by_status", "chain_left", "chain_rows_agg")
 
+	redefine := func(name, def string) string {
+		return fmt.Sprintf("redefining it with the same query, CREATE OR REPLACE TRANSFORM %s AS %s, then create transform",
+			pgx.Identifier{"public", name}.Sanitize(), def)
+	}
 	refusals := []struct {
-		name, script, upstream, why string
+		name, script, upstream, why, advice string
 	}{
 		{"an aggregate without GROUP BY",
-			`CREATE TRANSFORM chain_x AS SELECT n, total FROM chain_total`, "chain_total", "an aggregate without GROUP BY"},
+			`CREATE TRANSFORM chain_x AS SELECT n, total FROM chain_total`, "chain_total", "an aggregate without GROUP BY",
+			redefine("chain_total", "SELECT count(*) AS n, sum(amount) AS total FROM orders")},
 		{"an aggregate without GROUP BY, schema-qualified, joined",
-			`CREATE TRANSFORM chain_x AS SELECT o.id, t.n FROM orders o CROSS JOIN public.chain_total t`, "chain_total", "an aggregate without GROUP BY"},
+			`CREATE TRANSFORM chain_x AS SELECT o.id, t.n FROM orders o CROSS JOIN public.chain_total t`, "chain_total", "an aggregate without GROUP BY",
+			redefine("chain_total", "SELECT count(*) AS n, sum(amount) AS total FROM orders")},
 		{"a nullable group key of a base table",
-			`CREATE TRANSFORM chain_x AS SELECT status, n FROM chain_by_status WHERE n > 1`, "chain_by_status", "GROUP BY column status may be NULL"},
+			`CREATE TRANSFORM chain_x AS SELECT status, n FROM chain_by_status WHERE n > 1`, "chain_by_status", "GROUP BY column status may be NULL",
+			redefine("chain_by_status", "SELECT status, count(*) AS n FROM orders GROUP BY status")},
 		{"a group key that is a nullable column of a row target",
-			`CREATE TRANSFORM chain_x AS SELECT amount, n FROM chain_rows_agg`, "chain_rows_agg", "GROUP BY column amount may be NULL"},
+			`CREATE TRANSFORM chain_x AS SELECT amount, n FROM chain_rows_agg`, "chain_rows_agg", "GROUP BY column amount may be NULL",
+			redefine("chain_rows_agg", "SELECT amount, count(*) AS n FROM chain_rows GROUP BY amount")},
 		{"a LEFT JOIN row target",
-			`CREATE TRANSFORM chain_x AS SELECT id, region, order_id FROM chain_left`, "chain_left", "outer join"},
+			`CREATE TRANSFORM chain_x AS SELECT id, region, order_id FROM chain_left`, "chain_left", "outer join",
+			redefine("chain_left", "SELECT c.id, c.region, o.id AS order_id FROM customers c LEFT JOIN orders o ON o.customer_id = c.id")},
 		{"a LEFT JOIN row target aggregated",
-			`CREATE TRANSFORM chain_x AS SELECT region, count(order_id) AS n FROM chain_left GROUP BY region`, "chain_left", "outer join"},
-		{"in a script whose upstream is created first",
-			`CREATE TRANSFORM chain_new AS SELECT count(*) AS n FROM customers; CREATE TRANSFORM chain_x AS SELECT n FROM chain_new`,
-			"chain_new", "an aggregate without GROUP BY"},
+			`CREATE TRANSFORM chain_x AS SELECT region, count(order_id) AS n FROM chain_left GROUP BY region`, "chain_left", "outer join",
+			redefine("chain_left", "SELECT c.id, c.region, o.id AS order_id FROM customers c LEFT JOIN orders o ON o.customer_id = c.id")},
+		{"in a script that redefines its upstream first",
+			`CREATE OR REPLACE TRANSFORM chain_total AS SELECT count(*) AS n, sum(amount) AS total FROM orders; CREATE TRANSFORM chain_x AS SELECT n FROM chain_total`,
+			"chain_total", "an aggregate without GROUP BY",
+			`its redefinition (CREATE OR REPLACE TRANSFORM, building as "public"."__trellis_next_`},
 	}
 	before := chainSnapshot(e)
 	for _, c := range refusals {
@@ -552,8 +591,8 @@ func TestChainRefusals(t *testing.T) {
 			}
 			msg := err.Error()
 			if trellis.CodeOf(err) != trellis.CodeValidation || !strings.Contains(msg, fmt.Sprintf("transform %q", c.upstream)) ||
-				!strings.Contains(msg, c.why) {
-				t.Errorf("%s:\n got %v (code %s)\nwant validation naming transform %q and %q", c.script, err, trellis.CodeOf(err), c.upstream, c.why)
+				!strings.Contains(msg, c.why) || !strings.Contains(msg, c.advice) {
+				t.Errorf("%s:\n got %v (code %s)\nwant validation naming transform %q, %q and %q", c.script, err, trellis.CodeOf(err), c.upstream, c.why, c.advice)
 			}
 			if after := chainSnapshot(e); after != before {
 				t.Errorf("%s changed something:\nbefore:\n%s\nafter:\n%s", c.script, before, after)

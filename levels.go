@@ -37,7 +37,7 @@ func (t *Trellis) createLevels(ctx context.Context, tx pgx.Tx, st *engine.Statem
 	for i, l := range st.Query.Levels {
 		*k++
 		lst := &engine.Statement{Kind: engine.CreateTransform, Schema: t.cat.Schema, Name: levelName(owner, *k),
-			Query: l.Query, WithoutSourceIndex: st.WithoutSourceIndex, Level: true}
+			Query: l.Query, WithoutSourceIndex: st.WithoutSourceIndex}
 		p, err := t.install(ctx, tx, t.cat.Schema, lst, 0, 0, owner, k)
 		if err != nil {
 			return levelError(err, st.Name, l.Alias, lst.Name)

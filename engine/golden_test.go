@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files of TestGeneratedSQL")
@@ -38,12 +40,29 @@ func TestGeneratedSQL(t *testing.T) {
 		{"agg_intkey", `CREATE TRANSFORM agg_intkey AS SELECT d1, count(*) AS n, sum(v) AS s FROM fact GROUP BY d1`},
 		{"row_intkey", `CREATE TRANSFORM row_intkey AS SELECT id, v + 1 AS v1 FROM fact WHERE v > 0`},
 		{"having", `CREATE TRANSFORM having_pct AS SELECT d.name, 100.0 * sum(f.v) / nullif(count(*), 0) AS pct FROM fact f JOIN dim d ON d.id = f.d1 GROUP BY d.name HAVING count(*) > 2`},
+		{"having_nullable", `CREATE TRANSFORM having_nullable AS SELECT d1, sum(v) * 2 AS s2 FROM fact GROUP BY d1 HAVING count(*) > 1`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, p := define(t, ctx, conn, cat, tc.def)
-			checkGolden(t, tc.name, generatedSQL(p))
+			checkGolden(t, tc.name, "-- the target\n"+targetDDL(t, ctx, conn, p.Target)+"\n\n"+generatedSQL(p))
 		})
 	}
+}
+
+// targetDDL describes a target as the catalog has it: its columns in
+// order (with GENERATED ALWAYS AS IDENTITY, ADR 0019) and its constraints.
+func targetDDL(t *testing.T, ctx context.Context, db interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}, target Rel) string {
+	t.Helper()
+	var ddl string
+	if err := db.QueryRow(ctx, `SELECT string_agg(format('%s %s%s', attname, format_type(atttypid, atttypmod),
+			CASE WHEN attidentity = 'a' THEN ' GENERATED ALWAYS AS IDENTITY' ELSE '' END), E'\n' ORDER BY attnum)
+		|| E'\n' || coalesce((SELECT string_agg(pg_get_constraintdef(oid), E'\n' ORDER BY conname) FROM pg_constraint WHERE conrelid = $1::regclass), '(no constraint)')
+		FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped`, target.Ident()).Scan(&ddl); err != nil {
+		t.Fatal(err)
+	}
+	return ddl
 }
 
 // generatedSQL renders every statement BuildStatements makes for p, by
@@ -124,7 +143,7 @@ func TestGeneratedLevelSQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	owner := sts[0]
-	lvl := Statement{Kind: CreateTransform, Schema: cat.Schema, Name: "level_1_1", Query: owner.Query.Levels[0].Query, Level: true}
+	lvl := Statement{Kind: CreateTransform, Schema: cat.Schema, Name: "level_1_1", Query: owner.Query.Levels[0].Query}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -140,13 +159,7 @@ func TestGeneratedLevelSQL(t *testing.T) {
 	if err := Install(ctx, tx, lp, 1); err != nil {
 		t.Fatal(err)
 	}
-	var ddl string
-	if err := tx.QueryRow(ctx, `SELECT string_agg(format('%s %s%s', attname, format_type(atttypid, atttypmod),
-			CASE WHEN attidentity = 'a' THEN ' GENERATED ALWAYS AS IDENTITY' ELSE '' END), E'\n' ORDER BY attnum)
-		|| E'\n' || (SELECT string_agg(pg_get_constraintdef(oid), E'\n' ORDER BY conname) FROM pg_constraint WHERE conrelid = $1::regclass)
-		FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped`, lp.Target.Ident()).Scan(&ddl); err != nil {
-		t.Fatal(err)
-	}
+	ddl := targetDDL(t, ctx, tx, lp.Target)
 	if err := owner.Query.BindLevel(0, lp.Target, lp.QuerySQL()); err != nil {
 		t.Fatal(err)
 	}

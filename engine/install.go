@@ -34,6 +34,11 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 			}
 			cols = append(cols, def)
 		}
+		if p.Surrogate != "" {
+			// Its lineage may be NULL: the identity below keys every
+			// write, the surrogate keys the rows for a reader (ADR 0019).
+			cols = append(cols, p.surrogateDDL())
+		}
 		cols = append(cols, p.identityConstraint(identList(p.Identity)))
 		// Re-derived rows are rewritten in place: free space on each page
 		// lets the update stay on it (HOT), without a new index entry.
@@ -186,11 +191,13 @@ func (p *Plan) mirrorDDL(id int64) []string {
 	return ddl
 }
 
-// surrogateDDL is the column that keys the target of an inner level whose
-// groups have no NOT NULL key (ADR 0018): the engine never writes it, so
-// a group keeps its value while it exists, and a group that empties and
-// comes back (or a row deleted and inserted again) takes a new one — which
-// its reader sees as a delete of the old key and an insert of the new.
+// surrogateDDL is the column that keys a target whose own key may be NULL
+// or is missing (ADR 0018, 0019): the engine never writes it — no column
+// list or value of a write names it, and GENERATED ALWAYS would refuse a
+// value — so a group (or a row's identity) keeps its value while it
+// exists, and a group that empties and comes back (or a row deleted and
+// inserted again) takes a new one, which a reader sees as a delete of the
+// old key and an insert of the new.
 func (p *Plan) surrogateDDL() string {
 	return ident(p.Surrogate) + " bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
 }

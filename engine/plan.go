@@ -87,8 +87,11 @@ type Plan struct {
 	// use Select (QuerySQL): a level's surrogate key, which the owner's
 	// stored rows may be keyed by, exists only in the level's target.
 	Full string `json:"full,omitempty"`
-	// Surrogate names the hidden identity column that keys the target of
-	// an inner level whose group key may be NULL (ADR 0018); "" otherwise.
+	// Surrogate names the hidden identity column that keys a target whose
+	// own key may be NULL or is missing (an aggregate without GROUP BY or
+	// with a nullable group column, a row transform of an outer join), so
+	// that a chain can read it (ADR 0018, 0019); "" otherwise, and in
+	// plans stored before ADR 0019 for all but inner levels.
 	Surrogate string `json:"surrogate,omitempty"`
 
 	// Probes are the lookups through join columns the re-derive makes;
@@ -408,6 +411,7 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 					p.Identity = append(p.Identity, src.Lineage[j])
 				}
 			}
+			p.setSurrogate()
 			return p, nil
 		}
 		ref := p.Sources[0].Ref
@@ -476,12 +480,34 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 	if err := p.planAggregates(ctx, db, name, q, outTypes); err != nil {
 		return nil, err
 	}
-	if st.Level && !(len(p.Groups) > 0 && p.groupsNotNull()) {
-		// Its owner reads it as a chain, by a NOT NULL key its groups
-		// cannot give (ADR 0018).
+	p.setSurrogate()
+	return p, nil
+}
+
+// setSurrogate gives the plan the hidden surrogate key when its target
+// would otherwise have no NOT NULL key (ADR 0018 for inner levels, ADR
+// 0019 for every transform): an aggregate without GROUP BY or with a
+// group column that may be NULL, a row transform whose lineage an outer
+// join may leave NULL. A chain reads a target by such a key, and whether
+// one will is not known when the target is made.
+func (p *Plan) setSurrogate() {
+	if p.needsSurrogate() {
 		p.Surrogate = SurrogateCol
 	}
-	return p, nil
+}
+
+// needsSurrogate reports whether the target's own key (its group key or
+// identity) may be NULL, or is missing: see setSurrogate.
+func (p *Plan) needsSurrogate() bool {
+	if p.Shape == ShapeAggregate {
+		return len(p.Groups) == 0 || !p.groupsNotNull()
+	}
+	for _, src := range p.Sources {
+		if src.Nullable {
+			return true
+		}
+	}
+	return false
 }
 
 // filteredAbove reports whether a condition after an outer join may keep

@@ -38,10 +38,6 @@ type Statement struct {
 	WithoutSourceIndex bool
 	// Query is set for CreateTransform.
 	Query *Query
-	// Level: the statement defines an inner level of another transform
-	// (ADR 0018), whose target that transform reads; its target gets a
-	// surrogate key when its group key may be NULL.
-	Level bool
 }
 
 // Query is the validated shape of a transform's SELECT. Every expression is

@@ -91,9 +91,18 @@ CREATE TRANSFORM x AS SELECT id, (t AT TIME ZONE 'UTC')::date AS day FROM fact;
 -- refuse validation: is neither a GROUP BY expression nor an aggregate
 CREATE TRANSFORM x AS SELECT d2, v, count(*) AS n FROM fact GROUP BY d2;
 
--- refuse validation: whose rows have no key a change can be found by (an aggregate without GROUP BY)
-CREATE TRANSFORM up AS SELECT count(*) AS n FROM fact;
-CREATE TRANSFORM x AS SELECT n FROM up;
+-- accept
+CREATE TRANSFORM chain_total_up AS SELECT count(*) AS n FROM fact;
+CREATE TRANSFORM chain_total_reader AS SELECT n FROM chain_total_up;
+
+-- accept
+CREATE TRANSFORM chain_nullable_up AS SELECT d1, count(*) AS n, sum(v) AS s FROM fact GROUP BY d1;
+CREATE TRANSFORM chain_outer_up AS SELECT f.id, f.d1, d.name FROM fact f LEFT JOIN dim d ON d.id = f.d1;
+CREATE TRANSFORM chain_nullable_reader AS SELECT u.d1, u.n, count(o.id) AS rows, max(o.name) AS name FROM chain_nullable_up u JOIN chain_outer_up o ON o.d1 IS NOT DISTINCT FROM u.d1 GROUP BY u.d1, u.n;
+
+-- refuse validation: output name "__rows" begins with "__"
+CREATE TRANSFORM chain_star_up AS SELECT d1, count(*) AS n FROM fact GROUP BY d1;
+CREATE TRANSFORM x AS SELECT * FROM chain_star_up;
 
 -- accept
 CREATE TRANSFORM star AS SELECT * FROM dim2;

@@ -1,3 +1,13 @@
+-- the target
+d1 integer
+n bigint
+s bigint
+__rows bigint
+__id bigint GENERATED ALWAYS AS IDENTITY
+__nn_s bigint
+UNIQUE NULLS NOT DISTINCT (d1)
+PRIMARY KEY (__id)
+
 -- setup
 CREATE TEMP TABLE IF NOT EXISTS __trellis_k (__k0 integer) ON COMMIT DELETE ROWS;
 

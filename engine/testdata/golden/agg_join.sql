@@ -1,3 +1,11 @@
+-- the target
+name text
+n bigint
+s bigint
+__rows bigint
+__nn_s bigint
+PRIMARY KEY (name)
+
 -- setup
 CREATE TEMP TABLE IF NOT EXISTS __trellis_k0 (__k0 integer) ON COMMIT DELETE ROWS;
 

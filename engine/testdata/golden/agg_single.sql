@@ -1,3 +1,12 @@
+-- the target
+b text
+n bigint
+s numeric
+lo numeric
+__rows bigint
+__nn_s bigint
+PRIMARY KEY (b)
+
 -- setup
 CREATE TEMP TABLE IF NOT EXISTS __trellis_k (__k0 integer, __k1 text) ON COMMIT DELETE ROWS;
 

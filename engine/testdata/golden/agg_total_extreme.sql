@@ -1,3 +1,9 @@
+-- the target
+hi numeric
+q bigint
+__id bigint GENERATED ALWAYS AS IDENTITY
+PRIMARY KEY (__id)
+
 -- setup
 CREATE TEMP TABLE IF NOT EXISTS __trellis_k (__k0 integer, __k1 text) ON COMMIT DELETE ROWS;
 

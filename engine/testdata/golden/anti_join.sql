@@ -1,3 +1,11 @@
+-- the target
+id integer
+__s0_0 integer
+__s1_0 integer
+__id bigint GENERATED ALWAYS AS IDENTITY
+UNIQUE NULLS NOT DISTINCT (__s0_0, __s1_0)
+PRIMARY KEY (__id)
+
 -- setup
 CREATE TEMP TABLE IF NOT EXISTS __trellis_k0 (__k0 integer) ON COMMIT DELETE ROWS;
 

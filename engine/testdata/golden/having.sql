@@ -1,3 +1,8 @@
+-- the target
+name text
+pct numeric
+PRIMARY KEY (name)
+
 -- setup
 CREATE TEMP TABLE IF NOT EXISTS __trellis_k0 (__k0 integer) ON COMMIT DELETE ROWS;
 

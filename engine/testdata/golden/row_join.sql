@@ -1,3 +1,15 @@
+-- the target
+id integer
+name text
+w integer
+__s0_0 integer
+__s1_0 integer
+__s2_0 integer
+__s2_1 text
+__id bigint GENERATED ALWAYS AS IDENTITY
+UNIQUE NULLS NOT DISTINCT (__s0_0, __s1_0, __s2_0, __s2_1)
+PRIMARY KEY (__id)
+
 -- setup
 CREATE TEMP TABLE IF NOT EXISTS __trellis_k0 (__k0 integer) ON COMMIT DELETE ROWS;
 

@@ -1,3 +1,9 @@
+-- the target
+a integer
+b text
+v2 numeric
+PRIMARY KEY (a, b)
+
 -- setup
 CREATE TEMP TABLE IF NOT EXISTS __trellis_k (__k0 integer, __k1 text) ON COMMIT DELETE ROWS;
 
