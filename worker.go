@@ -29,6 +29,9 @@ type worker struct {
 	// own name, or its owner's for an inner level (ADR 0018).
 	resume string
 	plan   *engine.Plan
+	// keyedThrough is the last key of a range-build chunk whose copy
+	// failed: the build goes key by key up to it (ADR 0020).
+	keyedThrough *int64
 
 	wake chan struct{}
 	// changed asks the worker to read its catalog row again: a PAUSE and
@@ -439,7 +442,8 @@ func (w *worker) coalesce(ctx context.Context) {
 }
 
 // drain applies dirty keys until the set is empty; live: batches keep to
-// the coalescing window (a build's are taken at once).
+// the coalescing window. A build's drain applies one batch, taken at once,
+// and returns, so that build chunks and changes alternate.
 func (w *worker) drain(ctx context.Context, a *engine.Applier, live bool) error {
 	for ctx.Err() == nil {
 		if live {
@@ -504,6 +508,12 @@ func (w *worker) drain(ctx context.Context, a *engine.Applier, live bool) error 
 			w.persisted.Store(lsn)
 			w.lastSaved = time.Now()
 			w.advanced()
+		}
+		if !live {
+			// A build takes turns with the changes: one batch, then one
+			// chunk. Draining until nothing waits would never end while
+			// writers keep changing the sources, and the build with it.
+			return nil
 		}
 	}
 	return ctx.Err()
@@ -617,7 +627,7 @@ func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.T
 // transaction; the copy leaves them out. Anything else — no key left, a
 // chunk that fails (a row the target refuses is held only by the keyed
 // path, ADR 0013) — is left to the keyed path, which builds the chunk
-// again from the same cursor.
+// again from the same cursor, and the rest of that chunk.
 func (w *worker) rangeBuildStep(ctx context.Context, a *engine.Applier, tr *catalog.Transform, cursor []string) (bool, error) {
 	lo := int64(math.MinInt64)
 	if len(cursor) == 1 {
@@ -626,6 +636,9 @@ func (w *worker) rangeBuildStep(ctx context.Context, a *engine.Applier, tr *cata
 			return false, nil
 		}
 		lo = c + 1
+	}
+	if w.keyedThrough != nil && lo <= *w.keyedThrough {
+		return false, nil
 	}
 	start := time.Now()
 	hi, keys, ok, err := a.RangeNext(ctx, lo, rangeChunk)
@@ -650,6 +663,7 @@ func (w *worker) rangeBuildStep(ctx context.Context, a *engine.Applier, tr *cata
 	}})
 	if err != nil {
 		w.log().Info("range build chunk failed; building it key by key", "from", lo, "to", hi, "err", err)
+		w.keyedThrough = &hi
 		return false, nil
 	}
 	w.r.obs.BatchApplied(w.name, AppliedBatch{Keys: int(keys), Rows: written + copied, Duration: time.Since(start), Build: true})
