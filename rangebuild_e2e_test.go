@@ -96,10 +96,11 @@ func (h *countingHandler) count(transform string) int {
 	return root.n[transform]
 }
 
-// TestRangeBuild builds a single-table row transform by key range (ADR
-// 0020) while writers update, delete and insert keys all over the table,
-// so that re-derives write rows ahead of the build that the range copy
-// must leave out; a row the target refuses falls back to the keyed path
+// TestRangeBuild builds single-table row transforms and an aggregate by
+// key range (ADR 0020) while writers update, delete and insert keys all
+// over the table, so that re-derives write rows ahead of the build that
+// the range copy must leave out (and ledger rows the aggregate's range
+// changes must compare with); a row the target refuses falls back to the keyed path
 // and is held. The target must equal its query, and the build must have
 // used ranges (batches larger than a keyed chunk).
 func TestRangeBuild(t *testing.T) { eachMode(t, testRangeBuild) }
@@ -115,7 +116,8 @@ func testRangeBuild(t *testing.T, mode string) {
 	// Row 120000 divides by zero: the range holding it cannot be copied.
 	e.exec(`UPDATE big SET v = 500 WHERE id = 120000`)
 	e.apply(`CREATE TRANSFORM big_rows AS SELECT id, v * 2 AS v2, t FROM big WHERE v <> 7;
-		CREATE TRANSFORM big_ratio AS SELECT id, 1000 / (v - 500) AS r FROM big`)
+		CREATE TRANSFORM big_ratio AS SELECT id, 1000 / (v - 500) AS r FROM big;
+		CREATE TRANSFORM big_groups AS SELECT v % 50 AS g, count(*) AS n, sum(id) AS s, min(t) AS lo, max(length(t)) AS hi FROM big WHERE v <> 9 GROUP BY v % 50`)
 
 	pool, err := pgxpool.New(ctx, e.dsn)
 	if err != nil {
@@ -152,6 +154,7 @@ func testRangeBuild(t *testing.T, mode string) {
 	e.start()
 	waitStatus(t, e, "big_rows", "built", func(s trellis.TransformStatus) bool { return s.State == "live" })
 	waitStatus(t, e, "big_ratio", "built", func(s trellis.TransformStatus) bool { return s.State == "live" })
+	waitStatus(t, e, "big_groups", "built", func(s trellis.TransformStatus) bool { return s.State == "live" })
 	stop.Store(true)
 	wg.Wait()
 	if writes.Load() == 0 {
@@ -160,15 +163,19 @@ func testRangeBuild(t *testing.T, mode string) {
 	e.await("after the build and the writes")
 	e.sameRows("big_rows", `SELECT id, v2, t FROM big_rows`, `SELECT id, v * 2, t FROM big WHERE v <> 7`)
 	e.sameRows("big_ratio but its held key", `SELECT id, r FROM big_ratio`, `SELECT id, 1000 / (v - 500) FROM big WHERE id <> 120000`)
-	for _, name := range []string{"big_rows", "big_ratio"} {
+	e.sameRows("big_groups", `SELECT g, n, s, lo, hi FROM big_groups`,
+		`SELECT v % 50, count(*), sum(id), min(t), max(length(t)) FROM big WHERE v <> 9 GROUP BY v % 50`)
+	for _, name := range []string{"big_rows", "big_ratio", "big_groups"} {
 		if n := obs.largest(name); n <= 5000 {
 			t.Errorf("%s: the largest build batch had %d keys: the build did not copy ranges", name, n)
 		}
 	}
 	// Rows written ahead of the build are left out of the copies, so
 	// only the chunk with the refused row fell back to the keyed path.
-	if n := logs.count("big_rows"); n != 0 {
-		t.Errorf("big_rows: %d range chunks fell back to the keyed path", n)
+	for _, name := range []string{"big_rows", "big_groups"} {
+		if n := logs.count(name); n != 0 {
+			t.Errorf("%s: %d range chunks fell back to the keyed path", name, n)
+		}
 	}
 	if n := logs.count("big_ratio"); n != 1 {
 		t.Errorf("big_ratio: %d range chunks fell back to the keyed path, want 1 (the one with the refused row)", n)

@@ -566,9 +566,16 @@ func (w *worker) saveIdle(ctx context.Context) error {
 
 const buildChunk = 5000
 
-// rangeChunk is how many source keys a range-build chunk copies (ADR
-// 0020): no key travels through the runner, so a chunk can be larger.
-const rangeChunk = 50000
+// rangeChunkRows and rangeChunkGroups are how many source keys a
+// range-build chunk of a row transform and of an aggregate spans (ADR
+// 0020): no key travels through the runner, so chunks can be large, and an
+// aggregate's chunk rewrites every group its rows fall in, so fewer, larger
+// chunks rewrite each group fewer times (1M rows over 100k groups: 9.1 s
+// with 200,000-key chunks against 13.3 s with 50,000).
+const (
+	rangeChunkRows   = 50_000
+	rangeChunkGroups = 200_000
+)
 
 // buildStep re-derives the next chunk of the build and reports whether the
 // build is complete. The first phases walk the cover sources in key order;
@@ -621,10 +628,11 @@ func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.T
 	return false, err
 }
 
-// rangeBuildStep copies the next chunk of a fresh build's first phase by
-// key range (ADR 0020) and reports whether it did. Rows that re-derives of
-// changed keys wrote ahead of the build are re-derived by key in the same
-// transaction; the copy leaves them out. Anything else — no key left, a
+// rangeBuildStep builds the next chunk of a fresh build's first phase by
+// key range (ADR 0020) and reports whether it did. A row transform's rows
+// that re-derives of changed keys wrote ahead of the build are re-derived
+// by key in the same transaction, and its copy leaves them out; an
+// aggregate's range changes compare with its ledger rows, those included. Anything else — no key left, a
 // chunk that fails (a row the target refuses is held only by the keyed
 // path, ADR 0013) — is left to the keyed path, which builds the chunk
 // again from the same cursor, and the rest of that chunk.
@@ -641,13 +649,19 @@ func (w *worker) rangeBuildStep(ctx context.Context, a *engine.Applier, tr *cata
 		return false, nil
 	}
 	start := time.Now()
-	hi, keys, ok, err := a.RangeNext(ctx, lo, rangeChunk)
+	chunk := rangeChunkRows
+	if a.Stmts.RangeBuild.Changes != "" {
+		chunk = rangeChunkGroups
+	}
+	hi, keys, ok, err := a.RangeNext(ctx, lo, chunk)
 	if err != nil || !ok {
 		return false, nil
 	}
-	stored, err := a.RangeStored(ctx, lo, hi)
-	if err != nil {
-		return false, nil
+	var stored []int64
+	if a.Stmts.RangeBuild.Changes == "" {
+		if stored, err = a.RangeStored(ctx, lo, hi); err != nil {
+			return false, nil
+		}
 	}
 	again := make([][]string, len(stored))
 	for i, k := range stored {
@@ -656,7 +670,12 @@ func (w *worker) rangeBuildStep(ctx context.Context, a *engine.Applier, tr *cata
 	var copied int64
 	written, err := a.Apply(ctx, engine.Batch{Keys: w.keyBatch(w.unitsOf(0, again)), Extra: func(ctx context.Context, tx pgx.Tx) error {
 		var err error
-		if copied, err = a.RangeCopy(ctx, tx, lo, hi, stored); err != nil {
+		if a.Stmts.RangeBuild.Changes != "" {
+			copied, err = a.RangeRederive(ctx, tx, lo, hi)
+		} else {
+			copied, err = a.RangeCopy(ctx, tx, lo, hi, stored)
+		}
+		if err != nil {
 			return err
 		}
 		return w.r.t.cat.AdvanceBuild(ctx, tx, w.id, 0, []string{strconv.FormatInt(hi, 10)}, keys)

@@ -8,12 +8,13 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// RangeBuild are the statements of a build chunk that copies a range of
-// source keys with one INSERT … SELECT instead of re-deriving them key by
-// key (ADR 0020). They exist for single-source row transforms keyed by one
-// integer column, where a chunk is the keys lo ≤ key ≤ hi and a target row
-// is identified by its source key. Every statement takes lo as $1 and hi
-// as $2.
+// RangeBuild are the statements of a build chunk that re-derives a range
+// of source keys, lo ≤ key ≤ hi, instead of a list of them (ADR 0020):
+// for single-source transforms keyed by one integer column. A row
+// transform copies the range with one INSERT … SELECT (Copy); an
+// aggregate computes the range's changes against its ledger (Changes) and
+// writes them with its usual apply steps. Every statement takes lo as $1
+// and hi as $2.
 type RangeBuild struct {
 	// Next returns the last of the first $2 source keys ≥ $1 (NULL when
 	// there is none), the chunk's hi, and how many keys it spans. It walks
@@ -26,34 +27,67 @@ type RangeBuild struct {
 	// Copy inserts the query's rows of the range, except the keys in $3
 	// (a bigint[]: Stored's), and returns how many it wrote.
 	Copy string
+	// Changes (aggregates; Stored and Copy are then empty) fills the
+	// changes table with the range's source rows full-joined with the
+	// range's ledger rows, in place of the keyed changes step: the ledger
+	// rows that re-derives wrote ahead of the build compare like any.
+	Changes string
 }
 
-// rangeBuild generates p's RangeBuild, or nil when p does not qualify.
-func rangeBuild(p *Plan) *RangeBuild {
-	if p.Multi() || p.Shape != ShapeRow || !intKey(p) || len(p.Identity) != 1 {
-		return nil
-	}
+// rangeNext is RangeBuild.Next for p's source.
+func rangeNext(p *Plan) string {
 	src := p.Sources[0]
 	key := ident(src.Key[0].Name)
 	srcTable := src.Ident()
 	if strings.HasPrefix(src.From, "ONLY ") {
 		srcTable = "ONLY " + srcTable
 	}
-	rng := func(col string) string { return col + " >= $1::bigint AND " + col + " <= $2::bigint" }
+	return fmt.Sprintf("SELECT max(__e), count(*) FROM (SELECT %s AS __e FROM %s WHERE %s >= $1::bigint ORDER BY %s LIMIT $2) __c",
+		key, srcTable, key, key)
+}
+
+// inRange is the condition lo ≤ col ≤ hi.
+func inRange(col string) string { return col + " >= $1::bigint AND " + col + " <= $2::bigint" }
+
+// rangeBuildAgg generates a single-source aggregate's RangeBuild, or nil
+// when p does not qualify; where is the user's condition as " WHERE (…)"
+// or "".
+func rangeBuildAgg(p *Plan, where string) *RangeBuild {
+	if p.Multi() || p.Shape == ShapeRow || !intKey(p) {
+		return nil
+	}
+	src := p.Sources[0]
+	key0 := ident(src.Ref) + "." + ident(src.Key[0].Name)
+	cond := " WHERE " + inRange(key0)
+	if where != "" {
+		cond = where + " AND " + inRange(key0)
+	}
+	return &RangeBuild{Next: rangeNext(p),
+		Changes: "INSERT INTO " + changesTable + " " + changesOver(p, []string{key0}, src.From+cond,
+			"SELECT __l.* FROM "+p.Ledger.Ident()+" __l WHERE "+inRange("__l.__k0"))}
+}
+
+// rangeBuild generates a row transform's RangeBuild, or nil when p does
+// not qualify.
+func rangeBuild(p *Plan) *RangeBuild {
+	if p.Multi() || p.Shape != ShapeRow || !intKey(p) || len(p.Identity) != 1 {
+		return nil
+	}
+	src := p.Sources[0]
+	rng := inRange
 	var names, sel []string
 	for _, c := range p.Cols {
 		names = append(names, ident(c.Name))
 		sel = append(sel, c.Expr+" AS "+ident(c.Name))
 	}
-	key0 := ident(src.Ref) + "." + key
+	key0 := ident(src.Ref) + "." + ident(src.Key[0].Name)
 	where := rng(key0) + " AND " + key0 + " <> ALL ($3::bigint[])"
 	if p.Where != "" {
 		where = "(" + p.Where + ") AND " + where
 	}
 	idc := ident(p.Identity[0])
 	return &RangeBuild{
-		Next: fmt.Sprintf("SELECT max(__e), count(*) FROM (SELECT %s AS __e FROM %s WHERE %s >= $1::bigint ORDER BY %s LIMIT $2) __c",
-			key, srcTable, key, key),
+		Next:   rangeNext(p),
 		Stored: "SELECT " + idc + "::bigint FROM " + p.Target.Ident() + " WHERE " + rng(idc),
 		Copy: "INSERT INTO " + p.Target.Ident() + " (" + strings.Join(names, ", ") + ") SELECT " + strings.Join(sel, ", ") +
 			" FROM " + src.From + " WHERE " + where,
@@ -98,4 +132,19 @@ func (a *Applier) RangeCopy(ctx context.Context, tx pgx.Tx, lo, hi int64, skip [
 		return 0, fmt.Errorf("copy rows %d..%d into %s: %w", lo, hi, a.Plan.Target.Name, err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// RangeRederive re-derives, in tx, an aggregate's source keys between lo
+// and hi: its apply steps with the range's changes in place of the keyed
+// ones. It returns the ledger and target rows written.
+func (a *Applier) RangeRederive(ctx context.Context, tx pgx.Tx, lo, hi int64) (int64, error) {
+	var steps []Step
+	for _, st := range a.steps() {
+		if st.Role == RoleChanges && st.KeyArgs {
+			st = Step{SQL: a.Stmts.RangeBuild.Changes, Role: RoleChanges, BoundArgs: true}
+		}
+		steps = append(steps, st)
+	}
+	written, _, err := a.send(ctx, tx, &pgx.Batch{}, steps, []int64{lo, hi})
+	return written, err
 }

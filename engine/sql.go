@@ -233,6 +233,7 @@ func BuildStatements(p *Plan, serverVersion int) *Statements {
 			s.LoadKeys = ""
 			buildAggregate(s, p, Step{Role: RoleChanges, SQL: "INSERT INTO " + changesTable + " " + singleChanges(p, keyArray(p), argBounds, where), KeyArgs: true},
 				shape, serverVersion >= 150000)
+			s.RangeBuild = rangeBuildAgg(p, where)
 			break
 		}
 		changes := singleChanges(p, keysTable+" __k", func(col string) string { return keyBounds(p, col) }, where)
@@ -376,16 +377,25 @@ func noBounds(string) string { return "" }
 func singleChanges(p *Plan, keys string, bounds func(col string) string, where string) string {
 	src := p.Sources[0]
 	ref := ident(src.Ref)
-	var joinK []string
+	var joinK, keyCols, ljoin []string
 	for i, k := range src.Key {
 		joinK = append(joinK, fmt.Sprintf("%s.%s = __k.__k%d", ref, ident(k.Name), i))
+		keyCols = append(keyCols, fmt.Sprintf("__k.__k%d", i))
+		ljoin = append(ljoin, fmt.Sprintf("__l.__k%d = __k.__k%d", i, i))
 	}
 	fromK := src.From + " JOIN " + keys + " ON " + strings.Join(joinK, " AND ") + bounds(ref+"."+ident(src.Key[0].Name))
-	nk := len(p.Sources[0].Key)
-	L := p.Ledger.Ident()
+	return changesOver(p, keyCols, fromK+where,
+		"SELECT __l.* FROM "+p.Ledger.Ident()+" __l JOIN "+keys+" ON "+strings.Join(ljoin, " AND ")+bounds("__l.__k0"))
+}
+
+// changesOver is the changes query of a single-source aggregate: the new
+// contributions, keyed by keyCols (as __k0, …), of the source rows from
+// (a FROM item with its conditions), full-joined by key with the ledger
+// rows that ledger (a query) reads.
+func changesOver(p *Plan, keyCols []string, from, ledger string) string {
 	var nsel []string
-	for i := 0; i < nk; i++ {
-		nsel = append(nsel, fmt.Sprintf("__k.__k%d", i))
+	for i, k := range keyCols {
+		nsel = append(nsel, fmt.Sprintf("%s AS __k%d", k, i))
 	}
 	for i, g := range p.Groups {
 		nsel = append(nsel, fmt.Sprintf("%s AS __g%d", g.Expr, i))
@@ -393,9 +403,8 @@ func singleChanges(p *Plan, keys string, bounds func(col string) string, where s
 	for _, a := range p.Args {
 		nsel = append(nsel, a.Expr+" AS "+ident(a.Name))
 	}
-	var ljoin, fjoin, ck, csel []string
-	for i := 0; i < nk; i++ {
-		ljoin = append(ljoin, fmt.Sprintf("__l.__k%d = __k.__k%d", i, i))
+	var fjoin, ck, csel []string
+	for i := range keyCols {
 		fjoin = append(fjoin, fmt.Sprintf("__n.__k%d = __o.__k%d", i, i))
 		ck = append(ck, fmt.Sprintf("coalesce(__n.__k%d, __o.__k%d) AS __k%d", i, i, i))
 	}
@@ -403,8 +412,8 @@ func singleChanges(p *Plan, keys string, bounds func(col string) string, where s
 	csel = append(csel, "(__o.__k0 IS NOT NULL) AS __had", "(__n.__k0 IS NOT NULL) AS __has")
 	sel, differs := changedContributions(p)
 	return "SELECT " + strings.Join(append(csel, sel...), ", ") +
-		" FROM (SELECT " + strings.Join(nsel, ", ") + " FROM " + fromK + where + ") __n" +
-		" FULL JOIN (SELECT __l.* FROM " + L + " __l JOIN " + keys + " ON " + strings.Join(ljoin, " AND ") + bounds("__l.__k0") + ") __o" +
+		" FROM (SELECT " + strings.Join(nsel, ", ") + " FROM " + from + ") __n" +
+		" FULL JOIN (" + ledger + ") __o" +
 		" ON " + strings.Join(fjoin, " AND ") +
 		" WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR " + differs
 }
