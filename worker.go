@@ -350,7 +350,7 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 			signal(w.r.reconcileNow) // reports the state
 			w.log().Info("building transform")
 		case catalog.StateBackfilling:
-			if err := w.drain(ctx, a, false); err != nil {
+			if _, err := w.drain(ctx, a, false); err != nil {
 				return err
 			}
 			done, err := w.buildStep(ctx, a, tr)
@@ -394,7 +394,8 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 // reconcile) or until its catalog row may have changed.
 func (w *worker) live(ctx context.Context, a *engine.Applier) error {
 	for ctx.Err() == nil {
-		if err := w.drain(ctx, a, true); err != nil {
+		more, err := w.drain(ctx, a, true)
+		if err != nil {
 			return err
 		}
 		if err := w.correct(ctx, a); err != nil {
@@ -404,6 +405,18 @@ func (w *worker) live(ctx context.Context, a *engine.Applier) error {
 			return err
 		}
 		w.failing.Recover()
+		if more {
+			// Keys still wait: serve what else is asked, then go on.
+			select {
+			case <-ctx.Done():
+			case <-w.changed:
+				return nil
+			case req := <-w.requests:
+				req.done <- req.fn(ctx, a)
+			default:
+			}
+			continue
+		}
 		select {
 		case <-ctx.Done():
 		case <-w.changed:
@@ -441,17 +454,24 @@ func (w *worker) coalesce(ctx context.Context) {
 	}
 }
 
-// drain applies dirty keys until the set is empty; live: batches keep to
-// the coalescing window. A build's drain applies one batch, taken at once,
-// and returns, so that build chunks and changes alternate.
-func (w *worker) drain(ctx context.Context, a *engine.Applier, live bool) error {
+// liveTurn is how long a live drain applies batches before it lets the
+// worker serve its other work (repairs, partition corrections, catalog
+// changes): under writers that never pause the dirty set is never empty.
+const liveTurn = 500 * time.Millisecond
+
+// drain applies dirty keys until the set is empty, or (more) until its
+// turn is over: live, after liveTurn, with batches kept to the coalescing
+// window; in a build, after one batch, taken at once, so that build chunks
+// and changes alternate.
+func (w *worker) drain(ctx context.Context, a *engine.Applier, live bool) (more bool, err error) {
+	turn := time.Now()
 	for ctx.Err() == nil {
 		if live {
 			w.coalesce(ctx)
 		}
 		b, err := w.r.store.Take(w.id, w.r.t.cfg.BatchSize)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if len(b.Keys) > 0 || len(b.Truncated) > 0 {
 			w.lastTake, w.lastKeys = time.Now(), len(b.Keys)
@@ -461,24 +481,24 @@ func (w *worker) drain(ctx context.Context, a *engine.Applier, live bool) error 
 				w.applied = b.UpTo
 				w.advanced()
 			}
-			return nil
+			return false, nil
 		}
 		xids, err := w.xidsUpTo(b.MaxLSN())
 		if err != nil {
-			return err
+			return false, err
 		}
 		if len(b.Truncated) > 0 {
 			// A TRUNCATE changed every row: re-derive every stored identity,
 			// from snapshots that see the TRUNCATE.
 			if err := w.rederiveStored(ctx, a, xids); err != nil {
-				return err
+				return false, err
 			}
 		}
 		units := make([]unit, 0, len(b.Keys))
 		for _, e := range b.Keys {
 			k, err := checkpoint.DecodeKey(e.Key)
 			if err != nil {
-				return fmt.Errorf("decode stored key: %w", err)
+				return false, fmt.Errorf("decode stored key: %w", err)
 			}
 			// A self-join reads the table as two sources: both re-derive.
 			units = append(units, unit{table: e.Table, keyID: e.Key, key: k, sources: w.plan.SourcesOf(e.Table)})
@@ -490,18 +510,18 @@ func (w *worker) drain(ctx context.Context, a *engine.Applier, live bool) error 
 		start := time.Now()
 		n, err := w.applyUnits(ctx, a, units, xids, lsn, nil)
 		if errors.Is(err, errHalted) {
-			return err
+			return false, err
 		}
 		if err != nil {
 			w.r.obs.ApplyFailed(w.name)
-			return &drainError{err: err, keys: len(b.Keys) + len(b.Truncated), tables: w.tablesOf(b)}
+			return false, &drainError{err: err, keys: len(b.Keys) + len(b.Truncated), tables: w.tablesOf(b)}
 		}
 		if err := w.succeeded(ctx, false); err != nil {
-			return err
+			return false, err
 		}
 		w.r.obs.BatchApplied(w.name, AppliedBatch{Keys: len(b.Keys), Rows: n, Duration: time.Since(start)})
 		if err := w.r.store.Done(w.id, b); err != nil {
-			return err
+			return false, err
 		}
 		if lsn > 0 {
 			w.applied = lsn
@@ -509,14 +529,14 @@ func (w *worker) drain(ctx context.Context, a *engine.Applier, live bool) error 
 			w.lastSaved = time.Now()
 			w.advanced()
 		}
-		if !live {
-			// A build takes turns with the changes: one batch, then one
-			// chunk. Draining until nothing waits would never end while
-			// writers keep changing the sources, and the build with it.
-			return nil
+		if !live || time.Since(turn) >= liveTurn {
+			// Draining until nothing waits would never end while writers
+			// keep changing the sources, nor would a build waiting its
+			// turn.
+			return true, nil
 		}
 	}
-	return ctx.Err()
+	return false, ctx.Err()
 }
 
 // tablesOf names the source tables of a batch's keys and truncations.
