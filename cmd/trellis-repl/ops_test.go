@@ -283,11 +283,11 @@ func TestStatusBuildAwaitLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	// gate waits, at key 15001 (in the build's fourth chunk of 5000), for
-	// the advisory lock the test holds.
-	for _, s := range []string{`CREATE TABLE nums (id int PRIMARY KEY, n int)`, `INSERT INTO nums SELECT g, g % 7 FROM generate_series(1, 20000) g`,
+	// gate waits, at key 150001 (in the build's fourth range chunk of
+	// 50,000, ADR 0020), for the advisory lock the test holds.
+	for _, s := range []string{`CREATE TABLE nums (id int PRIMARY KEY, n int)`, `INSERT INTO nums SELECT g, g % 7 FROM generate_series(1, 200000) g`,
 		`ANALYZE nums`, `CREATE FUNCTION gate(v int, k int) RETURNS int IMMUTABLE LANGUAGE plpgsql AS $$
-		BEGIN IF k = 15001 THEN PERFORM pg_advisory_xact_lock_shared(4242); END IF; RETURN v; END $$`, `SELECT pg_advisory_lock(4242)`} {
+		BEGIN IF k = 150001 THEN PERFORM pg_advisory_xact_lock_shared(4242); END IF; RETURN v; END $$`, `SELECT pg_advisory_lock(4242)`} {
 		if _, err := conn.Exec(ctx, s); err != nil {
 			t.Fatal(err)
 		}
@@ -343,18 +343,18 @@ func TestStatusBuildAwaitLogs(t *testing.T) {
 	var big status
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		big = statusOf()["big"]
-		if big.State == "backfilling" && big.Build != nil && big.Build.RowsDone == 15000 {
+		if big.State == "backfilling" && big.Build != nil && big.Build.RowsDone == 150000 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("build of big not held at 15000 rows: %+v (run log:\n%s)", big, runLog.String())
+			t.Fatalf("build of big not held at 150000 rows: %+v (run log:\n%s)", big, runLog.String())
 		}
 	}
-	if b := big.Build; b.RowsTotal == nil || *b.RowsTotal < 15000 || *b.RowsTotal > 25000 || b.FinishedAt != nil || time.Since(b.StartedAt) > time.Minute {
-		t.Errorf("build progress %+v; want about 20000 rows in all, started just now, not finished", *b)
+	if b := big.Build; b.RowsTotal == nil || *b.RowsTotal < 150000 || *b.RowsTotal > 250000 || b.FinishedAt != nil || time.Since(b.StartedAt) > time.Minute {
+		t.Errorf("build progress %+v; want about 200000 rows in all, started just now, not finished", *b)
 	}
 	code, out, _ := cmd("status")
-	if code != 0 || !strings.Contains(out, "building big: ") || !strings.Contains(out, "15000/") || !strings.Contains(out, "ETA") ||
+	if code != 0 || !strings.Contains(out, "building big: ") || !strings.Contains(out, "150000/") || !strings.Contains(out, "ETA") ||
 		!strings.Contains(out, "CAPTURE") || !strings.Contains(out, "logical") {
 		t.Errorf("status table:\n%s", out)
 	}
@@ -382,19 +382,19 @@ func TestStatusBuildAwaitLogs(t *testing.T) {
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(4242)`); err != nil {
 		t.Fatal(err)
 	}
-	// The build may or may not walk this row (it counts 20000 or 20001).
-	if _, err := conn.Exec(ctx, `INSERT INTO nums VALUES (20001, 6)`); err != nil {
+	// The build may or may not walk this row (it counts 200000 or 200001).
+	if _, err := conn.Exec(ctx, `INSERT INTO nums VALUES (200001, 6)`); err != nil {
 		t.Fatal(err)
 	}
 	if code, out, stderr := cmd("await", "--timeout", "60s", "sevens"); code != 0 || !strings.Contains(out, "converged: sevens reflects every write committed before") {
 		t.Fatalf("await sevens: %d %q %q (run log:\n%s)", code, out, stderr, runLog.String())
 	}
 	var c int
-	if err := conn.QueryRow(ctx, `SELECT c FROM sevens WHERE n = 6`).Scan(&c); err != nil || c != 2858 {
-		t.Errorf("sevens after await: n=6 counts %d (%v), want 2858", c, err)
+	if err := conn.QueryRow(ctx, `SELECT c FROM sevens WHERE n = 6`).Scan(&c); err != nil || c != 28572 {
+		t.Errorf("sevens after await: n=6 counts %d (%v), want 28572", c, err)
 	}
 	big = statusOf()["big"]
-	if b := big.Build; big.State != "live" || b == nil || b.RowsDone < 20000 || b.RowsDone > 20001 || b.FinishedAt == nil || big.LagSeconds == nil {
+	if b := big.Build; big.State != "live" || b == nil || b.RowsDone < 200000 || b.RowsDone > 200001 || b.FinishedAt == nil || big.LagSeconds == nil {
 		t.Errorf("big after its build: %+v %+v", big, b)
 	}
 	if code, out, _ := cmd("await", "--timeout", "10s"); code != 0 || !strings.Contains(out, "converged: every transform") {

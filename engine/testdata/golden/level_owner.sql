@@ -18,13 +18,13 @@ SELECT n AS "n", count(*) AS "k", sum(total) AS "total" FROM "trellis"."level_1_
 CREATE TEMP TABLE IF NOT EXISTS __trellis_k (__k0 bigint) ON COMMIT DELETE ROWS;
 
 -- setup
-CREATE TEMP TABLE IF NOT EXISTS __trellis_c ON COMMIT DELETE ROWS AS SELECT coalesce(__n.__k0, __o.__k0) AS __k0, (__o.__k0 IS NOT NULL) AS __had, (__n.__k0 IS NOT NULL) AS __has, __o.__g0 AS __og0, __n.__g0 AS __ng0, __o."__a0" AS __oa0, __n."__a0" AS __na0 FROM (SELECT __k.__k0, n AS __g0, total AS "__a0" FROM "trellis"."level_1_1" AS "s" JOIN pg_temp.__trellis_k __k ON "s"."__id" = __k.__k0) __n FULL JOIN (SELECT __l.* FROM "trellis"."ledger_public_level_owner" __l JOIN pg_temp.__trellis_k __k ON __l.__k0 = __k.__k0) __o ON __n.__k0 = __o.__k0 WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR (__o.__g0, __o."__a0", NULL) IS DISTINCT FROM (__n.__g0, __n."__a0", NULL) WITH NO DATA;
+CREATE TEMP TABLE IF NOT EXISTS __trellis_c ON COMMIT DELETE ROWS AS SELECT coalesce(__n.__k0, __o.__k0) AS __k0, (__o.__k0 IS NOT NULL) AS __had, (__n.__k0 IS NOT NULL) AS __has, __o.__g0 AS __og0, __n.__g0 AS __ng0, __o."__a0" AS __oa0, __n."__a0" AS __na0 FROM (SELECT __k.__k0 AS __k0, n AS __g0, total AS "__a0" FROM "trellis"."level_1_1" AS "s" JOIN pg_temp.__trellis_k __k ON "s"."__id" = __k.__k0) __n FULL JOIN (SELECT __l.* FROM "trellis"."ledger_public_level_owner" __l JOIN pg_temp.__trellis_k __k ON __l.__k0 = __k.__k0) __o ON __n.__k0 = __o.__k0 WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR (__o.__g0, __o."__a0", NULL) IS DISTINCT FROM (__n.__g0, __n."__a0", NULL) WITH NO DATA;
 
 -- setup
 CREATE TEMP TABLE IF NOT EXISTS __trellis_e (__tid tid) ON COMMIT DELETE ROWS;
 
 -- apply (keys $1, first and last key $2 $3)
-INSERT INTO pg_temp.__trellis_c SELECT coalesce(__n.__k0, __o.__k0) AS __k0, (__o.__k0 IS NOT NULL) AS __had, (__n.__k0 IS NOT NULL) AS __has, __o.__g0 AS __og0, __n.__g0 AS __ng0, __o."__a0" AS __oa0, __n."__a0" AS __na0 FROM (SELECT __k.__k0, n AS __g0, total AS "__a0" FROM "trellis"."level_1_1" AS "s" JOIN (SELECT __u::bigint AS __k0 FROM unnest($1::bigint[]) AS __u) __k ON "s"."__id" = __k.__k0 AND "s"."__id" >= $2::bigint AND "s"."__id" <= $3::bigint) __n FULL JOIN (SELECT __l.* FROM "trellis"."ledger_public_level_owner" __l JOIN (SELECT __u::bigint AS __k0 FROM unnest($1::bigint[]) AS __u) __k ON __l.__k0 = __k.__k0 AND __l.__k0 >= $2::bigint AND __l.__k0 <= $3::bigint) __o ON __n.__k0 = __o.__k0 WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR (__o.__g0, __o."__a0", NULL) IS DISTINCT FROM (__n.__g0, __n."__a0", NULL);
+INSERT INTO pg_temp.__trellis_c SELECT coalesce(__n.__k0, __o.__k0) AS __k0, (__o.__k0 IS NOT NULL) AS __had, (__n.__k0 IS NOT NULL) AS __has, __o.__g0 AS __og0, __n.__g0 AS __ng0, __o."__a0" AS __oa0, __n."__a0" AS __na0 FROM (SELECT __k.__k0 AS __k0, n AS __g0, total AS "__a0" FROM "trellis"."level_1_1" AS "s" JOIN (SELECT __u::bigint AS __k0 FROM unnest($1::bigint[]) AS __u) __k ON "s"."__id" = __k.__k0 AND "s"."__id" >= $2::bigint AND "s"."__id" <= $3::bigint) __n FULL JOIN (SELECT __l.* FROM "trellis"."ledger_public_level_owner" __l JOIN (SELECT __u::bigint AS __k0 FROM unnest($1::bigint[]) AS __u) __k ON __l.__k0 = __k.__k0 AND __l.__k0 >= $2::bigint AND __l.__k0 <= $3::bigint) __o ON __n.__k0 = __o.__k0 WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR (__o.__g0, __o."__a0", NULL) IS DISTINCT FROM (__n.__g0, __n."__a0", NULL);
 
 -- apply (first and last key $1 $2)
 MERGE INTO "trellis"."ledger_public_level_owner" __l USING pg_temp.__trellis_c __c ON __l.__k0 = __c.__k0 AND __l.__k0 >= $1::bigint AND __l.__k0 <= $2::bigint WHEN MATCHED AND NOT __c.__has THEN DELETE WHEN MATCHED THEN UPDATE SET __g0 = __c.__ng0, "__a0" = __c.__na0 WHEN NOT MATCHED AND __c.__has THEN INSERT (__k0, __g0, "__a0") VALUES (__c.__k0, __c.__ng0, __c.__na0);
@@ -52,6 +52,12 @@ INSERT INTO "public"."level_owner" AS __t ("n", "__rows", "k", "total", "__nn_to
 
 -- reconcile
 DELETE FROM "public"."level_owner" __t WHERE NOT EXISTS (SELECT 1 FROM "trellis"."ledger_public_level_owner" __l WHERE (__l.__g0 = __t."n" OR (__l.__g0 IS NULL AND __t."n" IS NULL)));
+
+-- range build: next ($1 lo, $2 limit)
+SELECT max(__e), count(*) FROM (SELECT "__id" AS __e FROM "trellis"."level_1_1" WHERE "__id" >= $1::bigint ORDER BY "__id" LIMIT $2) __c;
+
+-- range build: changes ($1 lo, $2 hi)
+INSERT INTO pg_temp.__trellis_c SELECT coalesce(__n.__k0, __o.__k0) AS __k0, (__o.__k0 IS NOT NULL) AS __had, (__n.__k0 IS NOT NULL) AS __has, __o.__g0 AS __og0, __n.__g0 AS __ng0, __o."__a0" AS __oa0, __n."__a0" AS __na0 FROM (SELECT "s"."__id" AS __k0, n AS __g0, total AS "__a0" FROM "trellis"."level_1_1" AS "s" WHERE "s"."__id" >= $1::bigint AND "s"."__id" <= $2::bigint) __n FULL JOIN (SELECT __l.* FROM "trellis"."ledger_public_level_owner" __l WHERE __l.__k0 >= $1::bigint AND __l.__k0 <= $2::bigint) __o ON __n.__k0 = __o.__k0 WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR (__o.__g0, __o."__a0", NULL) IS DISTINCT FROM (__n.__g0, __n."__a0", NULL);
 
 -- self-check query (columns [n k total], identity [n])
 SELECT n AS "n", count(*) AS "k", sum(total) AS "total" FROM "trellis"."level_1_1" AS "s" GROUP BY n;
