@@ -652,10 +652,11 @@ func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.T
 // key range (ADR 0020) and reports whether it did. A row transform's rows
 // that re-derives of changed keys wrote ahead of the build are re-derived
 // by key in the same transaction, and its copy leaves them out; an
-// aggregate's range changes compare with its ledger rows, those included. Anything else — no key left, a
-// chunk that fails (a row the target refuses is held only by the keyed
-// path, ADR 0013) — is left to the keyed path, which builds the chunk
-// again from the same cursor, and the rest of that chunk.
+// aggregate's range changes compare with its ledger rows, those included.
+// Anything else — no key left, a chunk that fails (a row the target
+// refuses is held only by the keyed path, ADR 0013) — is left to the keyed
+// path, which builds the chunk again from the same cursor, and the rest of
+// that chunk.
 func (w *worker) rangeBuildStep(ctx context.Context, a *engine.Applier, tr *catalog.Transform, cursor []string) (bool, error) {
 	lo := int64(math.MinInt64)
 	if len(cursor) == 1 {
