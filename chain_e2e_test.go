@@ -446,15 +446,25 @@ func testChainThreeLevels(t *testing.T, mode string) {
 // After each kill it logs which levels the dead runner left behind their
 // upstream targets (a kill between one level's apply and the next one's).
 func TestChainSurvivesKill(t *testing.T) {
+	chainKills(t, func(e *env) {
+		e.exec(chainSchemaSQL)
+		e.exec(chainSeedSQL)
+		e.apply(chainScript(chainDefs))
+	}, chainDefs, chainStmt, func(e *env) []string { return chainBehind(e, chainDefs) })
+}
+
+// chainKills is TestChainSurvivesKill's rounds for every kill mode, on a
+// database setup prepares with the chain defs: write bursts of stmt, each
+// SIGKILLed at a random moment, behind naming the levels a kill left
+// behind their upstream targets.
+func chainKills(t *testing.T, setup func(*env), defs []chainDef, stmt func(*rand.Rand) string, behind func(*env) []string) {
 	bin := buildCLI(t)
 	for _, m := range killModes {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel() // each mode on a database of its own
 			confirm := m.confirm
 			e := newEnv(t, trellis.Config{Confirm: confirm, Capture: m.capture})
-			e.exec(chainSchemaSQL)
-			e.exec(chainSeedSQL)
-			e.apply(chainScript(chainDefs))
+			setup(e)
 			dir := t.TempDir()
 			args := []string{"run", "--dsn", e.dsn, "--data-dir", dir, "--confirm", confirm}
 			seed := time.Now().UnixNano()
@@ -470,13 +480,13 @@ func TestChainSurvivesKill(t *testing.T) {
 			const rounds = 4
 			between := 0
 			for round := 0; round < rounds; round++ {
-				wait := chainBurstAsync(e.dsn, seed+int64(10*(round+1)), 700*time.Millisecond)
+				wait := burstAsyncOf(e.dsn, seed+int64(10*(round+1)), 700*time.Millisecond, stmt)
 				time.Sleep(time.Duration(50+rng.Intn(600)) * time.Millisecond)
 				r.kill()
 				time.Sleep(100 * time.Millisecond) // the dead runner's last commit settles
-				if behind := chainBehind(e, chainDefs); len(behind) > 0 {
+				if b := behind(e); len(b) > 0 {
 					between++
-					t.Logf("round %d: killed with %v behind their upstream targets", round, behind)
+					t.Logf("round %d: killed with %v behind their upstream targets", round, b)
 				}
 				restartEarly := round%2 == 1
 				if restartEarly {
@@ -489,7 +499,7 @@ func TestChainSurvivesKill(t *testing.T) {
 					r = start() // the next round's burst runs while it catches up
 					continue
 				}
-				chainConverge(e, chainDefs, fmt.Sprintf("round %d: after two SIGKILLs in bursts and restarts", round))
+				chainConverge(e, defs, fmt.Sprintf("round %d: after two SIGKILLs in bursts and restarts", round))
 			}
 			t.Logf("%d of %d kills left a level behind its upstream", between, rounds)
 			r.kill()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,45 @@ import (
 
 	trellis "github.com/trellis-repl/trellis-repl"
 )
+
+// writeUntilStopped starts writers sessions, each running the statements
+// next draws until the returned stop is called; stop waits for them and
+// returns how many statements ran (it may be called again).
+func writeUntilStopped(t *testing.T, dsn string, writers int, next func(*rand.Rand) (string, []any)) (stop func() int64) {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stopped atomic.Bool
+	var writes atomic.Int64
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for !stopped.Load() {
+				q, args := next(rng)
+				if _, err := pool.Exec(ctx, q, args...); err != nil {
+					t.Error(err)
+					return
+				}
+				writes.Add(1)
+			}
+		}()
+	}
+	var once sync.Once
+	return func() int64 {
+		once.Do(func() {
+			stopped.Store(true)
+			wg.Wait()
+			pool.Close()
+		})
+		return writes.Load()
+	}
+}
 
 // buildBatches records the largest build batch each transform applied.
 type buildBatches struct {
@@ -39,13 +79,20 @@ func (b *buildBatches) largest(transform string) int {
 }
 
 // countingHandler counts, per transform, the log records with message msg.
+// Loggers made With attributes share the counts.
 type countingHandler struct {
-	msg string
-	mu  sync.Mutex
-	n   map[string]int
-	// attrs are those of the logger the record came from (With).
-	attrs []slog.Attr
-	root  *countingHandler
+	msg   string
+	attrs []slog.Attr // of the logger the record came from (With)
+	c     *counts
+}
+
+type counts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func newCountingHandler(msg string) *countingHandler {
+	return &countingHandler{msg: msg, c: &counts{n: map[string]int{}}}
 }
 
 func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
@@ -55,45 +102,32 @@ func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
 		return nil
 	}
 	name := ""
-	for _, a := range h.attrs {
-		if a.Key == "transform" {
-			name = a.Value.String()
-		}
-	}
-	r.Attrs(func(a slog.Attr) bool {
+	each := func(a slog.Attr) bool {
 		if a.Key == "transform" {
 			name = a.Value.String()
 		}
 		return true
-	})
-	root := h.rootOf()
-	root.mu.Lock()
-	defer root.mu.Unlock()
-	if root.n == nil {
-		root.n = map[string]int{}
 	}
-	root.n[name]++
+	for _, a := range h.attrs {
+		each(a)
+	}
+	r.Attrs(each)
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	h.c.n[name]++
 	return nil
 }
 
-func (h *countingHandler) rootOf() *countingHandler {
-	if h.root != nil {
-		return h.root
-	}
-	return h
-}
-
 func (h *countingHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return &countingHandler{msg: h.msg, attrs: append(append([]slog.Attr{}, h.attrs...), as...), root: h.rootOf()}
+	return &countingHandler{msg: h.msg, attrs: append(slices.Clone(h.attrs), as...), c: h.c}
 }
 
 func (h *countingHandler) WithGroup(string) slog.Handler { return h }
 
 func (h *countingHandler) count(transform string) int {
-	root := h.rootOf()
-	root.mu.Lock()
-	defer root.mu.Unlock()
-	return root.n[transform]
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	return h.c.n[transform]
 }
 
 // TestRangeBuild builds single-table row transforms and an aggregate by
@@ -107,9 +141,8 @@ func TestRangeBuild(t *testing.T) { eachMode(t, testRangeBuild) }
 
 func testRangeBuild(t *testing.T, mode string) {
 	obs := &buildBatches{}
-	logs := &countingHandler{msg: "range build chunk failed; building it key by key"}
+	logs := newCountingHandler("range build chunk failed; building it key by key")
 	e := newEnv(t, trellis.Config{Capture: mode, Observer: obs, Logger: slog.New(logs)})
-	ctx := context.Background()
 	const rows = 160_000
 	e.exec(`CREATE TABLE big (id bigint PRIMARY KEY, v int NOT NULL, t text)`)
 	e.exec(`INSERT INTO big SELECT g, g % 400, 'r' || g FROM generate_series(1, $1::int) g`, rows) // v < 400
@@ -119,45 +152,22 @@ func testRangeBuild(t *testing.T, mode string) {
 		CREATE TRANSFORM big_ratio AS SELECT id, 1000 / (v - 500) AS r FROM big;
 		CREATE TRANSFORM big_groups AS SELECT v % 50 AS g, count(*) AS n, sum(id) AS s, min(t) AS lo, max(length(t)) AS hi FROM big WHERE v <> 9 GROUP BY v % 50`)
 
-	pool, err := pgxpool.New(ctx, e.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	var writes atomic.Int64
-	for w := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(w), 7))
-			for !stop.Load() {
-				id := 1 + rng.Int64N(rows+20_000)
-				var q string
-				switch rng.IntN(4) {
-				case 0:
-					q = `DELETE FROM big WHERE id = $1`
-				case 1:
-					q = `INSERT INTO big VALUES ($1, 3, 'new') ON CONFLICT (id) DO UPDATE SET v = 8, t = 'upd'`
-				default:
-					q = `UPDATE big SET v = (v + 1) % 400, t = t || '+' WHERE id = $1 AND id <> 120000`
-				}
-				if _, err := pool.Exec(ctx, q, id); err != nil {
-					t.Error(err)
-					return
-				}
-				writes.Add(1)
-			}
-		}()
-	}
+	stopWriters := writeUntilStopped(t, e.dsn, 2, func(rng *rand.Rand) (string, []any) {
+		id := 1 + rng.Int64N(rows+20_000)
+		switch rng.IntN(4) {
+		case 0:
+			return `DELETE FROM big WHERE id = $1`, []any{id}
+		case 1:
+			return `INSERT INTO big VALUES ($1, 3, 'new') ON CONFLICT (id) DO UPDATE SET v = 8, t = 'upd'`, []any{id}
+		}
+		return `UPDATE big SET v = (v + 1) % 400, t = t || '+' WHERE id = $1 AND id <> 120000`, []any{id}
+	})
+	defer stopWriters()
 	e.start()
 	waitStatus(t, e, "big_rows", "built", func(s trellis.TransformStatus) bool { return s.State == "live" })
 	waitStatus(t, e, "big_ratio", "built", func(s trellis.TransformStatus) bool { return s.State == "live" })
 	waitStatus(t, e, "big_groups", "built", func(s trellis.TransformStatus) bool { return s.State == "live" })
-	stop.Store(true)
-	wg.Wait()
-	if writes.Load() == 0 {
+	if stopWriters() == 0 {
 		t.Fatal("no write ran during the build")
 	}
 	e.await("after the build and the writes")

@@ -278,61 +278,12 @@ func testChainNullableKeys(t *testing.T, mode string) {
 // random moments of write bursts to every base table, restarts on the same
 // data directory, every level checked exactly after every second kill.
 func TestChainNullableKeysSurviveKill(t *testing.T) {
-	bin := buildCLI(t)
-	for _, m := range killModes {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel() // each mode on a database of its own
-			confirm := m.confirm
-			e := newEnv(t, trellis.Config{Confirm: confirm, Capture: m.capture})
-			e.exec(chainSchemaSQL)
-			e.exec(chainSeedSQL)
-			e.exec(surrogateSchemaSQL)
-			e.apply(chainScript(surrogateDefs))
-			dir := t.TempDir()
-			args := []string{"run", "--dsn", e.dsn, "--data-dir", dir, "--confirm", confirm}
-			seed := time.Now().UnixNano()
-			t.Logf("seed %d", seed)
-			rng := rand.New(rand.NewSource(seed))
-			var runners []*runner
-			start := func() *runner {
-				r := startCLI(t, bin, args...)
-				runners = append(runners, r)
-				return r
-			}
-			r := start() // no wait for the build: the first kill may land in it
-			const rounds = 4
-			between := 0
-			for round := 0; round < rounds; round++ {
-				wait := burstAsyncOf(e.dsn, seed+int64(10*(round+1)), 700*time.Millisecond, surrogateStmt)
-				time.Sleep(time.Duration(50+rng.Intn(600)) * time.Millisecond)
-				r.kill()
-				time.Sleep(100 * time.Millisecond) // the dead runner's last commit settles
-				if behind := surrogateBehind(e); len(behind) > 0 {
-					between++
-					t.Logf("round %d: killed with %v behind their upstream targets", round, behind)
-				}
-				restartEarly := round%2 == 1
-				if restartEarly {
-					r = start()
-				}
-				if err := wait(); err != nil {
-					t.Fatal(err)
-				}
-				if !restartEarly {
-					r = start() // the next round's burst runs while it catches up
-					continue
-				}
-				chainConverge(e, surrogateDefs, fmt.Sprintf("round %d: after two SIGKILLs in bursts and restarts", round))
-			}
-			t.Logf("%d of %d kills left a level behind its upstream", between, rounds)
-			r.kill()
-			for _, r := range runners {
-				if strings.Contains(r.out.String(), "panic") {
-					t.Fatalf("runner panicked:\n%s", r.out)
-				}
-			}
-		})
-	}
+	chainKills(t, func(e *env) {
+		e.exec(chainSchemaSQL)
+		e.exec(chainSeedSQL)
+		e.exec(surrogateSchemaSQL)
+		e.apply(chainScript(surrogateDefs))
+	}, surrogateDefs, surrogateStmt, surrogateBehind)
 }
 
 // TestChainLegacyRekeyed follows the advice of the refusal of a reader of

@@ -3,21 +3,18 @@ package trellis_test
 import (
 	"context"
 	"math/rand/v2"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	trellis "github.com/trellis-repl/trellis-repl"
 )
 
-// TestRepairUnderSustainedWrites: writers that never pause keep the dirty
-// set from ever being empty, and a worker that drained until it was
-// never served anything else. A self-check's repair, which runs on the
-// worker between batches, must still be taken and fix the row a hand edit
-// broke.
+// TestRepairUnderSustainedWrites: while writers that never pause keep
+// keys waiting, a self-check's repair, which runs on the worker between
+// its batches (the worker yields every liveTurn), must still be taken and
+// fix the row a hand edit broke. (On this machine it also passed before
+// the worker yielded: the dirty set still emptied between batches now and
+// then; it guards the behaviour.)
 func TestRepairUnderSustainedWrites(t *testing.T) {
 	e := newEnv(t, trellis.Config{Capture: trellis.CaptureLogical})
 	ctx := context.Background()
@@ -27,28 +24,11 @@ func TestRepairUnderSustainedWrites(t *testing.T) {
 	e.start()
 	e.converge("built")
 
-	pool, err := pgxpool.New(ctx, e.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	for w := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(w), 3))
-			for !stop.Load() {
-				// Every id but 1, the row the hand edit breaks.
-				if _, err := pool.Exec(ctx, `UPDATE hot SET v = v + 1 WHERE id = $1`, 2+rng.Int64N(19999)); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	defer func() { stop.Store(true); wg.Wait() }()
+	stopWriters := writeUntilStopped(t, e.dsn, 3, func(rng *rand.Rand) (string, []any) {
+		// Every id but 1, the row the hand edit breaks.
+		return `UPDATE hot SET v = v + 1 WHERE id = $1`, []any{2 + rng.Int64N(19999)}
+	})
+	defer stopWriters()
 	time.Sleep(time.Second) // the backlog never empties from here on
 	e.exec(`UPDATE hot_t SET v = 42 WHERE id = 1`)
 	j, err := e.tr.SelfCheck(ctx, "hot_t", trellis.SelfCheckOptions{Repair: true, Wait: true, Timeout: time.Minute})
@@ -61,7 +41,6 @@ func TestRepairUnderSustainedWrites(t *testing.T) {
 	if got := e.queryInt(`SELECT v FROM hot_t WHERE id = 1`); got != 0 {
 		t.Fatalf("repaired row has v = %d, want 0", got)
 	}
-	stop.Store(true)
-	wg.Wait()
+	stopWriters()
 	e.converge("after the writers")
 }

@@ -676,11 +676,15 @@ func (w *worker) rangeBuildStep(ctx context.Context, a *engine.Applier, tr *cata
 	}
 	hi, keys, ok, err := a.RangeNext(ctx, lo, chunk)
 	if err != nil || !ok {
+		if err != nil {
+			w.log().Info("range build chunk failed; building it key by key", "from", lo, "err", err)
+		}
 		return false, nil
 	}
 	var stored []int64
 	if a.Stmts.RangeBuild.Changes == "" {
 		if stored, err = a.RangeStored(ctx, lo, hi); err != nil {
+			w.log().Info("range build chunk failed; building it key by key", "from", lo, "to", hi, "err", err)
 			return false, nil
 		}
 	}

@@ -74,21 +74,20 @@ func rangeBuild(p *Plan) *RangeBuild {
 		return nil
 	}
 	src := p.Sources[0]
-	rng := inRange
 	var names, sel []string
 	for _, c := range p.Cols {
 		names = append(names, ident(c.Name))
 		sel = append(sel, c.Expr+" AS "+ident(c.Name))
 	}
 	key0 := ident(src.Ref) + "." + ident(src.Key[0].Name)
-	where := rng(key0) + " AND " + key0 + " <> ALL ($3::bigint[])"
+	where := inRange(key0) + " AND " + key0 + " <> ALL ($3::bigint[])"
 	if p.Where != "" {
 		where = "(" + p.Where + ") AND " + where
 	}
 	idc := ident(p.Identity[0])
 	return &RangeBuild{
 		Next:   rangeNext(p),
-		Stored: "SELECT " + idc + "::bigint FROM " + p.Target.Ident() + " WHERE " + rng(idc),
+		Stored: "SELECT " + idc + "::bigint FROM " + p.Target.Ident() + " WHERE " + inRange(idc),
 		Copy: "INSERT INTO " + p.Target.Ident() + " (" + strings.Join(names, ", ") + ") SELECT " + strings.Join(sel, ", ") +
 			" FROM " + src.From + " WHERE " + where,
 	}
