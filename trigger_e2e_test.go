@@ -155,6 +155,58 @@ func TestCaptureWaitsForLock(t *testing.T) {
 	})
 }
 
+// TestCaptureWaitsForPartitionLock: trigger capture on a partitioned
+// source creates its triggers on every partition, so a session holding a
+// lock on one partition blocks the install; capture_wait names that
+// session although it holds nothing on the root.
+func TestCaptureWaitsForPartitionLock(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, trellis.Config{Capture: trellis.CaptureTrigger})
+	e.exec(`CREATE TABLE m (id int, r int, v int, PRIMARY KEY (id, r)) PARTITION BY LIST (r)`)
+	e.exec(`CREATE TABLE m0 PARTITION OF m FOR VALUES IN (0)`)
+	e.exec(`CREATE TABLE m1 PARTITION OF m FOR VALUES IN (1)`)
+	e.exec(`INSERT INTO m SELECT g, g % 2, g FROM generate_series(1, 20) g`)
+	holder, err := pgx.Connect(ctx, e.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	if _, err := holder.Exec(ctx, `SET application_name = 'partition-holder'`); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if err := holder.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `LOCK TABLE m1 IN SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	e.apply(`CREATE TRANSFORM mt AS SELECT id, r, v FROM m WHERE v > 3`)
+	e.start()
+	s := waitStatus(t, e, "mt", "waiting for the partition's lock", func(s trellis.TransformStatus) bool {
+		return s.CaptureWait != nil && len(s.CaptureWait.Blockers) > 0
+	})
+	if b := s.CaptureWait.Blockers[0]; s.CaptureWait.Operation != "install" || b.PID != pid || b.ApplicationName != "partition-holder" {
+		t.Fatalf("capture_wait %+v, want an install blocked by pid %d (partition-holder)", *s.CaptureWait, pid)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`UPDATE m SET v = v + 10 WHERE id <= 6`)
+	e.converge("after the partition's lock was released")
+	st, err := e.tr.Status(ctx, "mt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st[0].CaptureWait != nil || st[0].State != "live" {
+		t.Fatalf("after the wait: capture_wait %+v, state %s; want none, live", st[0].CaptureWait, st[0].State)
+	}
+}
+
 // waitRunner polls the instance's runner status until ok accepts it.
 func waitRunner(t *testing.T, e *env, what string, ok func(*trellis.RunnerStatus) bool) *trellis.RunnerStatus {
 	t.Helper()

@@ -120,12 +120,16 @@ func (l lockWaiter) once(ctx context.Context, fn func(pgx.Tx) error) error {
 	return tx.Commit(ctx)
 }
 
-// blockers lists the sessions holding a lock on tb that conflicts with mode.
+// blockers lists the sessions holding a lock that conflicts with mode on
+// tb or, for a partitioned table, on any of its partitions: a trigger on
+// the root is created on every partition too, each taking the same lock.
 func (l lockWaiter) blockers(ctx context.Context, tb Table, mode string) ([]Blocker, error) {
 	rows, err := l.pool.Query(ctx, `
 		SELECT DISTINCT a.pid, coalesce(a.application_name, ''), coalesce(a.state, ''), a.query_start, coalesce(a.query, '')
 		FROM pg_locks k JOIN pg_stat_activity a ON a.pid = k.pid
-		WHERE k.locktype = 'relation' AND k.relation = $1 AND k.granted AND k.mode = ANY($2) AND k.pid <> pg_backend_pid()
+		WHERE k.locktype = 'relation' AND k.granted AND k.mode = ANY($2) AND k.pid <> pg_backend_pid()
+		  AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND (k.relation = $1 OR k.relation IN (SELECT relid FROM pg_partition_tree($1::oid::regclass)))
 		ORDER BY a.pid`, tb.OID, conflicts[mode])
 	if err != nil {
 		return nil, err
