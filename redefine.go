@@ -189,6 +189,7 @@ func (r *runner) swap(ctx context.Context, w *worker, tr *catalog.Transform) err
 		}
 	}
 	w.plan, w.name = newPlan, old.Name
+	r.t.progressed.fire()
 	w.log().Info("redefinition swapped in", "not_carried", notes)
 	return errSwapped
 }

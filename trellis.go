@@ -169,6 +169,9 @@ type Trellis struct {
 	// when nothing but NopObserver does, so Run keeps no latency queues.
 	obs      Observer
 	observed bool
+	// progressed fires when Run here applies or changes a transform's
+	// state (broadcast.go); AwaitConverged wakes on it.
+	progressed broadcast
 }
 
 // ResolveDSN returns dsn, else TRELLIS_DATABASE_URL, else "" (which pgx
@@ -513,6 +516,9 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token, names []string)
 	named := map[int64]bool{}
 	var behind []string
 	for {
+		// Taken before the reads, so a batch applied while they run wakes
+		// the wait below.
+		woken := t.progressed.wait()
 		// The reads are not cut short by ctx's deadline: a wait that ends
 		// while they run still names what is behind (they take
 		// milliseconds; their own bound is catalogReadTimeout).
@@ -590,6 +596,7 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token, names []string)
 		select {
 		case <-ctx.Done():
 			return t.behindError(ctx, token, behind)
+		case <-woken:
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, 20*time.Millisecond)

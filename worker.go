@@ -105,9 +105,10 @@ func newWorker(r *runner, tr *catalog.Transform, p *engine.Plan) *worker {
 
 func (w *worker) notify() { signal(w.wake) }
 
-// advanced reports the latency of the transactions the applied position
-// now passes.
+// advanced wakes the waits for convergence in this process and reports
+// the latency of the transactions the applied position now passes.
 func (w *worker) advanced() {
+	w.r.t.progressed.fire()
 	if w.lag == nil {
 		return
 	}
@@ -368,6 +369,7 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 					return err
 				}
 				w.r.obs.BuildRowsRemaining(w.name, 0)
+				w.r.t.progressed.fire()
 				signal(w.r.reconcileNow) // reports the state
 				w.log().Info("transform is live")
 			}

@@ -299,6 +299,7 @@ func (a *Applier) send(ctx context.Context, tx pgx.Tx, batch *pgx.Batch, steps [
 			return 0, 0, fmt.Errorf("load keys: %w", err)
 		}
 	}
+	changes := int64(-1)
 	for i, st := range steps {
 		if st.Role == RoleRows {
 			var n int64
@@ -314,10 +315,18 @@ func (a *Applier) send(ctx context.Context, tx pgx.Tx, batch *pgx.Batch, steps [
 			br.Close()
 			return 0, 0, fmt.Errorf("re-derive %s (step %d): %w", a.Plan.Target.Name, i+1, err)
 		}
+		if st.ExpectChanges && changes >= 0 && tag.RowsAffected() != changes {
+			br.Close()
+			return 0, 0, fmt.Errorf("re-derive %s (step %d): the ledger changed under the apply: %d of %d changed rows written",
+				a.Plan.Target.Name, i+1, tag.RowsAffected(), changes)
+		}
 		switch st.Role {
-		case RoleScope:
+		case RoleScope, RolePlanner:
 		case RoleExpand:
 			widened += tag.RowsAffected()
+		case RoleChanges:
+			changes = tag.RowsAffected()
+			written += changes
 		default:
 			written += tag.RowsAffected()
 		}

@@ -64,7 +64,7 @@ func rangeBuildAgg(p *Plan, where string) *RangeBuild {
 	}
 	return &RangeBuild{Next: rangeNext(p),
 		Changes: "INSERT INTO " + changesTable + " " + changesOver(p, []string{key0}, src.From+cond,
-			"SELECT __l.* FROM "+p.Ledger.Ident()+" __l WHERE "+inRange("__l.__k0"))}
+			"SELECT __l.*, __l.ctid AS __ot FROM "+p.Ledger.Ident()+" __l WHERE "+inRange("__l.__k0"))}
 }
 
 // rangeBuild generates a row transform's RangeBuild, or nil when p does

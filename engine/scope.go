@@ -280,7 +280,7 @@ func buildScope(p *Plan, merge bool) *Statements {
 	sel, differs := changedContributions(p)
 	changes := "SELECT " + strings.Join(append(csel, sel...), ", ") +
 		" FROM (" + scopeBranches(p, p.From, userWhere(p), nsel, allSources(p)) + ") __n FULL JOIN (" +
-		storedBranches(p, p.Ledger.Ident(), "__t.*, true AS __p", "", allSources(p)) + ") __o ON " +
+		storedBranches(p, p.Ledger.Ident(), "__t.*, __t.ctid AS __ot, true AS __p", "", allSources(p)) + ") __o ON " +
 		lineageEq(p, "__n", "__o") + " WHERE __n.__p IS NULL OR __o.__p IS NULL OR " + differs
 	buildAggregate(s, p, Step{Role: RoleChanges, SQL: "INSERT INTO " + changesTable + " " + changes}, changes, merge)
 	return s

@@ -14,7 +14,7 @@ CREATE TEMP TABLE IF NOT EXISTS __trellis_k (__k0 integer, __k1 text) ON COMMIT 
 CREATE TEMP TABLE IF NOT EXISTS __trellis_b (__lo integer, __hi integer) ON COMMIT DELETE ROWS;
 
 -- setup
-CREATE TEMP TABLE IF NOT EXISTS __trellis_c ON COMMIT DELETE ROWS AS SELECT coalesce(__n.__k0, __o.__k0) AS __k0, coalesce(__n.__k1, __o.__k1) AS __k1, (__o.__k0 IS NOT NULL) AS __had, (__n.__k0 IS NOT NULL) AS __has, __o.__g0 AS __og0, __n.__g0 AS __ng0, __o."__a0" AS __oa0, __n."__a0" AS __na0 FROM (SELECT __k.__k0 AS __k0, __k.__k1 AS __k1, b AS __g0, v AS "__a0" FROM "public"."src" AS "src" JOIN pg_temp.__trellis_k __k ON "src"."a" = __k.__k0 AND "src"."b" = __k.__k1) __n FULL JOIN (SELECT __l.* FROM "trellis"."ledger_2" __l JOIN pg_temp.__trellis_k __k ON __l.__k0 = __k.__k0 AND __l.__k1 = __k.__k1) __o ON __n.__k0 = __o.__k0 AND __n.__k1 = __o.__k1 WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR (__o.__g0, __o."__a0", NULL) IS DISTINCT FROM (__n.__g0, __n."__a0", NULL) WITH NO DATA;
+CREATE TEMP TABLE IF NOT EXISTS __trellis_c ON COMMIT DELETE ROWS AS SELECT coalesce(__n.__k0, __o.__k0) AS __k0, coalesce(__n.__k1, __o.__k1) AS __k1, (__o.__k0 IS NOT NULL) AS __had, (__n.__k0 IS NOT NULL) AS __has, __o.__ot, __o.__g0 AS __og0, __n.__g0 AS __ng0, __o."__a0" AS __oa0, __n."__a0" AS __na0 FROM (SELECT __k.__k0 AS __k0, __k.__k1 AS __k1, b AS __g0, v AS "__a0" FROM "public"."src" AS "src" JOIN pg_temp.__trellis_k __k ON "src"."a" = __k.__k0 AND "src"."b" = __k.__k1) __n FULL JOIN (SELECT __l.*, __l.ctid AS __ot FROM "trellis"."ledger_2" __l JOIN pg_temp.__trellis_k __k ON __l.__k0 = __k.__k0 AND __l.__k1 = __k.__k1) __o ON __n.__k0 = __o.__k0 AND __n.__k1 = __o.__k1 WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR (__o.__g0, __o."__a0", NULL) IS DISTINCT FROM (__n.__g0, __n."__a0", NULL) WITH NO DATA;
 
 -- load keys
 INSERT INTO pg_temp.__trellis_k SELECT DISTINCT u.c0::integer, u.c1::text FROM unnest($1::text[], $2::text[]) AS u(c0, c1);
@@ -23,10 +23,22 @@ INSERT INTO pg_temp.__trellis_k SELECT DISTINCT u.c0::integer, u.c1::text FROM u
 INSERT INTO pg_temp.__trellis_b SELECT (SELECT __k0 FROM pg_temp.__trellis_k ORDER BY __k0 LIMIT 1), (SELECT __k0 FROM pg_temp.__trellis_k ORDER BY __k0 DESC LIMIT 1);
 
 -- apply
-INSERT INTO pg_temp.__trellis_c SELECT coalesce(__n.__k0, __o.__k0) AS __k0, coalesce(__n.__k1, __o.__k1) AS __k1, (__o.__k0 IS NOT NULL) AS __had, (__n.__k0 IS NOT NULL) AS __has, __o.__g0 AS __og0, __n.__g0 AS __ng0, __o."__a0" AS __oa0, __n."__a0" AS __na0 FROM (SELECT __k.__k0 AS __k0, __k.__k1 AS __k1, b AS __g0, v AS "__a0" FROM "public"."src" AS "src" JOIN pg_temp.__trellis_k __k ON "src"."a" = __k.__k0 AND "src"."b" = __k.__k1 AND "src"."a" >= (SELECT __lo FROM pg_temp.__trellis_b) AND "src"."a" <= (SELECT __hi FROM pg_temp.__trellis_b)) __n FULL JOIN (SELECT __l.* FROM "trellis"."ledger_2" __l JOIN pg_temp.__trellis_k __k ON __l.__k0 = __k.__k0 AND __l.__k1 = __k.__k1 AND __l.__k0 >= (SELECT __lo FROM pg_temp.__trellis_b) AND __l.__k0 <= (SELECT __hi FROM pg_temp.__trellis_b)) __o ON __n.__k0 = __o.__k0 AND __n.__k1 = __o.__k1 WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR (__o.__g0, __o."__a0", NULL) IS DISTINCT FROM (__n.__g0, __n."__a0", NULL);
+INSERT INTO pg_temp.__trellis_c SELECT coalesce(__n.__k0, __o.__k0) AS __k0, coalesce(__n.__k1, __o.__k1) AS __k1, (__o.__k0 IS NOT NULL) AS __had, (__n.__k0 IS NOT NULL) AS __has, __o.__ot, __o.__g0 AS __og0, __n.__g0 AS __ng0, __o."__a0" AS __oa0, __n."__a0" AS __na0 FROM (SELECT __k.__k0 AS __k0, __k.__k1 AS __k1, b AS __g0, v AS "__a0" FROM "public"."src" AS "src" JOIN pg_temp.__trellis_k __k ON "src"."a" = __k.__k0 AND "src"."b" = __k.__k1 AND "src"."a" >= (SELECT __lo FROM pg_temp.__trellis_b) AND "src"."a" <= (SELECT __hi FROM pg_temp.__trellis_b)) __n FULL JOIN (SELECT __l.*, __l.ctid AS __ot FROM "trellis"."ledger_2" __l JOIN pg_temp.__trellis_k __k ON __l.__k0 = __k.__k0 AND __l.__k1 = __k.__k1 AND __l.__k0 >= (SELECT __lo FROM pg_temp.__trellis_b) AND __l.__k0 <= (SELECT __hi FROM pg_temp.__trellis_b)) __o ON __n.__k0 = __o.__k0 AND __n.__k1 = __o.__k1 WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR (__o.__g0, __o."__a0", NULL) IS DISTINCT FROM (__n.__g0, __n."__a0", NULL);
 
 -- apply
-MERGE INTO "trellis"."ledger_2" __l USING pg_temp.__trellis_c __c ON __l.__k0 = __c.__k0 AND __l.__k1 = __c.__k1 AND __l.__k0 >= (SELECT __lo FROM pg_temp.__trellis_b) AND __l.__k0 <= (SELECT __hi FROM pg_temp.__trellis_b) WHEN MATCHED AND NOT __c.__has THEN DELETE WHEN MATCHED THEN UPDATE SET __g0 = __c.__ng0, "__a0" = __c.__na0 WHEN NOT MATCHED AND __c.__has THEN INSERT (__k0, __k1, __g0, "__a0") VALUES (__c.__k0, __c.__k1, __c.__ng0, __c.__na0);
+SET LOCAL enable_hashjoin = off;
+
+-- apply
+SET LOCAL enable_mergejoin = off;
+
+-- apply
+MERGE INTO "trellis"."ledger_2" __l USING pg_temp.__trellis_c __c ON __l.ctid = __c.__ot WHEN MATCHED AND NOT __c.__has THEN DELETE WHEN MATCHED THEN UPDATE SET __g0 = __c.__ng0, "__a0" = __c.__na0 WHEN NOT MATCHED AND __c.__has THEN INSERT (__k0, __k1, __g0, "__a0") VALUES (__c.__k0, __c.__k1, __c.__ng0, __c.__na0);
+
+-- apply
+RESET enable_hashjoin;
+
+-- apply
+RESET enable_mergejoin;
 
 -- apply
 MERGE INTO "public"."agg_single" __t USING (SELECT __g0, sum(__dn) AS __dn, sum(__nn1) AS __nn1, sum(__s1) AS __s1, min(__x2) FILTER (WHERE __dn > 0) AS __x2 FROM (SELECT __og0 AS __g0, -1 AS __dn, -(CASE WHEN __oa0 IS NULL THEN 0 ELSE 1 END) AS __nn1, -(__oa0::numeric) AS __s1, __oa0 AS __x2 FROM pg_temp.__trellis_c WHERE __had UNION ALL SELECT __ng0 AS __g0, 1 AS __dn, (CASE WHEN __na0 IS NULL THEN 0 ELSE 1 END) AS __nn1, (__na0::numeric) AS __s1, __na0 AS __x2 FROM pg_temp.__trellis_c WHERE __has) __x GROUP BY __g0 HAVING sum(__dn) <> 0 OR sum(__nn1) <> 0 OR coalesce(sum(__s1), 0) <> 0 OR min(__x2) FILTER (WHERE __dn > 0) IS NOT NULL) __d ON __t."b" = __d.__g0 WHEN MATCHED AND __t."__rows" + __d.__dn = 0 THEN DELETE WHEN MATCHED THEN UPDATE SET "__rows" = __t."__rows" + __d.__dn, "n" = __t."n" + __d.__dn, "s" = CASE WHEN __t."__nn_s" + __d.__nn1 = 0 THEN NULL ELSE coalesce(__t."s", 0) + coalesce(__d.__s1, 0) END, "__nn_s" = __t."__nn_s" + __d.__nn1, "lo" = least(__t."lo", __d.__x2) WHEN NOT MATCHED THEN INSERT ("b", "__rows", "n", "s", "__nn_s", "lo") VALUES (__d.__g0, __d.__dn, __d.__dn, __d.__s1, __d.__nn1, __d.__x2);

@@ -11,7 +11,7 @@ CREATE TEMP TABLE IF NOT EXISTS __trellis_k (__k0 integer, __k1 text) ON COMMIT 
 CREATE TEMP TABLE IF NOT EXISTS __trellis_b (__lo integer, __hi integer) ON COMMIT DELETE ROWS;
 
 -- setup
-CREATE TEMP TABLE IF NOT EXISTS __trellis_c ON COMMIT DELETE ROWS AS SELECT coalesce(__n.__k0, __o.__k0) AS __k0, coalesce(__n.__k1, __o.__k1) AS __k1, (__o.__k0 IS NOT NULL) AS __had, (__n.__k0 IS NOT NULL) AS __has, __o."__a0" AS __oa0, __n."__a0" AS __na0 FROM (SELECT __k.__k0 AS __k0, __k.__k1 AS __k1, v AS "__a0" FROM "public"."src" AS "src" JOIN pg_temp.__trellis_k __k ON "src"."a" = __k.__k0 AND "src"."b" = __k.__k1) __n FULL JOIN (SELECT __l.* FROM "trellis"."ledger_6" __l JOIN pg_temp.__trellis_k __k ON __l.__k0 = __k.__k0 AND __l.__k1 = __k.__k1) __o ON __n.__k0 = __o.__k0 AND __n.__k1 = __o.__k1 WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR (__o."__a0", NULL) IS DISTINCT FROM (__n."__a0", NULL) WITH NO DATA;
+CREATE TEMP TABLE IF NOT EXISTS __trellis_c ON COMMIT DELETE ROWS AS SELECT coalesce(__n.__k0, __o.__k0) AS __k0, coalesce(__n.__k1, __o.__k1) AS __k1, (__o.__k0 IS NOT NULL) AS __had, (__n.__k0 IS NOT NULL) AS __has, __o.__ot, __o."__a0" AS __oa0, __n."__a0" AS __na0 FROM (SELECT __k.__k0 AS __k0, __k.__k1 AS __k1, v AS "__a0" FROM "public"."src" AS "src" JOIN pg_temp.__trellis_k __k ON "src"."a" = __k.__k0 AND "src"."b" = __k.__k1) __n FULL JOIN (SELECT __l.*, __l.ctid AS __ot FROM "trellis"."ledger_6" __l JOIN pg_temp.__trellis_k __k ON __l.__k0 = __k.__k0 AND __l.__k1 = __k.__k1) __o ON __n.__k0 = __o.__k0 AND __n.__k1 = __o.__k1 WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR (__o."__a0", NULL) IS DISTINCT FROM (__n."__a0", NULL) WITH NO DATA;
 
 -- load keys
 INSERT INTO pg_temp.__trellis_k SELECT DISTINCT u.c0::integer, u.c1::text FROM unnest($1::text[], $2::text[]) AS u(c0, c1);
@@ -20,10 +20,22 @@ INSERT INTO pg_temp.__trellis_k SELECT DISTINCT u.c0::integer, u.c1::text FROM u
 INSERT INTO pg_temp.__trellis_b SELECT (SELECT __k0 FROM pg_temp.__trellis_k ORDER BY __k0 LIMIT 1), (SELECT __k0 FROM pg_temp.__trellis_k ORDER BY __k0 DESC LIMIT 1);
 
 -- apply
-INSERT INTO pg_temp.__trellis_c SELECT coalesce(__n.__k0, __o.__k0) AS __k0, coalesce(__n.__k1, __o.__k1) AS __k1, (__o.__k0 IS NOT NULL) AS __had, (__n.__k0 IS NOT NULL) AS __has, __o."__a0" AS __oa0, __n."__a0" AS __na0 FROM (SELECT __k.__k0 AS __k0, __k.__k1 AS __k1, v AS "__a0" FROM "public"."src" AS "src" JOIN pg_temp.__trellis_k __k ON "src"."a" = __k.__k0 AND "src"."b" = __k.__k1 AND "src"."a" >= (SELECT __lo FROM pg_temp.__trellis_b) AND "src"."a" <= (SELECT __hi FROM pg_temp.__trellis_b)) __n FULL JOIN (SELECT __l.* FROM "trellis"."ledger_6" __l JOIN pg_temp.__trellis_k __k ON __l.__k0 = __k.__k0 AND __l.__k1 = __k.__k1 AND __l.__k0 >= (SELECT __lo FROM pg_temp.__trellis_b) AND __l.__k0 <= (SELECT __hi FROM pg_temp.__trellis_b)) __o ON __n.__k0 = __o.__k0 AND __n.__k1 = __o.__k1 WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR (__o."__a0", NULL) IS DISTINCT FROM (__n."__a0", NULL);
+INSERT INTO pg_temp.__trellis_c SELECT coalesce(__n.__k0, __o.__k0) AS __k0, coalesce(__n.__k1, __o.__k1) AS __k1, (__o.__k0 IS NOT NULL) AS __had, (__n.__k0 IS NOT NULL) AS __has, __o.__ot, __o."__a0" AS __oa0, __n."__a0" AS __na0 FROM (SELECT __k.__k0 AS __k0, __k.__k1 AS __k1, v AS "__a0" FROM "public"."src" AS "src" JOIN pg_temp.__trellis_k __k ON "src"."a" = __k.__k0 AND "src"."b" = __k.__k1 AND "src"."a" >= (SELECT __lo FROM pg_temp.__trellis_b) AND "src"."a" <= (SELECT __hi FROM pg_temp.__trellis_b)) __n FULL JOIN (SELECT __l.*, __l.ctid AS __ot FROM "trellis"."ledger_6" __l JOIN pg_temp.__trellis_k __k ON __l.__k0 = __k.__k0 AND __l.__k1 = __k.__k1 AND __l.__k0 >= (SELECT __lo FROM pg_temp.__trellis_b) AND __l.__k0 <= (SELECT __hi FROM pg_temp.__trellis_b)) __o ON __n.__k0 = __o.__k0 AND __n.__k1 = __o.__k1 WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR (__o."__a0", NULL) IS DISTINCT FROM (__n."__a0", NULL);
 
 -- apply
-MERGE INTO "trellis"."ledger_6" __l USING pg_temp.__trellis_c __c ON __l.__k0 = __c.__k0 AND __l.__k1 = __c.__k1 AND __l.__k0 >= (SELECT __lo FROM pg_temp.__trellis_b) AND __l.__k0 <= (SELECT __hi FROM pg_temp.__trellis_b) WHEN MATCHED AND NOT __c.__has THEN DELETE WHEN MATCHED THEN UPDATE SET "__a0" = __c.__na0 WHEN NOT MATCHED AND __c.__has THEN INSERT (__k0, __k1, "__a0") VALUES (__c.__k0, __c.__k1, __c.__na0);
+SET LOCAL enable_hashjoin = off;
+
+-- apply
+SET LOCAL enable_mergejoin = off;
+
+-- apply
+MERGE INTO "trellis"."ledger_6" __l USING pg_temp.__trellis_c __c ON __l.ctid = __c.__ot WHEN MATCHED AND NOT __c.__has THEN DELETE WHEN MATCHED THEN UPDATE SET "__a0" = __c.__na0 WHEN NOT MATCHED AND __c.__has THEN INSERT (__k0, __k1, "__a0") VALUES (__c.__k0, __c.__k1, __c.__na0);
+
+-- apply
+RESET enable_hashjoin;
+
+-- apply
+RESET enable_mergejoin;
 
 -- apply
 UPDATE "trellis"."state_6" __t SET "__rows" = __t."__rows" + __d.__dn, "__x0" = greatest(__t."__x0", __d.__x0), "__x1" = __t."__x1" + __d.__dn FROM (SELECT sum(__dn) AS __dn, max(__x0) FILTER (WHERE __dn > 0) AS __x0 FROM (SELECT -1 AS __dn, __oa0 AS __x0 FROM pg_temp.__trellis_c WHERE __had UNION ALL SELECT 1 AS __dn, __na0 AS __x0 FROM pg_temp.__trellis_c WHERE __has) __x HAVING sum(__dn) <> 0 OR max(__x0) FILTER (WHERE __dn > 0) IS NOT NULL) __d;

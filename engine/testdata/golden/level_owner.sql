@@ -18,16 +18,28 @@ SELECT n AS "n", count(*) AS "k", sum(total) AS "total" FROM "trellis"."level_1_
 CREATE TEMP TABLE IF NOT EXISTS __trellis_k (__k0 bigint) ON COMMIT DELETE ROWS;
 
 -- setup
-CREATE TEMP TABLE IF NOT EXISTS __trellis_c ON COMMIT DELETE ROWS AS SELECT coalesce(__n.__k0, __o.__k0) AS __k0, (__o.__k0 IS NOT NULL) AS __had, (__n.__k0 IS NOT NULL) AS __has, __o.__g0 AS __og0, __n.__g0 AS __ng0, __o."__a0" AS __oa0, __n."__a0" AS __na0 FROM (SELECT __k.__k0 AS __k0, n AS __g0, total AS "__a0" FROM "trellis"."level_1_1" AS "s" JOIN pg_temp.__trellis_k __k ON "s"."__id" = __k.__k0) __n FULL JOIN (SELECT __l.* FROM "trellis"."ledger_public_level_owner" __l JOIN pg_temp.__trellis_k __k ON __l.__k0 = __k.__k0) __o ON __n.__k0 = __o.__k0 WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR (__o.__g0, __o."__a0", NULL) IS DISTINCT FROM (__n.__g0, __n."__a0", NULL) WITH NO DATA;
+CREATE TEMP TABLE IF NOT EXISTS __trellis_c ON COMMIT DELETE ROWS AS SELECT coalesce(__n.__k0, __o.__k0) AS __k0, (__o.__k0 IS NOT NULL) AS __had, (__n.__k0 IS NOT NULL) AS __has, __o.__ot, __o.__g0 AS __og0, __n.__g0 AS __ng0, __o."__a0" AS __oa0, __n."__a0" AS __na0 FROM (SELECT __k.__k0 AS __k0, n AS __g0, total AS "__a0" FROM "trellis"."level_1_1" AS "s" JOIN pg_temp.__trellis_k __k ON "s"."__id" = __k.__k0) __n FULL JOIN (SELECT __l.*, __l.ctid AS __ot FROM "trellis"."ledger_public_level_owner" __l JOIN pg_temp.__trellis_k __k ON __l.__k0 = __k.__k0) __o ON __n.__k0 = __o.__k0 WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR (__o.__g0, __o."__a0", NULL) IS DISTINCT FROM (__n.__g0, __n."__a0", NULL) WITH NO DATA;
 
 -- setup
 CREATE TEMP TABLE IF NOT EXISTS __trellis_e (__tid tid) ON COMMIT DELETE ROWS;
 
 -- apply (keys $1, first and last key $2 $3)
-INSERT INTO pg_temp.__trellis_c SELECT coalesce(__n.__k0, __o.__k0) AS __k0, (__o.__k0 IS NOT NULL) AS __had, (__n.__k0 IS NOT NULL) AS __has, __o.__g0 AS __og0, __n.__g0 AS __ng0, __o."__a0" AS __oa0, __n."__a0" AS __na0 FROM (SELECT __k.__k0 AS __k0, n AS __g0, total AS "__a0" FROM "trellis"."level_1_1" AS "s" JOIN (SELECT __u::bigint AS __k0 FROM unnest($1::bigint[]) AS __u) __k ON "s"."__id" = __k.__k0 AND "s"."__id" >= $2::bigint AND "s"."__id" <= $3::bigint) __n FULL JOIN (SELECT __l.* FROM "trellis"."ledger_public_level_owner" __l JOIN (SELECT __u::bigint AS __k0 FROM unnest($1::bigint[]) AS __u) __k ON __l.__k0 = __k.__k0 AND __l.__k0 >= $2::bigint AND __l.__k0 <= $3::bigint) __o ON __n.__k0 = __o.__k0 WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR (__o.__g0, __o."__a0", NULL) IS DISTINCT FROM (__n.__g0, __n."__a0", NULL);
+INSERT INTO pg_temp.__trellis_c SELECT coalesce(__n.__k0, __o.__k0) AS __k0, (__o.__k0 IS NOT NULL) AS __had, (__n.__k0 IS NOT NULL) AS __has, __o.__ot, __o.__g0 AS __og0, __n.__g0 AS __ng0, __o."__a0" AS __oa0, __n."__a0" AS __na0 FROM (SELECT __k.__k0 AS __k0, n AS __g0, total AS "__a0" FROM "trellis"."level_1_1" AS "s" JOIN (SELECT __u::bigint AS __k0 FROM unnest($1::bigint[]) AS __u) __k ON "s"."__id" = __k.__k0 AND "s"."__id" >= $2::bigint AND "s"."__id" <= $3::bigint) __n FULL JOIN (SELECT __l.*, __l.ctid AS __ot FROM "trellis"."ledger_public_level_owner" __l JOIN (SELECT __u::bigint AS __k0 FROM unnest($1::bigint[]) AS __u) __k ON __l.__k0 = __k.__k0 AND __l.__k0 >= $2::bigint AND __l.__k0 <= $3::bigint) __o ON __n.__k0 = __o.__k0 WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR (__o.__g0, __o."__a0", NULL) IS DISTINCT FROM (__n.__g0, __n."__a0", NULL);
 
--- apply (first and last key $1 $2)
-MERGE INTO "trellis"."ledger_public_level_owner" __l USING pg_temp.__trellis_c __c ON __l.__k0 = __c.__k0 AND __l.__k0 >= $1::bigint AND __l.__k0 <= $2::bigint WHEN MATCHED AND NOT __c.__has THEN DELETE WHEN MATCHED THEN UPDATE SET __g0 = __c.__ng0, "__a0" = __c.__na0 WHEN NOT MATCHED AND __c.__has THEN INSERT (__k0, __g0, "__a0") VALUES (__c.__k0, __c.__ng0, __c.__na0);
+-- apply
+SET LOCAL enable_hashjoin = off;
+
+-- apply
+SET LOCAL enable_mergejoin = off;
+
+-- apply
+MERGE INTO "trellis"."ledger_public_level_owner" __l USING pg_temp.__trellis_c __c ON __l.ctid = __c.__ot WHEN MATCHED AND NOT __c.__has THEN DELETE WHEN MATCHED THEN UPDATE SET __g0 = __c.__ng0, "__a0" = __c.__na0 WHEN NOT MATCHED AND __c.__has THEN INSERT (__k0, __g0, "__a0") VALUES (__c.__k0, __c.__ng0, __c.__na0);
+
+-- apply
+RESET enable_hashjoin;
+
+-- apply
+RESET enable_mergejoin;
 
 -- apply
 WITH __u AS (INSERT INTO "public"."level_owner" AS __t ("n", "__rows", "k", "total", "__nn_total") SELECT __d.__g0, __d.__dn, __d.__dn, __d.__s1, __d.__nn1 FROM (SELECT __g0, sum(__dn) AS __dn, sum(__nn1) AS __nn1, sum(__s1) AS __s1 FROM (SELECT __og0 AS __g0, -1 AS __dn, -(CASE WHEN __oa0 IS NULL THEN 0 ELSE 1 END) AS __nn1, -(__oa0::numeric) AS __s1 FROM pg_temp.__trellis_c WHERE __had UNION ALL SELECT __ng0 AS __g0, 1 AS __dn, (CASE WHEN __na0 IS NULL THEN 0 ELSE 1 END) AS __nn1, (__na0::numeric) AS __s1 FROM pg_temp.__trellis_c WHERE __has) __x GROUP BY __g0 HAVING sum(__dn) <> 0 OR sum(__nn1) <> 0 OR coalesce(sum(__s1), 0) <> 0) __d ON CONFLICT ("n") DO UPDATE SET "__rows" = __t."__rows" + EXCLUDED."__rows", "k" = __t."k" + EXCLUDED."k", "total" = CASE WHEN __t."__nn_total" + EXCLUDED."__nn_total" = 0 THEN NULL ELSE coalesce(__t."total", 0) + coalesce(EXCLUDED."total", 0) END, "__nn_total" = __t."__nn_total" + EXCLUDED."__nn_total" RETURNING __t.ctid AS __tid, __t."__rows" AS __n) INSERT INTO pg_temp.__trellis_e SELECT __tid FROM __u WHERE __n = 0;
@@ -57,7 +69,7 @@ DELETE FROM "public"."level_owner" __t WHERE NOT EXISTS (SELECT 1 FROM "trellis"
 SELECT max(__e), count(*) FROM (SELECT "__id" AS __e FROM "trellis"."level_1_1" WHERE "__id" >= $1::bigint ORDER BY "__id" LIMIT $2) __c;
 
 -- range build: changes ($1 lo, $2 hi)
-INSERT INTO pg_temp.__trellis_c SELECT coalesce(__n.__k0, __o.__k0) AS __k0, (__o.__k0 IS NOT NULL) AS __had, (__n.__k0 IS NOT NULL) AS __has, __o.__g0 AS __og0, __n.__g0 AS __ng0, __o."__a0" AS __oa0, __n."__a0" AS __na0 FROM (SELECT "s"."__id" AS __k0, n AS __g0, total AS "__a0" FROM "trellis"."level_1_1" AS "s" WHERE "s"."__id" >= $1::bigint AND "s"."__id" <= $2::bigint) __n FULL JOIN (SELECT __l.* FROM "trellis"."ledger_public_level_owner" __l WHERE __l.__k0 >= $1::bigint AND __l.__k0 <= $2::bigint) __o ON __n.__k0 = __o.__k0 WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR (__o.__g0, __o."__a0", NULL) IS DISTINCT FROM (__n.__g0, __n."__a0", NULL);
+INSERT INTO pg_temp.__trellis_c SELECT coalesce(__n.__k0, __o.__k0) AS __k0, (__o.__k0 IS NOT NULL) AS __had, (__n.__k0 IS NOT NULL) AS __has, __o.__ot, __o.__g0 AS __og0, __n.__g0 AS __ng0, __o."__a0" AS __oa0, __n."__a0" AS __na0 FROM (SELECT "s"."__id" AS __k0, n AS __g0, total AS "__a0" FROM "trellis"."level_1_1" AS "s" WHERE "s"."__id" >= $1::bigint AND "s"."__id" <= $2::bigint) __n FULL JOIN (SELECT __l.*, __l.ctid AS __ot FROM "trellis"."ledger_public_level_owner" __l WHERE __l.__k0 >= $1::bigint AND __l.__k0 <= $2::bigint) __o ON __n.__k0 = __o.__k0 WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR (__o.__g0, __o."__a0", NULL) IS DISTINCT FROM (__n.__g0, __n."__a0", NULL);
 
 -- self-check query (columns [n k total], identity [n])
 SELECT n AS "n", count(*) AS "k", sum(total) AS "total" FROM "trellis"."level_1_1" AS "s" GROUP BY n;
