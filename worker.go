@@ -521,6 +521,14 @@ func (w *worker) drain(ctx context.Context, a *engine.Applier, live bool) (more 
 		if err := w.succeeded(ctx, false); err != nil {
 			return false, err
 		}
+		// The apply's snapshot saw every xid up to the batch's newest LSN
+		// (waitVisible), and visibility only grows: no later apply needs
+		// to check them again (the pruner is only the backstop).
+		if len(xids) > 0 {
+			if err := w.r.store.ResolveXids(b.MaxLSN()); err != nil {
+				return false, err
+			}
+		}
 		w.r.obs.BatchApplied(w.name, AppliedBatch{Keys: len(b.Keys), Rows: n, Duration: time.Since(start)})
 		if err := w.r.store.Done(w.id, b); err != nil {
 			return false, err
