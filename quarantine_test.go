@@ -283,3 +283,30 @@ func TestUnapplicableGroupKeyHeld(t *testing.T) {
 	e.apply(`DROP TRANSFORM g`)
 	e.converge("others after the hold")
 }
+
+// TestBuildHoldsTargetRefusedGroup: an aggregate's build fills its ledger
+// and aggregates it once (ADR 0022); a value there that only the target
+// refuses (a group key too long for the target's index, 54000) fails that
+// aggregation, and the build starts over group by group so that the one
+// key is held and every other group is built and kept live.
+func TestBuildHoldsTargetRefusedGroup(t *testing.T) {
+	e := newEnv(t, trellis.Config{})
+	e.exec(`CREATE TABLE s (k int PRIMARY KEY, t text, v int)`)
+	e.exec(`INSERT INTO s SELECT g, 'g' || (g % 40), g FROM generate_series(1, 2000) g`)
+	e.exec(`INSERT INTO s VALUES (5000, (SELECT string_agg(md5(i::text), '') FROM generate_series(1, 300) i), 1)`)
+	e.apply(`CREATE TRANSFORM g AS SELECT t, count(*) AS n, sum(v) AS s FROM s GROUP BY t`)
+	e.start()
+	st := waitStatus(t, e, "g", "live, holding the long key", func(s trellis.TransformStatus) bool { return heldCount(s) == 1 && s.State == "live" })
+	if st.BackfillFailure != nil {
+		t.Fatalf("backfill_failure %+v, want none", st.BackfillFailure)
+	}
+	ps, err := e.tr.PoisonedSince(context.Background(), time.Time{})
+	if err != nil || len(ps) != 1 || ps[0].SQLState != "54000" || ps[0].KeyText != "5000" {
+		t.Fatalf("poisoned: %+v, %v", ps, err)
+	}
+	e.sameRows("built with the key held", "SELECT t, n, s FROM g", "SELECT t, count(*), sum(v) FROM s WHERE k <> 5000 GROUP BY t")
+	e.exec(`UPDATE s SET v = v + 1 WHERE k % 7 = 0`)
+	e.exec(`UPDATE s SET t = 'short' WHERE k = 5000`) // the held key's row changes: retried, applied
+	waitStatus(t, e, "g", "the key released", func(s trellis.TransformStatus) bool { return s.HeldKeys == nil })
+	e.converge("after the held row changed")
+}

@@ -54,6 +54,11 @@ type worker struct {
 	// failing drain being reported (nil when the last batch applied).
 	buildAttempts int
 	drainFailure  *catalog.DrainFailure
+	// fullBuild is set when a fresh aggregate build's final reconcile
+	// failed on data: the build starts over with every step, so that the
+	// key responsible is held (ADR 0022). In memory: a restart tries the
+	// ledger-only build again.
+	fullBuild bool
 	// held are the keys the transform holds in quarantine (heldID), so a
 	// batch that applies one releases it in the same transaction.
 	held map[string]bool
@@ -351,6 +356,7 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 			signal(w.r.reconcileNow) // reports the state
 			w.log().Info("building transform")
 		case catalog.StateBackfilling:
+			a.LedgerOnly = w.ledgerOnly(tr)
 			if _, err := w.drain(ctx, a, false); err != nil {
 				return err
 			}
@@ -374,6 +380,7 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 				w.log().Info("transform is live")
 			}
 		case catalog.StateLive:
+			a.LedgerOnly = false
 			if tr.Replaces != 0 {
 				// A redefinition takes the old transform's place once live.
 				if err := w.r.swap(ctx, w, tr); err != nil {
@@ -634,10 +641,14 @@ func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.T
 		if phase+1 < last {
 			return false, w.r.t.cat.SetBuildCursor(ctx, w.r.t.pool, w.id, phase+1, nil)
 		}
-		if tr.Rebuild {
-			// The ledger is now exact; make the target its aggregation, so a
-			// target written by anyone else is repaired too.
+		if tr.Rebuild || a.LedgerOnly {
+			// The ledger is now exact; make the target its aggregation (a
+			// rebuild: so that a target written by anyone else is repaired
+			// too; a ledger-only build: the target's first write).
 			if err := a.Reconcile(ctx); err != nil {
+				if a.LedgerOnly && fault.Classify(err) == fault.Data {
+					return false, w.buildAgain(ctx, a, err)
+				}
 				return false, err
 			}
 		}
@@ -656,6 +667,31 @@ func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.T
 		}
 	}
 	return false, err
+}
+
+// ledgerOnly says whether the applier writes only the ledger in this step
+// of tr's build (ADR 0022): a fresh build of a grouped aggregate, unless
+// its reconcile failed on data once already.
+func (w *worker) ledgerOnly(tr *catalog.Transform) bool {
+	return !tr.Rebuild && !w.fullBuild && w.plan.Ledger != nil && len(w.plan.Groups) > 0
+}
+
+// buildAgain starts a fresh aggregate build over with every step after
+// its reconcile failed on data (cause): a value only the target refuses,
+// which the incremental build holds by key.
+func (w *worker) buildAgain(ctx context.Context, a *engine.Applier, cause error) error {
+	w.log().Warn("the build's aggregation was refused; building again group by group to hold the key responsible", "err", cause)
+	// The tables are emptied with the build's cursor reset, in one
+	// transaction: a crash between would leave a finished build over an
+	// empty ledger.
+	err := a.ClearAggregate(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		return w.r.t.cat.SetBuildCursor(ctx, tx, w.id, 0, nil)
+	})
+	if err != nil {
+		return err
+	}
+	w.fullBuild, a.LedgerOnly = true, false
+	return w.startBuild(ctx, a, false)
 }
 
 // rangeBuildStep builds the next chunk of a fresh build's first phase by

@@ -44,6 +44,11 @@ type Applier struct {
 	conn  *pgx.Conn
 	log   *slog.Logger
 
+	// LedgerOnly, set by the worker while an aggregate's fresh build runs,
+	// leaves the target alone: the apply writes the ledger only, and the
+	// build ends with Reconcile (ADR 0022). Nothing for row transforms.
+	LedgerOnly bool
+
 	// stale is the planted stale_read bug's side session (test builds).
 	stale *staleReader
 }
@@ -401,11 +406,15 @@ func sortedInts(keys [][]string) ([]int64, error) {
 // steps are the apply statements to run; planted bugs (test builds only)
 // leave some out.
 func (a *Applier) steps() []Step {
-	if !plant.Enabled {
-		return a.Stmts.Apply
+	all := a.Stmts.Apply
+	if a.LedgerOnly && a.Plan.Ledger != nil {
+		all = ledgerOnlySteps(all)
 	}
-	out := make([]Step, 0, len(a.Stmts.Apply))
-	for _, st := range a.Stmts.Apply {
+	if !plant.Enabled {
+		return all
+	}
+	out := make([]Step, 0, len(all))
+	for _, st := range all {
 		if st.Role == RoleLedger && plant.Active(plant.SkipLedgerUpdate) ||
 			st.Role == RoleEmptyGroups && plant.Active(plant.KeepEmptyGroup) ||
 			st.Role == RoleExpand && plant.Active(plant.IgnoreLeftJoinNulls) {
@@ -417,6 +426,46 @@ func (a *Applier) steps() []Step {
 		out = append(out, st)
 	}
 	return out
+}
+
+// ledgerOnlySteps are the steps of an aggregate's apply that bring its
+// ledger up to date: the scope, the changes and the ledger writes, without
+// the target's (LedgerOnly).
+func ledgerOnlySteps(steps []Step) []Step {
+	var out []Step
+	for _, st := range steps {
+		switch st.Role {
+		case RoleScope, RoleExpand, RoleChanges, RoleLedger, RolePlanner:
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// ClearAggregate empties an aggregate's target, state and ledger and runs
+// then (the build's restart) in the same transaction, so that a build can
+// start over (ADR 0022's fallback); join mirrors are left, the scope keeps
+// them exact either way.
+func (a *Applier) ClearAggregate(ctx context.Context, then func(context.Context, pgx.Tx) error) error {
+	if a.Plan.Ledger == nil {
+		return nil
+	}
+	tables := []string{a.Plan.Target.Ident(), a.Plan.Ledger.Ident()}
+	if a.Plan.State != nil {
+		tables = append(tables, a.Plan.State.Ident())
+	}
+	tx, err := a.conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, "TRUNCATE "+strings.Join(tables, ", ")); err != nil {
+		return fmt.Errorf("empty %s to build it again: %w", a.Plan.Target.Name, err)
+	}
+	if err := then(ctx, tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 // plantKeys drops the keys of every source but the first under the planted
