@@ -728,7 +728,8 @@ func (w *worker) rangeBuildStep(ctx context.Context, a *engine.Applier, tr *cata
 		return false, nil
 	}
 	var stored []int64
-	if a.Stmts.RangeBuild.Changes == "" {
+	copies := a.RangeCopies()
+	if copies {
 		if stored, err = a.RangeStored(ctx, lo, hi); err != nil {
 			w.log().Info("range build chunk failed; building it key by key", "from", lo, "to", hi, "err", err)
 			return false, nil
@@ -741,10 +742,10 @@ func (w *worker) rangeBuildStep(ctx context.Context, a *engine.Applier, tr *cata
 	var copied int64
 	written, err := a.Apply(ctx, engine.Batch{Keys: w.keyBatch(w.unitsOf(0, again)), Extra: func(ctx context.Context, tx pgx.Tx) error {
 		var err error
-		if a.Stmts.RangeBuild.Changes != "" {
-			copied, err = a.RangeRederive(ctx, tx, lo, hi)
-		} else {
+		if copies {
 			copied, err = a.RangeCopy(ctx, tx, lo, hi, stored)
+		} else {
+			copied, err = a.RangeRederive(ctx, tx, lo, hi)
 		}
 		if err != nil {
 			return err

@@ -99,6 +99,8 @@ func generatedSQL(p *Plan) string {
 		section("range build: stored ($1 lo, $2 hi)", rb.Stored)
 		section("range build: copy ($1 lo, $2 hi, $3 keys left out)", rb.Copy)
 		section("range build: changes ($1 lo, $2 hi)", rb.Changes)
+		section("range build, ledger only: stored ($1 lo, $2 hi)", rb.LedgerStored)
+		section("range build, ledger only: copy ($1 lo, $2 hi, $3 keys left out)", rb.LedgerCopy)
 	}
 	cs := p.CheckSpec()
 	section(fmt.Sprintf("self-check query (columns %v, identity %v)", cs.Columns, cs.Identity), cs.Query)

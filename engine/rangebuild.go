@@ -32,6 +32,10 @@ type RangeBuild struct {
 	// range's ledger rows, in place of the keyed changes step: the ledger
 	// rows that re-derives wrote ahead of the build compare like any.
 	Changes string
+	// LedgerStored and LedgerCopy (aggregates) are Stored and Copy for
+	// the ledger, used while the build writes only the ledger (ADR 0022):
+	// the ledger is then a row set like a row transform's target.
+	LedgerStored, LedgerCopy string
 }
 
 // rangeNext is RangeBuild.Next for p's source.
@@ -62,9 +66,43 @@ func rangeBuildAgg(p *Plan, where string) *RangeBuild {
 	if where != "" {
 		cond = where + " AND " + inRange(key0)
 	}
+	lcols, lsel := []string{"__k0"}, []string{key0}
+	for i, g := range p.Groups {
+		lcols, lsel = append(lcols, fmt.Sprintf("__g%d", i)), append(lsel, g.Expr)
+	}
+	for _, a := range p.Args {
+		lcols, lsel = append(lcols, ident(a.Name)), append(lsel, a.Expr)
+	}
+	L := p.Ledger.Ident()
 	return &RangeBuild{Next: rangeNext(p),
 		Changes: "INSERT INTO " + changesTable + " " + changesOver(p, []string{key0}, src.From+cond,
-			"SELECT __l.*, __l.ctid AS __ot FROM "+p.Ledger.Ident()+" __l WHERE "+inRange("__l.__k0"))}
+			"SELECT __l.*, __l.ctid AS __ot FROM "+L+" __l WHERE "+inRange("__l.__k0")),
+		LedgerStored: "SELECT __k0::bigint FROM " + L + " WHERE " + inRange("__k0"),
+		LedgerCopy: "INSERT INTO " + L + " (" + strings.Join(lcols, ", ") + ") SELECT " + strings.Join(lsel, ", ") +
+			" FROM " + src.From + cond + " AND " + key0 + " <> ALL ($3::bigint[])",
+	}
+}
+
+// rangeCopies says whether a range chunk copies rows (a row transform's
+// target, or an aggregate's ledger while the build writes only the ledger)
+// rather than computing changes, and returns the statements that list the
+// rows already stored and copy the others.
+func (a *Applier) rangeCopies() (copies bool, stored, copySQL string) {
+	rb := a.Stmts.RangeBuild
+	switch {
+	case rb.Changes == "":
+		return true, rb.Stored, rb.Copy
+	case a.LedgerOnly && rb.LedgerCopy != "":
+		return true, rb.LedgerStored, rb.LedgerCopy
+	}
+	return false, "", ""
+}
+
+// RangeCopies says whether this applier's range chunks copy rows
+// (RangeStored, RangeCopy) rather than re-derive (RangeRederive).
+func (a *Applier) RangeCopies() bool {
+	c, _, _ := a.rangeCopies()
+	return c
 }
 
 // rangeBuild generates a row transform's RangeBuild, or nil when p does
@@ -109,7 +147,8 @@ func (a *Applier) RangeNext(ctx context.Context, lo int64, limit int) (hi, keys 
 
 // RangeStored lists the identities the target holds between lo and hi.
 func (a *Applier) RangeStored(ctx context.Context, lo, hi int64) ([]int64, error) {
-	rows, err := a.conn.Query(ctx, a.Stmts.RangeBuild.Stored, lo, hi)
+	_, stored, _ := a.rangeCopies()
+	rows, err := a.conn.Query(ctx, stored, lo, hi)
 	if err != nil {
 		return nil, fmt.Errorf("list stored rows of %s: %w", a.Plan.Target.Name, err)
 	}
@@ -126,7 +165,8 @@ func (a *Applier) RangeCopy(ctx context.Context, tx pgx.Tx, lo, hi int64, skip [
 	if skip == nil {
 		skip = []int64{}
 	}
-	tag, err := tx.Exec(ctx, a.Stmts.RangeBuild.Copy, lo, hi, skip)
+	_, _, copySQL := a.rangeCopies()
+	tag, err := tx.Exec(ctx, copySQL, lo, hi, skip)
 	if err != nil {
 		return 0, fmt.Errorf("copy rows %d..%d into %s: %w", lo, hi, a.Plan.Target.Name, err)
 	}

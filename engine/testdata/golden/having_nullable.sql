@@ -74,6 +74,12 @@ SELECT max(__e), count(*) FROM (SELECT "id" AS __e FROM "public"."fact" WHERE "i
 -- range build: changes ($1 lo, $2 hi)
 INSERT INTO pg_temp.__trellis_c SELECT coalesce(__n.__k0, __o.__k0) AS __k0, (__o.__k0 IS NOT NULL) AS __had, (__n.__k0 IS NOT NULL) AS __has, __o.__ot, __o.__g0 AS __og0, __n.__g0 AS __ng0, __o."__a0" AS __oa0, __n."__a0" AS __na0 FROM (SELECT "fact"."id" AS __k0, d1 AS __g0, v AS "__a0" FROM "public"."fact" AS "fact" WHERE "fact"."id" >= $1::bigint AND "fact"."id" <= $2::bigint) __n FULL JOIN (SELECT __l.*, __l.ctid AS __ot FROM "trellis"."ledger_10" __l WHERE __l.__k0 >= $1::bigint AND __l.__k0 <= $2::bigint) __o ON __n.__k0 = __o.__k0 WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR (__o.__g0, __o."__a0", NULL) IS DISTINCT FROM (__n.__g0, __n."__a0", NULL);
 
+-- range build, ledger only: stored ($1 lo, $2 hi)
+SELECT __k0::bigint FROM "trellis"."ledger_10" WHERE __k0 >= $1::bigint AND __k0 <= $2::bigint;
+
+-- range build, ledger only: copy ($1 lo, $2 hi, $3 keys left out)
+INSERT INTO "trellis"."ledger_10" (__k0, __g0, "__a0") SELECT "fact"."id", d1, v FROM "public"."fact" AS "fact" WHERE "fact"."id" >= $1::bigint AND "fact"."id" <= $2::bigint AND "fact"."id" <> ALL ($3::bigint[]);
+
 -- self-check query (columns [d1 s2], identity [d1])
 SELECT d1 AS "d1", sum(v) * 2 AS "s2" FROM "public"."fact" AS "fact" GROUP BY d1 HAVING count(*) > 1;
 

@@ -71,6 +71,12 @@ SELECT max(__e), count(*) FROM (SELECT "__id" AS __e FROM "trellis"."level_1_1" 
 -- range build: changes ($1 lo, $2 hi)
 INSERT INTO pg_temp.__trellis_c SELECT coalesce(__n.__k0, __o.__k0) AS __k0, (__o.__k0 IS NOT NULL) AS __had, (__n.__k0 IS NOT NULL) AS __has, __o.__ot, __o.__g0 AS __og0, __n.__g0 AS __ng0, __o."__a0" AS __oa0, __n."__a0" AS __na0 FROM (SELECT "s"."__id" AS __k0, n AS __g0, total AS "__a0" FROM "trellis"."level_1_1" AS "s" WHERE "s"."__id" >= $1::bigint AND "s"."__id" <= $2::bigint) __n FULL JOIN (SELECT __l.*, __l.ctid AS __ot FROM "trellis"."ledger_public_level_owner" __l WHERE __l.__k0 >= $1::bigint AND __l.__k0 <= $2::bigint) __o ON __n.__k0 = __o.__k0 WHERE __n.__k0 IS NULL OR __o.__k0 IS NULL OR (__o.__g0, __o."__a0", NULL) IS DISTINCT FROM (__n.__g0, __n."__a0", NULL);
 
+-- range build, ledger only: stored ($1 lo, $2 hi)
+SELECT __k0::bigint FROM "trellis"."ledger_public_level_owner" WHERE __k0 >= $1::bigint AND __k0 <= $2::bigint;
+
+-- range build, ledger only: copy ($1 lo, $2 hi, $3 keys left out)
+INSERT INTO "trellis"."ledger_public_level_owner" (__k0, __g0, "__a0") SELECT "s"."__id", n, total FROM "trellis"."level_1_1" AS "s" WHERE "s"."__id" >= $1::bigint AND "s"."__id" <= $2::bigint AND "s"."__id" <> ALL ($3::bigint[]);
+
 -- self-check query (columns [n k total], identity [n])
 SELECT n AS "n", count(*) AS "k", sum(total) AS "total" FROM "trellis"."level_1_1" AS "s" GROUP BY n;
 
