@@ -965,5 +965,8 @@ func reconcileAggregate(p *Plan) []string {
 		") DO UPDATE SET " + strings.Replace(strings.Join(set, ", "), "__r.", "EXCLUDED.", -1) +
 		" WHERE " + strings.Replace(distinct, "__r.", "EXCLUDED.", -1)
 	orphans := "DELETE FROM " + T + " __t WHERE NOT EXISTS (SELECT 1 FROM " + L + " __l WHERE " + strings.Join(tjoin, " AND ") + ")"
-	return []string{upsert, orphans}
+	// Orphans first: the two sets are disjoint, and a fresh build's
+	// target (ADR 0022) is empty before the upsert, so the anti-join over
+	// it costs nothing instead of a probe per group.
+	return []string{orphans, upsert}
 }

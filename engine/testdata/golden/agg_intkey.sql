@@ -54,10 +54,10 @@ SELECT __k0::text AS __e0 FROM "trellis"."ledger_7" ORDER BY __k0 LIMIT $1;
 SELECT __k0::text AS __e0 FROM "trellis"."ledger_7" WHERE (__k0) > ($1::integer) ORDER BY __k0 LIMIT $2;
 
 -- reconcile
-INSERT INTO "public"."agg_intkey" AS __t ("d1", "__rows", "n", "s", "__nn_s") SELECT "d1", "__rows", "n", "s", "__nn_s" FROM (SELECT __g0 AS "d1", count(*) AS "__rows", count(*) AS "n", sum("__a0") AS "s", count("__a0") AS "__nn_s" FROM "trellis"."ledger_7" __l GROUP BY __g0) __r ON CONFLICT ("d1") DO UPDATE SET "__rows" = EXCLUDED."__rows", "n" = EXCLUDED."n", "s" = EXCLUDED."s", "__nn_s" = EXCLUDED."__nn_s" WHERE (__t."__rows", __t."n", __t."s", __t."__nn_s", NULL) IS DISTINCT FROM (EXCLUDED."__rows", EXCLUDED."n", EXCLUDED."s", EXCLUDED."__nn_s", NULL);
+DELETE FROM "public"."agg_intkey" __t WHERE NOT EXISTS (SELECT 1 FROM "trellis"."ledger_7" __l WHERE (__l.__g0 = __t."d1" OR (__l.__g0 IS NULL AND __t."d1" IS NULL)));
 
 -- reconcile
-DELETE FROM "public"."agg_intkey" __t WHERE NOT EXISTS (SELECT 1 FROM "trellis"."ledger_7" __l WHERE (__l.__g0 = __t."d1" OR (__l.__g0 IS NULL AND __t."d1" IS NULL)));
+INSERT INTO "public"."agg_intkey" AS __t ("d1", "__rows", "n", "s", "__nn_s") SELECT "d1", "__rows", "n", "s", "__nn_s" FROM (SELECT __g0 AS "d1", count(*) AS "__rows", count(*) AS "n", sum("__a0") AS "s", count("__a0") AS "__nn_s" FROM "trellis"."ledger_7" __l GROUP BY __g0) __r ON CONFLICT ("d1") DO UPDATE SET "__rows" = EXCLUDED."__rows", "n" = EXCLUDED."n", "s" = EXCLUDED."s", "__nn_s" = EXCLUDED."__nn_s" WHERE (__t."__rows", __t."n", __t."s", __t."__nn_s", NULL) IS DISTINCT FROM (EXCLUDED."__rows", EXCLUDED."n", EXCLUDED."s", EXCLUDED."__nn_s", NULL);
 
 -- range build: next ($1 lo, $2 limit)
 SELECT max(__e), count(*) FROM (SELECT "id" AS __e FROM "public"."fact" WHERE "id" >= $1::bigint ORDER BY "id" LIMIT $2) __c;

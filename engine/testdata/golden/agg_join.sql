@@ -55,10 +55,10 @@ SELECT "__s0_0"::text AS __e0 FROM "trellis"."ledger_4" WHERE "__s0_0" IS NOT NU
 SELECT "__s0_0"::text AS __e0 FROM "trellis"."ledger_4" WHERE "__s0_0" IS NOT NULL AND ("__s0_0") > ($1::integer) GROUP BY "__s0_0" ORDER BY "__s0_0" LIMIT $2;
 
 -- reconcile
-INSERT INTO "public"."agg_join" AS __t ("name", "__rows", "n", "s", "__nn_s") SELECT "name", "__rows", "n", "s", "__nn_s" FROM (SELECT __g0 AS "name", count(*) AS "__rows", count(*) AS "n", sum("__a0") AS "s", count("__a0") AS "__nn_s" FROM "trellis"."ledger_4" __l GROUP BY __g0) __r ON CONFLICT ("name") DO UPDATE SET "__rows" = EXCLUDED."__rows", "n" = EXCLUDED."n", "s" = EXCLUDED."s", "__nn_s" = EXCLUDED."__nn_s" WHERE (__t."__rows", __t."n", __t."s", __t."__nn_s", NULL) IS DISTINCT FROM (EXCLUDED."__rows", EXCLUDED."n", EXCLUDED."s", EXCLUDED."__nn_s", NULL);
+DELETE FROM "public"."agg_join" __t WHERE NOT EXISTS (SELECT 1 FROM "trellis"."ledger_4" __l WHERE __l.__g0 = __t."name");
 
 -- reconcile
-DELETE FROM "public"."agg_join" __t WHERE NOT EXISTS (SELECT 1 FROM "trellis"."ledger_4" __l WHERE __l.__g0 = __t."name");
+INSERT INTO "public"."agg_join" AS __t ("name", "__rows", "n", "s", "__nn_s") SELECT "name", "__rows", "n", "s", "__nn_s" FROM (SELECT __g0 AS "name", count(*) AS "__rows", count(*) AS "n", sum("__a0") AS "s", count("__a0") AS "__nn_s" FROM "trellis"."ledger_4" __l GROUP BY __g0) __r ON CONFLICT ("name") DO UPDATE SET "__rows" = EXCLUDED."__rows", "n" = EXCLUDED."n", "s" = EXCLUDED."s", "__nn_s" = EXCLUDED."__nn_s" WHERE (__t."__rows", __t."n", __t."s", __t."__nn_s", NULL) IS DISTINCT FROM (EXCLUDED."__rows", EXCLUDED."n", EXCLUDED."s", EXCLUDED."__nn_s", NULL);
 
 -- self-check query (columns [name n s], identity [name])
 SELECT d.name AS "name", count(*) AS "n", sum(f.v) AS "s" FROM public.fact f JOIN public.dim d ON d.id = f.d1 GROUP BY d.name;

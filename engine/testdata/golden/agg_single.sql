@@ -59,10 +59,10 @@ SELECT __k0::text AS __e0, __k1::text AS __e1 FROM "trellis"."ledger_2" ORDER BY
 SELECT __k0::text AS __e0, __k1::text AS __e1 FROM "trellis"."ledger_2" WHERE (__k0, __k1) > ($1::integer, $2::text) ORDER BY __k0, __k1 LIMIT $3;
 
 -- reconcile
-INSERT INTO "public"."agg_single" AS __t ("b", "__rows", "n", "s", "__nn_s", "lo") SELECT "b", "__rows", "n", "s", "__nn_s", "lo" FROM (SELECT __g0 AS "b", count(*) AS "__rows", count(*) AS "n", sum("__a0") AS "s", count("__a0") AS "__nn_s", min(__l."__a0") AS "lo" FROM "trellis"."ledger_2" __l GROUP BY __g0) __r ON CONFLICT ("b") DO UPDATE SET "__rows" = EXCLUDED."__rows", "n" = EXCLUDED."n", "s" = EXCLUDED."s", "__nn_s" = EXCLUDED."__nn_s", "lo" = EXCLUDED."lo" WHERE (__t."__rows", __t."n", __t."s", __t."__nn_s", __t."lo", NULL) IS DISTINCT FROM (EXCLUDED."__rows", EXCLUDED."n", EXCLUDED."s", EXCLUDED."__nn_s", EXCLUDED."lo", NULL);
+DELETE FROM "public"."agg_single" __t WHERE NOT EXISTS (SELECT 1 FROM "trellis"."ledger_2" __l WHERE __l.__g0 = __t."b");
 
 -- reconcile
-DELETE FROM "public"."agg_single" __t WHERE NOT EXISTS (SELECT 1 FROM "trellis"."ledger_2" __l WHERE __l.__g0 = __t."b");
+INSERT INTO "public"."agg_single" AS __t ("b", "__rows", "n", "s", "__nn_s", "lo") SELECT "b", "__rows", "n", "s", "__nn_s", "lo" FROM (SELECT __g0 AS "b", count(*) AS "__rows", count(*) AS "n", sum("__a0") AS "s", count("__a0") AS "__nn_s", min(__l."__a0") AS "lo" FROM "trellis"."ledger_2" __l GROUP BY __g0) __r ON CONFLICT ("b") DO UPDATE SET "__rows" = EXCLUDED."__rows", "n" = EXCLUDED."n", "s" = EXCLUDED."s", "__nn_s" = EXCLUDED."__nn_s", "lo" = EXCLUDED."lo" WHERE (__t."__rows", __t."n", __t."s", __t."__nn_s", __t."lo", NULL) IS DISTINCT FROM (EXCLUDED."__rows", EXCLUDED."n", EXCLUDED."s", EXCLUDED."__nn_s", EXCLUDED."lo", NULL);
 
 -- self-check query (columns [b n s lo], identity [b])
 SELECT b AS "b", count(*) AS "n", sum(v) AS "s", min(v) AS "lo" FROM "public"."src" AS "src" GROUP BY b;

@@ -58,10 +58,10 @@ SELECT "__s0_0"::text AS __e0 FROM "trellis"."ledger_9" WHERE "__s0_0" IS NOT NU
 SELECT "__s0_0"::text AS __e0 FROM "trellis"."ledger_9" WHERE "__s0_0" IS NOT NULL AND ("__s0_0") > ($1::integer) GROUP BY "__s0_0" ORDER BY "__s0_0" LIMIT $2;
 
 -- reconcile
-INSERT INTO "trellis"."state_9" AS __t ("name", "__rows", "__x0", "__nn___x0", "__x1") SELECT "name", "__rows", "__x0", "__nn___x0", "__x1" FROM (SELECT __g0 AS "name", count(*) AS "__rows", sum("__a0") AS "__x0", count("__a0") AS "__nn___x0", count(*) AS "__x1" FROM "trellis"."ledger_9" __l GROUP BY __g0) __r ON CONFLICT ("name") DO UPDATE SET "__rows" = EXCLUDED."__rows", "__x0" = EXCLUDED."__x0", "__nn___x0" = EXCLUDED."__nn___x0", "__x1" = EXCLUDED."__x1" WHERE (__t."__rows", __t."__x0", __t."__nn___x0", __t."__x1", NULL) IS DISTINCT FROM (EXCLUDED."__rows", EXCLUDED."__x0", EXCLUDED."__nn___x0", EXCLUDED."__x1", NULL);
+DELETE FROM "trellis"."state_9" __t WHERE NOT EXISTS (SELECT 1 FROM "trellis"."ledger_9" __l WHERE __l.__g0 = __t."name");
 
 -- reconcile
-DELETE FROM "trellis"."state_9" __t WHERE NOT EXISTS (SELECT 1 FROM "trellis"."ledger_9" __l WHERE __l.__g0 = __t."name");
+INSERT INTO "trellis"."state_9" AS __t ("name", "__rows", "__x0", "__nn___x0", "__x1") SELECT "name", "__rows", "__x0", "__nn___x0", "__x1" FROM (SELECT __g0 AS "name", count(*) AS "__rows", sum("__a0") AS "__x0", count("__a0") AS "__nn___x0", count(*) AS "__x1" FROM "trellis"."ledger_9" __l GROUP BY __g0) __r ON CONFLICT ("name") DO UPDATE SET "__rows" = EXCLUDED."__rows", "__x0" = EXCLUDED."__x0", "__nn___x0" = EXCLUDED."__nn___x0", "__x1" = EXCLUDED."__x1" WHERE (__t."__rows", __t."__x0", __t."__nn___x0", __t."__x1", NULL) IS DISTINCT FROM (EXCLUDED."__rows", EXCLUDED."__x0", EXCLUDED."__nn___x0", EXCLUDED."__x1", NULL);
 
 -- reconcile
 DELETE FROM "public"."having_pct" __t USING (SELECT __s."name" AS __g0 FROM "trellis"."state_9" __s UNION SELECT __t."name" AS __g0 FROM "public"."having_pct" __t) __a WHERE __t."name" = __a.__g0 AND NOT EXISTS (SELECT 1 FROM "trellis"."state_9" __s WHERE __s."name" = __a.__g0 AND (__s.__x1 > 2));

@@ -57,10 +57,10 @@ SELECT __k0::text AS __e0 FROM "trellis"."ledger_10" ORDER BY __k0 LIMIT $1;
 SELECT __k0::text AS __e0 FROM "trellis"."ledger_10" WHERE (__k0) > ($1::integer) ORDER BY __k0 LIMIT $2;
 
 -- reconcile
-INSERT INTO "trellis"."state_10" AS __t ("d1", "__rows", "__x0", "__nn___x0", "__x1") SELECT "d1", "__rows", "__x0", "__nn___x0", "__x1" FROM (SELECT __g0 AS "d1", count(*) AS "__rows", sum("__a0") AS "__x0", count("__a0") AS "__nn___x0", count(*) AS "__x1" FROM "trellis"."ledger_10" __l GROUP BY __g0) __r ON CONFLICT ("d1") DO UPDATE SET "__rows" = EXCLUDED."__rows", "__x0" = EXCLUDED."__x0", "__nn___x0" = EXCLUDED."__nn___x0", "__x1" = EXCLUDED."__x1" WHERE (__t."__rows", __t."__x0", __t."__nn___x0", __t."__x1", NULL) IS DISTINCT FROM (EXCLUDED."__rows", EXCLUDED."__x0", EXCLUDED."__nn___x0", EXCLUDED."__x1", NULL);
+DELETE FROM "trellis"."state_10" __t WHERE NOT EXISTS (SELECT 1 FROM "trellis"."ledger_10" __l WHERE (__l.__g0 = __t."d1" OR (__l.__g0 IS NULL AND __t."d1" IS NULL)));
 
 -- reconcile
-DELETE FROM "trellis"."state_10" __t WHERE NOT EXISTS (SELECT 1 FROM "trellis"."ledger_10" __l WHERE (__l.__g0 = __t."d1" OR (__l.__g0 IS NULL AND __t."d1" IS NULL)));
+INSERT INTO "trellis"."state_10" AS __t ("d1", "__rows", "__x0", "__nn___x0", "__x1") SELECT "d1", "__rows", "__x0", "__nn___x0", "__x1" FROM (SELECT __g0 AS "d1", count(*) AS "__rows", sum("__a0") AS "__x0", count("__a0") AS "__nn___x0", count(*) AS "__x1" FROM "trellis"."ledger_10" __l GROUP BY __g0) __r ON CONFLICT ("d1") DO UPDATE SET "__rows" = EXCLUDED."__rows", "__x0" = EXCLUDED."__x0", "__nn___x0" = EXCLUDED."__nn___x0", "__x1" = EXCLUDED."__x1" WHERE (__t."__rows", __t."__x0", __t."__nn___x0", __t."__x1", NULL) IS DISTINCT FROM (EXCLUDED."__rows", EXCLUDED."__x0", EXCLUDED."__nn___x0", EXCLUDED."__x1", NULL);
 
 -- reconcile
 DELETE FROM "public"."having_nullable" __t USING (SELECT __s."d1" AS __g0 FROM "trellis"."state_10" __s UNION SELECT __t."d1" AS __g0 FROM "public"."having_nullable" __t) __a WHERE (__t."d1" = __a.__g0 OR (__t."d1" IS NULL AND __a.__g0 IS NULL)) AND NOT EXISTS (SELECT 1 FROM "trellis"."state_10" __s WHERE (__s."d1" = __a.__g0 OR (__s."d1" IS NULL AND __a.__g0 IS NULL)) AND (__s.__x1 > 1));

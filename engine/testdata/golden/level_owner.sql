@@ -60,10 +60,10 @@ SELECT __k0::text AS __e0 FROM "trellis"."ledger_public_level_owner" ORDER BY __
 SELECT __k0::text AS __e0 FROM "trellis"."ledger_public_level_owner" WHERE (__k0) > ($1::bigint) ORDER BY __k0 LIMIT $2;
 
 -- reconcile
-INSERT INTO "public"."level_owner" AS __t ("n", "__rows", "k", "total", "__nn_total") SELECT "n", "__rows", "k", "total", "__nn_total" FROM (SELECT __g0 AS "n", count(*) AS "__rows", count(*) AS "k", sum("__a0") AS "total", count("__a0") AS "__nn_total" FROM "trellis"."ledger_public_level_owner" __l GROUP BY __g0) __r ON CONFLICT ("n") DO UPDATE SET "__rows" = EXCLUDED."__rows", "k" = EXCLUDED."k", "total" = EXCLUDED."total", "__nn_total" = EXCLUDED."__nn_total" WHERE (__t."__rows", __t."k", __t."total", __t."__nn_total", NULL) IS DISTINCT FROM (EXCLUDED."__rows", EXCLUDED."k", EXCLUDED."total", EXCLUDED."__nn_total", NULL);
+DELETE FROM "public"."level_owner" __t WHERE NOT EXISTS (SELECT 1 FROM "trellis"."ledger_public_level_owner" __l WHERE (__l.__g0 = __t."n" OR (__l.__g0 IS NULL AND __t."n" IS NULL)));
 
 -- reconcile
-DELETE FROM "public"."level_owner" __t WHERE NOT EXISTS (SELECT 1 FROM "trellis"."ledger_public_level_owner" __l WHERE (__l.__g0 = __t."n" OR (__l.__g0 IS NULL AND __t."n" IS NULL)));
+INSERT INTO "public"."level_owner" AS __t ("n", "__rows", "k", "total", "__nn_total") SELECT "n", "__rows", "k", "total", "__nn_total" FROM (SELECT __g0 AS "n", count(*) AS "__rows", count(*) AS "k", sum("__a0") AS "total", count("__a0") AS "__nn_total" FROM "trellis"."ledger_public_level_owner" __l GROUP BY __g0) __r ON CONFLICT ("n") DO UPDATE SET "__rows" = EXCLUDED."__rows", "k" = EXCLUDED."k", "total" = EXCLUDED."total", "__nn_total" = EXCLUDED."__nn_total" WHERE (__t."__rows", __t."k", __t."total", __t."__nn_total", NULL) IS DISTINCT FROM (EXCLUDED."__rows", EXCLUDED."k", EXCLUDED."total", EXCLUDED."__nn_total", NULL);
 
 -- range build: next ($1 lo, $2 limit)
 SELECT max(__e), count(*) FROM (SELECT "__id" AS __e FROM "trellis"."level_1_1" WHERE "__id" >= $1::bigint ORDER BY "__id" LIMIT $2) __c;
