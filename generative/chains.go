@@ -2,21 +2,53 @@ package generative
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"strings"
 )
 
 // Chains: transforms reading other transforms' targets, two or three
 // levels deep, drawn from the feature stream (features.go). A level a
-// further level reads is keyed by NOT NULL columns, as the engine requires
-// (a row transform of one table or of an inner join, an aggregate grouped
-// by plain NOT NULL columns); the last level is anything the generators
-// draw over the level below. Levels are applied one after another, with
-// writes and a kill of the runner between them so that a crash lands while
-// the lower levels are behind. Chain levels are not in gen.defs: the
-// program's DROP and redefinition never pick them (the engine refuses to
-// drop or redefine a target another transform reads); their own lifecycle
-// actions pause and resume any level and redefine only the last.
+// further level reads is keyed by NOT NULL columns (a row transform of one
+// table or of an inner join, an aggregate grouped by plain NOT NULL
+// columns), except in four chains in ten (nullChainPct, from a stream of
+// their own): there the first level or, of three, the second is keyed by
+// columns that may be NULL, which the engine keys by the hidden surrogate
+// __id (ADR 0019):
+//   - an aggregate grouped by a nullable column, now and then with one
+//     more column (chainAggNullable);
+//   - an aggregate grouped by a nullable expression: nullif of a value of
+//     the column's domain, a CASE without ELSE, c % 3 of a nullable
+//     integer (nullableExpr);
+//   - an aggregate without GROUP BY: one row, which a HAVING may take away
+//     and give back;
+//   - in join programs (half the first levels there), a row transform of
+//     the fact and a dimension outer joined, LEFT either way, RIGHT or FULL,
+//     selecting both sides' keys (chainOuterJoin);
+//   - over a level below, the table that level's key comes from outer
+//     joined to it, selecting both keys (chainOuterBack).
+//
+// The levels above read such a level's key as nullable (chainLevel.nullable
+// and back): row transforms of it, aggregates grouped by its key (nullable
+// again), and joins back to the table its key columns come from, on the
+// columns it groups by with IS NOT DISTINCT FROM or = (which drops the NULL
+// keys), on the table's key with =, keyed by the side whose rows meet at
+// most one row of the other: a nullable key is not a primary key
+// (chainJoinBackNullable). The last level is anything the
+// generators draw over the level below. Levels are applied one after
+// another, with writes and a kill of the runner between them so that a
+// crash lands while the lower levels are behind. Chain levels are not in
+// gen.defs: the program's DROP and redefinition never pick them (the
+// engine refuses to drop or redefine a target another transform reads);
+// their own lifecycle actions pause and resume any level and redefine only
+// the last. No generated SQL names __id (it is hidden).
+//
+// A chain with a nullable level is drawn as every chain is, from the
+// feature stream (so that stream draws what it drew before such levels
+// existed), and then its levels are drawn again from the nullable-chain
+// stream, with the same names, writes and kills: only the definitions
+// change, and fresh rows of the first level's table are added when it
+// reads another (nullableChain).
 
 // chainLevel is one transform of a chain.
 type chainLevel struct {
@@ -32,6 +64,23 @@ type chainLevel struct {
 	// src is a base table it reads, for the writes before a kill.
 	src   *table
 	level int
+	// nullable: its key (desc.key, perhaps none) identifies a row only
+	// NULL-safely, as UNIQUE NULLS NOT DISTINCT does; it is not the
+	// target's primary key (the surrogate is), and a level grouped by it
+	// is nullable too.
+	nullable bool
+	// back is a source table whose columns backOf equal the level's key
+	// columns backOn, NULL-safely, for joins back to it (nil: none).
+	// backKey: backOf is back's key, so a row of the level meets at most
+	// one row of back; otherwise backOn is the level's whole key (it
+	// groups back's rows by backOf), so a row of back meets at most one
+	// row of the level.
+	back    *table
+	backOn  []*column
+	backOf  []*column
+	backKey bool
+	// kind names the nullable key drawn ("" for none; for the tests).
+	kind string
 }
 
 func (l *chainLevel) create() string { return "CREATE TRANSFORM " + l.name + " AS " + l.sql }
@@ -48,9 +97,12 @@ var chainWeirdNames = []string{`"Level 1"`, `"l-1"`}
 
 // withFeatureRand runs f with the feature stream as the program's stream,
 // so that the generators' draws leave the main stream untouched.
-func (g *gen) withFeatureRand(f func()) {
+func (g *gen) withFeatureRand(f func()) { g.withStream(g.fr, f) }
+
+// withStream runs f with s as the program's stream.
+func (g *gen) withStream(s *rand.Rand, f func()) {
 	r, or := g.r, g.ops.r
-	g.r, g.ops.r = g.fr, g.fr
+	g.r, g.ops.r = s, s
 	defer func() { g.r, g.ops.r = r, or }()
 	f()
 }
@@ -59,10 +111,11 @@ func (g *gen) withFeatureRand(f func()) {
 // and kills between the levels' applies.
 func (g *gen) chainSteps(ci, levels int) []Step {
 	var out []Step
+	var chain []*chainLevel
+	var crashes []int // indexes in out of the kills after the writes
 	g.withFeatureRand(func() {
 		r := g.r
-		var chain []*chainLevel
-		l1 := g.chainBase(fmt.Sprintf("l%d_1", ci))
+		l1 := g.chainBase(fmt.Sprintf("l%d_1", ci), false)
 		if ci == 0 && r.IntN(6) == 0 {
 			l1.name = chainWeirdNames[r.IntN(len(chainWeirdNames))]
 			l1.desc.name = l1.name
@@ -71,7 +124,7 @@ func (g *gen) chainSteps(ci, levels int) []Step {
 		script := []string{l1.create()}
 		for lvl := 2; lvl <= levels; lvl++ {
 			up := chain[len(chain)-1]
-			l := g.chainNext(fmt.Sprintf("l%d_%d", ci, lvl), up, lvl < levels)
+			l := g.chainNext(fmt.Sprintf("l%d_%d", ci, lvl), up, lvl < levels, false)
 			l.level = lvl
 			chain = append(chain, l)
 			if r.IntN(3) == 0 {
@@ -81,18 +134,80 @@ func (g *gen) chainSteps(ci, levels int) []Step {
 			}
 			out = append(out, Step{Kind: StepApply, Stmts: script})
 			out = append(out, g.chainWrites(l1.src)...)
+			crashes = append(crashes, len(out))
 			out = append(out, g.chainCrash())
 			script = []string{l.create()}
 		}
 		out = append(out, Step{Kind: StepApply, Stmts: script})
 		out = append(out, g.chainWrites(l1.src)...)
+		crashes = append(crashes, len(out))
 		out = append(out, g.chainCrash())
 		if r.IntN(2) == 0 {
 			out = append(out, Step{Kind: StepCheck})
 		}
-		g.chains = append(g.chains, chain)
 	})
+	drawn := chain
+	if g.nr.IntN(100) < nullChainPct {
+		chain, out = g.nullableChain(drawn, out, crashes)
+	}
+	g.chains = append(g.chains, chain)
+	g.chainsDrawn = append(g.chainsDrawn, drawn)
 	return out
+}
+
+// nullableChain draws chain drawn again from the nullable-chain stream,
+// level by level under the same names, with one level that a further
+// level reads keyed by columns that may be NULL: the first or, of three,
+// the second. The steps out stay as drawn, their definitions replaced;
+// when the first level reads another table than it did, fresh rows of
+// that table come before each kill (crashes, indexes in out).
+func (g *gen) nullableChain(drawn []*chainLevel, out []Step, crashes []int) ([]*chainLevel, []Step) {
+	var chain []*chainLevel
+	g.withStream(g.nr, func() {
+		r := g.r
+		at := 1 + r.IntN(len(drawn)-1)
+		for i, d := range drawn {
+			var l *chainLevel
+			if i == 0 {
+				l = g.chainBase(d.name, at == 1)
+			} else {
+				l = g.chainNext(d.name, chain[i-1], i+1 < len(drawn), at == i+1)
+			}
+			l.level = d.level
+			chain = append(chain, l)
+		}
+		creates := map[string]string{}
+		for i, d := range drawn {
+			creates[d.create()] = chain[i].create()
+		}
+		for i, s := range out {
+			if s.Kind != StepApply {
+				continue
+			}
+			stmts := make([]string, len(s.Stmts))
+			for j, st := range s.Stmts {
+				stmts[j] = st
+				if c, ok := creates[st]; ok {
+					stmts[j] = c
+				}
+			}
+			out[i].Stmts = stmts
+		}
+		src := chain[0].src
+		if src == drawn[0].src || src == nil || src.shiftKey == nil || src.dim {
+			return
+		}
+		var with []Step
+		for i, s := range out {
+			if len(crashes) > 0 && crashes[0] == i {
+				with = append(with, g.freshBulk(src, 50+r.IntN(250)))
+				crashes = crashes[1:]
+			}
+			with = append(with, s)
+		}
+		out = with
+	})
+	return chain, out
 }
 
 // chainWrites are writes the chain reads: fresh bulk rows of its source
@@ -118,8 +233,11 @@ func (g *gen) chainCrash() Step {
 }
 
 // chainBase draws a chain's first level, over the base tables and keyed
-// by NOT NULL columns.
-func (g *gen) chainBase(name string) *chainLevel {
+// by NOT NULL columns, or (nullable) by columns that may be NULL.
+func (g *gen) chainBase(name string, nullable bool) *chainLevel {
+	if nullable {
+		return g.chainBaseNullable(name)
+	}
 	r := g.r
 	if g.join && r.IntN(5) < 3 {
 		return g.chainOverJoin(name)
@@ -163,7 +281,7 @@ func (g *gen) chainBase(name string) *chainLevel {
 	if len(groups) == len(t.key) && groups[0] == t.key[0] {
 		base = t
 	}
-	l := chainAgg(name, e, from, "", groups, base)
+	l := chainAgg(name, e, from, "", groups, base, true)
 	l.src = t
 	return l
 }
@@ -202,7 +320,7 @@ func (g *gen) chainOverJoin(name string) *chainLevel {
 	for _, k := range d.key {
 		groups = append(groups, viewCol(v, "d."+k.name))
 	}
-	l := chainAgg(name, e, from, where, groups, d)
+	l := chainAgg(name, e, from, where, groups, d, true)
 	l.src = js.fact
 	return l
 }
@@ -304,30 +422,55 @@ func bareNameQuoted(qualified string) string {
 	return qualified
 }
 
-// chainAgg is an aggregate grouped by the plain NOT NULL columns groups
-// (of e's table or view), selected under their own names: keyed by them.
-// base is the table whose key the groups are (nil if none).
-func chainAgg(name string, e *exprGen, from, where string, groups []*column, base *table) *chainLevel {
-	r := e.r
-	desc := &table{name: name}
-	var items, gb []string
+// chainAgg is an aggregate grouped by the plain columns groups (of e's
+// table or view), selected under their own names: keyed by them, and pk
+// when they are NOT NULL (otherwise they may be NULL, and the level is
+// nullable). base is the table whose key the groups are (nil if none).
+func chainAgg(name string, e *exprGen, from, where string, groups []*column, base *table, pk bool) *chainLevel {
+	var gs []groupItem
 	for _, gc := range groups {
 		ref := gc.name
 		if !strings.Contains(gc.name, ".") {
 			ref = e.ref(gc)
 		}
-		items = append(items, ref)
-		gb = append(gb, ref)
-		c := descCol(gc, bareNameQuoted(gc.name), true)
-		desc.cols = append(desc.cols, c)
-		desc.key = append(desc.key, c)
+		gs = append(gs, groupItem{sel: ref, by: ref, col: descCol(gc, bareNameQuoted(gc.name), pk)})
 	}
-	items = append(items, "count(*) AS n")
-	desc.cols = append(desc.cols, &column{name: "n", typ: tBigint, sqlType: "bigint", small: true, domain: []string{"0", "1", "2", "3"}})
+	l := chainAggOf(name, e, from, where, gs, pk)
+	l.base = base
+	return l
+}
+
+// groupItem is a GROUP BY item of a chain aggregate: its select item, its
+// GROUP BY text and its target column.
+type groupItem struct {
+	sel, by string
+	col     *column
+}
+
+// chainAggOf is an aggregate grouped by groups (none: one row), with
+// count(*), often a sum and a min or max, now and then a newer aggregate
+// the readers do not read and a HAVING: keyed by its groups, NOT NULL ones
+// when pk, else nullable.
+func chainAggOf(name string, e *exprGen, from, where string, groups []groupItem, pk bool) *chainLevel {
+	r := e.r
+	desc := &table{name: name}
+	var items, gb []string
+	used := map[string]bool{}
+	for _, gi := range groups {
+		items = append(items, gi.sel)
+		gb = append(gb, gi.by)
+		used[unquote(gi.col.name)] = true
+		desc.cols = append(desc.cols, gi.col)
+		desc.key = append(desc.key, gi.col)
+	}
+	n := fresh(used, "n")
+	items = append(items, "count(*) AS "+n)
+	desc.cols = append(desc.cols, &column{name: n, typ: tBigint, sqlType: "bigint", small: true, domain: []string{"0", "1", "2", "3"}})
 	if nums := e.cols(func(c *column) bool { return c.typ.numeric() }); len(nums) > 0 && r.IntN(4) > 0 {
 		c := e.pick(nums)
-		items = append(items, "sum("+c.name+") AS s")
-		s := &column{name: "s", typ: tNumeric, sqlType: "numeric", domain: []string{"0", "1", "-2.5", "100"}}
+		sn := fresh(used, "s")
+		items = append(items, "sum("+c.name+") AS "+sn)
+		s := &column{name: sn, typ: tNumeric, sqlType: "numeric", domain: []string{"0", "1", "-2.5", "100"}}
 		switch c.typ {
 		case tInt:
 			s.typ, s.sqlType, s.small = tBigint, "bigint", c.small
@@ -339,22 +482,31 @@ func chainAgg(name string, e *exprGen, from, where string, groups []*column, bas
 	if ords := e.cols(func(c *column) bool { return c.typ.orderable() }); len(ords) > 0 && r.IntN(4) > 0 {
 		c := e.pick(ords)
 		fn := []string{"min", "max"}[r.IntN(2)]
-		items = append(items, fn+"("+c.name+") AS "+fn+"v")
-		desc.cols = append(desc.cols, descCol(c, fn+"v", false))
+		mn := fresh(used, fn+"v")
+		items = append(items, fn+"("+c.name+") AS "+mn)
+		desc.cols = append(desc.cols, descCol(c, mn, false))
 	}
 	if e.fr != nil && r.IntN(2) == 0 {
 		// A newer aggregate the readers do not read.
-		items = append(items, e.featAggCall()+" AS x0")
+		items = append(items, e.featAggCall()+" AS "+fresh(used, "x0"))
 	}
-	q := "SELECT " + strings.Join(items, ", ") + " FROM " + from + where + " GROUP BY " + strings.Join(gb, ", ")
+	q := "SELECT " + strings.Join(items, ", ") + " FROM " + from + where
+	if len(gb) > 0 {
+		q += " GROUP BY " + strings.Join(gb, ", ")
+	}
 	if r.IntN(4) == 0 {
 		q += " HAVING " + e.havingCond()
 	}
-	return &chainLevel{name: name, sql: q, desc: desc, pk: true, base: base}
+	pk = pk && len(groups) > 0
+	return &chainLevel{name: name, sql: q, desc: desc, pk: pk, nullable: !pk}
 }
 
-// chainNext draws a level reading up; keyed: a further level will read it.
-func (g *gen) chainNext(name string, up *chainLevel, keyed bool) *chainLevel {
+// chainNext draws a level reading up; keyed: a further level will read it;
+// nullable: keyed by columns that may be NULL (chainNextNullable).
+func (g *gen) chainNext(name string, up *chainLevel, keyed, nullable bool) *chainLevel {
+	if nullable {
+		return g.chainNextNullable(name, up)
+	}
 	r := g.r
 	t := up.desc
 	from, pfx := fromClause(r, t)
@@ -365,9 +517,11 @@ func (g *gen) chainNext(name string, up *chainLevel, keyed bool) *chainLevel {
 	case x < 3:
 		// A row transform of the upper target.
 		l := g.chainRow(name, e, from, t.key, up.base, up.pk)
+		l.inherit(up, len(t.key))
 		return l
-	case x < 5 && up.pk && len(t.key) > 0:
-		// Grouped by its NOT NULL key (a part of it, if composite).
+	case x < 5 && (up.pk || up.nullable) && len(t.key) > 0:
+		// Grouped by its key (a part of it, if composite): NOT NULL, or
+		// nullable again.
 		groups := t.key
 		if len(groups) > 1 && r.IntN(2) == 0 {
 			groups = groups[:1]
@@ -376,17 +530,49 @@ func (g *gen) chainNext(name string, up *chainLevel, keyed bool) *chainLevel {
 		if len(groups) == len(t.key) {
 			base = up.base
 		}
-		return chainAgg(name, e, from, "", groups, base)
+		l := chainAgg(name, e, from, "", groups, base, up.pk)
+		l.inherit(up, len(groups))
+		return l
 	case x < 8 && joinBack:
 		// Through a join with the table its key comes from.
 		return g.chainJoinBack(name, up, keyed)
+	case x < 8 && up.back != nil:
+		// Through a join with the table its nullable key comes from.
+		return g.chainJoinBackNullable(name, up, keyed)
 	case !keyed:
 		if r.IntN(2) == 0 {
 			return &chainLevel{name: name, sql: aggSelect(r, r, t), desc: &table{name: name}}
 		}
 		return &chainLevel{name: name, sql: rowSelect(r, r, t), desc: &table{name: name}}
 	}
-	return g.chainRow(name, e, from, t.key, up.base, up.pk)
+	l := g.chainRow(name, e, from, t.key, up.base, up.pk)
+	l.inherit(up, len(t.key))
+	return l
+}
+
+// inherit makes l, a level whose key is the first n of up's key columns
+// (aligned), nullable when up is, with what is left of up's way back.
+func (l *chainLevel) inherit(up *chainLevel, n int) {
+	if !up.nullable || len(l.desc.key) < n {
+		return
+	}
+	l.nullable = true
+	if up.back == nil {
+		return
+	}
+	var on, of []*column
+	for i, c := range up.backOn {
+		j := colIndex(up.desc.key, c)
+		switch {
+		case j >= 0 && j < n:
+			on, of = append(on, l.desc.key[j]), append(of, up.backOf[i])
+		case up.backKey:
+			return // a part of back's key is not among l's
+		}
+	}
+	if len(on) > 0 {
+		l.back, l.backOn, l.backOf, l.backKey = up.back, on, of, up.backKey
+	}
 }
 
 // chainJoinBack joins up's target with the table its key comes from, on
@@ -414,25 +600,296 @@ func (g *gen) chainJoinBack(name string, up *chainLevel, keyed bool) *chainLevel
 		where = " WHERE " + e.pred(1)
 	}
 	if up.pk && r.IntN(2) == 0 {
-		l := chainAgg(name, e, from, where, key, up.base)
+		l := chainAgg(name, e, from, where, key, up.base, true)
 		return l
 	}
 	l := g.chainRowJoin(name, e, from+where, key, up.base)
 	return l
 }
 
+// chainBaseNullable draws a first level keyed by columns that may be
+// NULL: in join programs half the time the fact and a dimension outer
+// joined, otherwise an aggregate of one table (chainAggNullable).
+func (g *gen) chainBaseNullable(name string) *chainLevel {
+	r := g.r
+	if g.join && r.IntN(2) == 0 {
+		return g.chainOuterJoin(name)
+	}
+	var withShift []*table
+	for _, t := range g.tables {
+		if t.shiftKey != nil && !t.dim {
+			withShift = append(withShift, t)
+		}
+	}
+	t := g.tables[r.IntN(len(g.tables))]
+	if len(withShift) > 0 && r.IntN(3) > 0 {
+		t = withShift[r.IntN(len(withShift))]
+	}
+	from, pfx := fromClause(r, t)
+	e := &exprGen{r: r, t: t, pfx: pfx, fr: r}
+	e.keys, e.objKey = tableKeys(t)
+	where := ""
+	if r.IntN(4) == 0 {
+		where = " WHERE " + e.pred(1)
+	}
+	l := g.chainAggNullable(name, e, from, where, t)
+	l.src = t
+	return l
+}
+
+// chainNextNullable draws a level reading up (keyed by NOT NULL columns)
+// that a further level reads, keyed by columns that may be NULL: the
+// table up's key comes from outer joined to it (chainOuterBack), or an
+// aggregate of up (chainAggNullable).
+func (g *gen) chainNextNullable(name string, up *chainLevel) *chainLevel {
+	r := g.r
+	t := up.desc
+	if up.base != nil && len(t.key) == len(up.base.key) && r.IntN(3) == 0 {
+		return g.chainOuterBack(name, up)
+	}
+	from, pfx := fromClause(r, t)
+	e := &exprGen{r: r, t: t, pfx: pfx, fr: r}
+	e.keys, _ = tableKeys(t)
+	return g.chainAggNullable(name, e, from, "", nil)
+}
+
+// chainAggNullable is an aggregate of e's table (or of a level's target)
+// keyed by columns that may be NULL: grouped by a nullable column (now and
+// then with one more), by an expression that may be NULL (nullableExpr),
+// or not grouped at all (one row, or none under a HAVING). back is e's
+// table when it is a source table (nil for a level): a group of plain
+// columns can be joined back to it. Those columns are then none of its
+// key nor the fact's parent column, whose bulk values are all distinct: a
+// NULL-safe join back cannot hash, and would compare every group with
+// every row.
+func (g *gen) chainAggNullable(name string, e *exprGen, from, where string, back *table) *chainLevel {
+	r := e.r
+	// Not float8: a level's float sum may depend on the order of its rows.
+	var nullCols, short []*column
+	for _, c := range e.t.cols {
+		if hasLongExternal(c) || c.typ == tFloat {
+			continue
+		}
+		if back != nil && (back.isKey(c) || g.js != nil && c == g.js.parent) {
+			continue
+		}
+		short = append(short, c)
+		if !c.notNull {
+			nullCols = append(nullCols, c)
+		}
+	}
+	switch x := r.IntN(10); {
+	case x < 4 && len(nullCols) > 0:
+		groups := []*column{e.pick(nullCols)}
+		if c := e.pick(short); r.IntN(3) == 0 && c != groups[0] {
+			groups = append(groups, c)
+		}
+		l := chainAgg(name, e, from, where, groups, nil, false)
+		l.kind = "nullable group"
+		l.back, l.backOn, l.backOf = back, l.desc.key, groups
+		return l
+	case x < 7 && len(short) > 0:
+		used := map[string]bool{}
+		for _, c := range e.t.cols {
+			used[unquote(c.name)] = true
+		}
+		x, col := e.nullableExpr(short, fresh(used, "ng"))
+		gi := groupItem{sel: x + " AS " + col.name, by: []string{"1", x, col.name}[r.IntN(3)], col: col}
+		l := chainAggOf(name, e, from, where, []groupItem{gi}, false)
+		l.kind = "nullable expression"
+		return l
+	}
+	l := chainAggOf(name, e, from, where, nil, false)
+	l.kind = "total"
+	return l
+}
+
+// nullableExpr is a GROUP BY expression over one of cols that may be NULL
+// where the column is not: nullif of a value of its domain, a CASE without
+// ELSE, or (over a nullable small integer) c % 3; col is its target column,
+// named name, of the column's type and values.
+func (e *exprGen) nullableExpr(cols []*column, name string) (x string, col *column) {
+	c := e.pick(cols)
+	ref := e.ref(c)
+	col = descCol(c, name, false)
+	switch e.r.IntN(3) {
+	case 0:
+		if c.typ.integer() && c.small && !c.notNull {
+			return ref + " % 3", col
+		}
+	case 1:
+		return "CASE WHEN " + e.pred(1) + " THEN " + ref + " END", col
+	}
+	v := c.domain[e.r.IntN(len(c.domain))]
+	if v == longInline {
+		v = "'a'"
+	}
+	return "nullif(" + ref + ", " + v + ")", col
+}
+
+// chainOuterJoin draws a first level over the fact and a dimension, outer
+// joined (LEFT either way, RIGHT or FULL): a row transform selecting both
+// sides' keys, which the NULL-extended side leaves NULL.
+func (g *gen) chainOuterJoin(name string) *chainLevel {
+	r, js := g.r, g.js
+	di := r.IntN(len(js.dims))
+	d := js.dims[di]
+	f := &jsrc{t: js.fact, item: js.fact.name + " AS f", ref: "f"}
+	ds := &jsrc{t: d, item: d.name + " d", ref: "d"}
+	j := &joinGen{r: r, js: js}
+	on := j.eqs(f, js.refs[di], ds, d.key)
+	from := []string{f.item + " LEFT JOIN " + ds.item, ds.item + " LEFT JOIN " + f.item,
+		f.item + " RIGHT JOIN " + ds.item, f.item + " FULL JOIN " + ds.item}[r.IntN(4)] + " ON " + on
+	v := view([]*jsrc{f, ds})
+	e := &exprGen{r: r, t: v, fr: r}
+	if r.IntN(3) == 0 {
+		from += " WHERE " + e.pred(1)
+	}
+	var key []*column
+	for _, k := range js.fact.key {
+		key = append(key, viewCol(v, "f."+k.name))
+	}
+	for _, k := range d.key {
+		key = append(key, viewCol(v, "d."+k.name))
+	}
+	l := g.chainRowJoin(name, e, from, key, nil)
+	l.src, l.nullable, l.kind = js.fact, true, "outer join"
+	l.back, l.backOn, l.backOf, l.backKey = d, l.desc.key[len(js.fact.key):], d.key, true
+	return l
+}
+
+// chainOuterBack is a row transform of the table up's key comes from,
+// outer joined to up's target on that key (b LEFT JOIN u, u RIGHT JOIN b,
+// b FULL JOIN u): the rows up leaves out are NULL-extended, so its visible
+// key, the table's key and then up's (aliased k0, …), may be NULL.
+func (g *gen) chainOuterBack(name string, up *chainLevel) *chainLevel {
+	r := g.r
+	u := &jsrc{t: up.desc, item: up.desc.name + " u", ref: "u"}
+	b := &jsrc{t: up.base, item: up.base.name + " AS b", ref: "b"}
+	j := &joinGen{r: r}
+	on := j.eqs(b, up.base.key, u, up.desc.key)
+	from := []string{b.item + " LEFT JOIN " + u.item, u.item + " RIGHT JOIN " + b.item,
+		b.item + " FULL JOIN " + u.item}[r.IntN(3)] + " ON " + on
+	v := view([]*jsrc{b, u})
+	e := &exprGen{r: r, t: v, fr: r}
+	if r.IntN(3) == 0 {
+		from += " WHERE " + e.pred(1)
+	}
+	var key []*column
+	for _, k := range up.base.key {
+		key = append(key, viewCol(v, "b."+k.name))
+	}
+	for _, k := range up.desc.key {
+		key = append(key, viewCol(v, "u."+k.name))
+	}
+	desc := &table{name: name}
+	var items []string
+	used := map[string]bool{}
+	for i, k := range key {
+		n := fresh(used, fmt.Sprintf("k%d", i))
+		items = append(items, k.name+" AS "+n)
+		c := descCol(k, n, false)
+		desc.cols = append(desc.cols, c)
+		desc.key = append(desc.key, c)
+	}
+	for i := 1 + r.IntN(3); i > 0; i-- {
+		c := e.pick(e.t.cols)
+		n := fresh(used, fmt.Sprintf("w%d", len(items)))
+		items = append(items, c.name+" AS "+n)
+		desc.cols = append(desc.cols, descCol(c, n, false))
+	}
+	nb := len(up.base.key)
+	return &chainLevel{name: name, sql: "SELECT " + strings.Join(items, ", ") + " FROM " + from, desc: desc,
+		nullable: true, kind: "outer join of a level",
+		back: up.base, backOn: desc.key[:nb], backOf: up.base.key, backKey: true}
+}
+
+// chainJoinBackNullable joins up's target with up.back on the columns its
+// key comes from: on back's key with = (as NULL-safe as IS NOT DISTINCT
+// FROM there, back's side is never NULL, and it can hash), on the columns
+// up groups by NULL-safely (IS NOT DISTINCT FROM) or, one time in three
+// per column, with = (which drops the NULL keys). It is an aggregate
+// grouped by up's key (nullable), or a row transform keyed by up's key
+// when back's columns are its key (a row of up meets at most one row of
+// back), else by back's key (a row of back meets at most one row of up); a
+// last level may LEFT JOIN.
+func (g *gen) chainJoinBackNullable(name string, up *chainLevel, keyed bool) *chainLevel {
+	r := g.r
+	u := &jsrc{t: up.desc, item: up.desc.name + " u", ref: "u"}
+	b := &jsrc{t: up.back, item: up.back.name + " AS b", ref: "b"}
+	var on []string
+	for i, c := range up.backOn {
+		x, y := "u."+c.name, "b."+up.backOf[i].name
+		if r.IntN(2) == 0 {
+			x, y = y, x
+		}
+		op := " = "
+		if !up.backKey && r.IntN(3) > 0 {
+			op = " IS NOT DISTINCT FROM "
+		}
+		on = append(on, x+op+y)
+	}
+	kind := " JOIN "
+	if !keyed && r.IntN(3) == 0 {
+		kind = " LEFT JOIN "
+	}
+	from := u.item + kind + b.item + " ON " + strings.Join(on, " AND ")
+	v := view([]*jsrc{u, b})
+	e := &exprGen{r: r, t: v, fr: r}
+	where := ""
+	if r.IntN(3) == 0 {
+		where = " WHERE " + e.pred(1)
+	}
+	var ukey []*column
+	for _, k := range up.desc.key {
+		ukey = append(ukey, viewCol(v, "u."+k.name))
+	}
+	var l *chainLevel
+	switch {
+	case len(ukey) > 0 && r.IntN(2) == 0:
+		l = chainAgg(name, e, from, where, ukey, nil, false)
+		l.inherit(up, len(ukey))
+	case up.backKey:
+		l = g.chainRowJoin(name, e, from+where, ukey, nil)
+		l.inherit(up, len(ukey))
+	default:
+		var bkey []*column
+		for _, k := range up.back.key {
+			bkey = append(bkey, viewCol(v, "b."+k.name))
+		}
+		var base *table
+		if len(bkey) > 0 {
+			base = up.back
+		}
+		l = g.chainRowJoin(name, e, from+where, bkey, base)
+		l.nullable = true
+	}
+	l.kind = "NULL-safe join back"
+	return l
+}
+
 // chainEvent is a lifecycle action on a chain: PAUSE or RESUME of any
 // level, or the last level dropped and defined again over the same level.
+// A chain drawn again with a nullable level (nullableChain) draws its
+// last level again from the nullable-chain stream, after the feature
+// stream drew it over the chain as first drawn.
 func (g *gen) chainEvent() []Step {
 	var out []Step
 	g.withFeatureRand(func() {
 		r := g.r
-		chain := g.chains[r.IntN(len(g.chains))]
+		ci := r.IntN(len(g.chains))
+		chain := g.chains[ci]
 		if r.IntN(3) == 0 {
 			last := chain[len(chain)-1]
-			l := g.chainNext(last.name, chain[len(chain)-2], false)
+			drawn := g.chainsDrawn[ci]
+			l := g.chainNext(last.name, drawn[len(drawn)-2], false, false)
 			l.level = last.level
-			chain[len(chain)-1] = l
+			drawn[len(drawn)-1] = l
+			if chain[0] != drawn[0] {
+				g.withStream(g.nr, func() { l = g.chainNext(last.name, chain[len(chain)-2], false, false) })
+				l.level = last.level
+				chain[len(chain)-1] = l
+			}
 			delete(g.chainPaused, unquote(l.name))
 			out = []Step{{Kind: StepApply, Stmts: []string{"DROP TRANSFORM " + l.name, l.create()}}}
 			return

@@ -148,27 +148,48 @@
 //     and the engine keeps it as an inner level (ADR 0018; a nullable
 //     group key gets a surrogate). The fast lane's fixed cases draw none
 //     (a level costs each check a convergence round); random cases do.
-//   - A quarter of the programs define a chain during their body (a
-//     quarter of those a second one): two or three levels, each reading
-//     the target of the one below (chains.go). A level read by another is
-//     keyed by NOT NULL columns: a row transform of one table selecting its
-//     key, an aggregate grouped by NOT NULL columns (part of a composite
-//     key, the key, a NOT NULL value; in join programs a dimension's key
-//     over the fact joined to it), the fact joined to a dimension, a row
-//     transform of the level below, an aggregate grouped by its key, or the
-//     level below joined back to the table its key comes from; the last
-//     level is anything the generators draw over the one below (features
-//     included), LEFT JOINs back too. The levels are applied one after
-//     another (now and then two in one script) with fresh bulk rows and
-//     transactions after each and a kill of the runner (or loss of its
-//     store) right after those, so that a crash lands while the upper
-//     levels are behind; every program with a chain draws such kills.
-//     Chain levels are not among the transforms the program's PAUSE, DROP
-//     and redefinitions pick (the engine refuses to drop or redefine a
-//     target another transform reads); their own actions, after one body
-//     event in 25, pause or resume any level and drop and re-create only
-//     the last. The checks wait for every level (AwaitConverged waits
-//     level by level) and compare every level with its definition.
+//   - A quarter of the programs define a chain during their body (a quarter
+//     of those a second one): two or three levels, each reading the target
+//     of the one below (chains.go). A level read by another is keyed by NOT
+//     NULL columns: a row transform of one table selecting its key, an
+//     aggregate grouped by NOT NULL columns (part of a composite key, the
+//     key, a NOT NULL value; in join programs a dimension's key over the
+//     fact joined to it), the fact joined to a dimension, a row transform of
+//     the level below, an aggregate grouped by its key, or the level below
+//     joined back to the table its key comes from; the last level is
+//     anything the generators draw over the one below (features included),
+//     LEFT JOINs back too. In four chains in ten (drawn from a
+//     nullable-chain stream of its own, nullChainSalt, after the feature
+//     stream drew the chain as before, so every other draw stays; only the
+//     definitions change, and fresh rows of the new level's table are
+//     added), a level read by another is keyed by columns that may be NULL,
+//     which the engine keys by the hidden surrogate __id (ADR 0019): an
+//     aggregate grouped by a nullable column (now and then with one more
+//     column), by a nullable expression (nullif of a domain value, a CASE
+//     without ELSE, c % 3), or without GROUP BY (one row, which a HAVING may
+//     take away and give back); in join programs, half the time for a first
+//     level, a row transform of the fact and a dimension outer joined (LEFT
+//     either way, RIGHT, FULL) selecting both sides' keys; over a level
+//     below, the table that level's key comes from outer joined to it. The
+//     levels above read its key as nullable: row transforms of it,
+//     aggregates grouped by it (nullable again), and joins back to the table
+//     its key columns come from: on the columns it groups by with IS NOT
+//     DISTINCT FROM or = (which drops the NULL keys), never the table's key
+//     or the fact's parent column (whose values are all distinct, and such a
+//     join cannot hash), on the table's key with =; keyed by the side whose
+//     rows meet at most one row of the other (TestNullableChainPrograms; the
+//     fast lane's store/3 and store/22 draw such chains, with a kill between
+//     the levels). No definition names __id. The levels are applied one
+//     after another (now and then two in one script) with fresh bulk rows
+//     and transactions after each and a kill of the runner (or loss of its
+//     store) right after those, so that a crash lands while the upper levels
+//     are behind; every program with a chain draws such kills. Chain levels
+//     are not among the transforms the program's PAUSE, DROP and
+//     redefinitions pick (the engine refuses to drop or redefine a target
+//     another transform reads); their own actions, after one body event in
+//     25, pause or resume any level and drop and re-create only the last.
+//     The checks wait for every level (AwaitConverged waits level by level)
+//     and compare every level with its definition.
 //
 // TestFeaturePrograms checks that programs draw each of them and that the
 // fast lane's fixed cases do; TestCapturePrograms does the same for the

@@ -35,7 +35,16 @@ const (
 	// featChainEventPct: a body event of a program with a chain is
 	// followed by a lifecycle action on a level of it.
 	featChainEventPct = 4
+	// nullChainPct: a chain (from the nullable-chain stream) has a level
+	// a further level reads keyed by columns that may be NULL (chains.go).
+	nullChainPct = 40
 )
+
+// nullChainSalt seeds the nullable-chain stream, which only chains draw
+// from (after the feature stream drew them as before), so that every other
+// draw of a program is what it was before chain levels could have a
+// nullable key.
+const nullChainSalt = 0x6e756e14
 
 // levelSalt seeds the level stream, which only a derived table draws
 // from, so that every other draw of a program is what it was before

@@ -81,15 +81,22 @@ func ProfileByName(name string) (Profile, bool) {
 // Generate draws a program from seed: the same seed and profile always
 // give the same program.
 func Generate(seed int64, prof Profile) *Program {
+	p, _ := generate(seed, prof)
+	return p
+}
+
+// generate is Generate, with the generator it drew the program with.
+func generate(seed int64, prof Profile) (*Program, *gen) {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))
 	g := &gen{r: r, prof: prof, defs: map[string]transformDef{}, paused: map[string]bool{},
 		fr: rand.New(rand.NewPCG(uint64(seed), 0x66656174)), chainPaused: map[string]string{},
 		cr: rand.New(rand.NewPCG(uint64(seed), captureSalt)), pr: rand.New(rand.NewPCG(uint64(seed), poisonSalt)),
-		dr: rand.New(rand.NewPCG(uint64(seed), ddlSalt)), lr: rand.New(rand.NewPCG(uint64(seed), levelSalt))}
+		dr: rand.New(rand.NewPCG(uint64(seed), ddlSalt)), lr: rand.New(rand.NewPCG(uint64(seed), levelSalt)),
+		nr: rand.New(rand.NewPCG(uint64(seed), nullChainSalt))}
 	// Whether it is a join program is drawn apart, so that the programs
 	// without joins are what they were before joins existed.
 	g.join = prof.Join > 0 && rand.New(rand.NewPCG(uint64(seed), 0x6a6f696e)).IntN(100) < prof.Join
-	return g.program(seed)
+	return g.program(seed), g
 }
 
 type gen struct {
@@ -111,6 +118,12 @@ type gen struct {
 	fr          *rand.Rand
 	chains      [][]*chainLevel
 	chainPaused map[string]string
+	// nr is the nullable-chain stream (chains.go): which chains have a
+	// level keyed by columns that may be NULL, and their levels;
+	// chainsDrawn the chains as the feature stream drew them (chains
+	// where nr landed differ).
+	nr          *rand.Rand
+	chainsDrawn [][]*chainLevel
 	// cr is the capture stream (capture.go): the mode a program starts in,
 	// its switches and their writers; mode the capture mode at the point
 	// of the body being drawn.

@@ -29,14 +29,22 @@ func (c Case) Program() (*Program, error) {
 // FastLaneCases are the fixed cases of the fast lane: together they cover
 // every action, every join shape, every feature of the feature and poison
 // streams and both capture modes with switches both ways (TestJoinPrograms,
-// TestFeaturePrograms, TestCapturePrograms), and so catch every planted
-// bug (the last sweep caught the aggregate and decoding bugs with mixed/1,
-// store/3 and held/4, skip_dimension_change with crash/2,
-// ignore_left_join_nulls with join/234, drain_skips_open_txn
-// with trigger/2, hold_whole_batch with poison/214), and each passes on
-// the current code. The cases before trigger/2 draw logical mode and no
-// switch (TestFastLaneCaptureDraws), as they did before capture modes
-// existed; the cases before poison/214 draw no poison
+// TestFeaturePrograms, TestCapturePrograms), and so catch every planted bug
+// (the last sweep, after chains got nullable levels, caught
+// skip_ledger_update, stale_read, keep_empty_group and confirm_before_record
+// with mixed/1, drop_old_key (at store/3's nullable level) and
+// done_clears_redirtied_key with store/3, skip_visibility_wait with held/4,
+// skip_dimension_change with crash/2, ignore_left_join_nulls with join/234,
+// drain_skips_open_txn with trigger/2, hold_whole_batch with poison/214),
+// and each passes on the current code. store/3 and store/22 define chains
+// whose first level is keyed by columns that may be NULL, with a kill
+// between the levels (TestNullableChainPrograms; nullChainSalt is chosen so,
+// and so that mixed/1's chain is the one it drew before): an aggregate
+// grouped by a nullable expression read by one grouped by it, and one
+// grouped by a nullable column with a HAVING read by an aggregate of it
+// joined back to its table NULL-safely. The cases before trigger/2 draw
+// logical mode and no switch (TestFastLaneCaptureDraws), as they did before
+// capture modes existed; the cases before poison/214 draw no poison
 // (TestFastLanePoisonDraws).
 func FastLaneCases() []Case {
 	return []Case{
