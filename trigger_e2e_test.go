@@ -101,18 +101,7 @@ func TestCaptureWaitsForLock(t *testing.T) {
 		e := newEnv(t, trellis.Config{Capture: mode})
 		e.exec(schemaSQL)
 		e.exec(`INSERT INTO orders SELECT g, g % 7, 'new', g % 50, g % 4, NULL FROM generate_series(1, 50) g`)
-		holder, err := pgx.Connect(ctx, e.dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer holder.Close(ctx)
-		if _, err := holder.Exec(ctx, `SET application_name = 'lock-holder'`); err != nil {
-			t.Fatal(err)
-		}
-		var pid int
-		if err := holder.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-			t.Fatal(err)
-		}
+		holder, pid := lockHolder(t, e, "lock-holder")
 		tx, err := holder.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -166,18 +155,7 @@ func TestCaptureWaitsForPartitionLock(t *testing.T) {
 	e.exec(`CREATE TABLE m0 PARTITION OF m FOR VALUES IN (0)`)
 	e.exec(`CREATE TABLE m1 PARTITION OF m FOR VALUES IN (1)`)
 	e.exec(`INSERT INTO m SELECT g, g % 2, g FROM generate_series(1, 20) g`)
-	holder, err := pgx.Connect(ctx, e.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close(ctx)
-	if _, err := holder.Exec(ctx, `SET application_name = 'partition-holder'`); err != nil {
-		t.Fatal(err)
-	}
-	var pid int
-	if err := holder.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
+	holder, pid := lockHolder(t, e, "partition-holder")
 	tx, err := holder.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -205,6 +183,26 @@ func TestCaptureWaitsForPartitionLock(t *testing.T) {
 	if st[0].CaptureWait != nil || st[0].State != "live" {
 		t.Fatalf("after the wait: capture_wait %+v, state %s; want none, live", st[0].CaptureWait, st[0].State)
 	}
+}
+
+// lockHolder opens a session named app that a test takes locks in, closed
+// when the test ends, and returns it with its backend pid.
+func lockHolder(t *testing.T, e *env, app string) (*pgx.Conn, int) {
+	t.Helper()
+	ctx := context.Background()
+	holder, err := pgx.Connect(ctx, e.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Close(ctx) })
+	if _, err := holder.Exec(ctx, "SET application_name = "+pgx.Identifier{app}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if err := holder.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	return holder, pid
 }
 
 // waitRunner polls the instance's runner status until ok accepts it.
@@ -263,18 +261,7 @@ func TestCaptureRemovalWaitsForLock(t *testing.T) {
 			t.Helper()
 			return waitRunner(t, e, what, ok)
 		}
-		holder, err := pgx.Connect(ctx, e.dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer holder.Close(ctx)
-		if _, err := holder.Exec(ctx, `SET application_name = 'lock-holder'`); err != nil {
-			t.Fatal(err)
-		}
-		var pid int
-		if err := holder.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-			t.Fatal(err)
-		}
+		holder, pid := lockHolder(t, e, "lock-holder")
 		lockMode := "ShareUpdateExclusiveLock"
 		if mode == trellis.CaptureTrigger {
 			lockMode = "AccessExclusiveLock"

@@ -242,19 +242,7 @@ func (g *gen) chainBase(name string, nullable bool) *chainLevel {
 	if g.join && r.IntN(5) < 3 {
 		return g.chainOverJoin(name)
 	}
-	var withShift []*table
-	for _, t := range g.tables {
-		if t.shiftKey != nil && !t.dim {
-			withShift = append(withShift, t)
-		}
-	}
-	t := g.tables[r.IntN(len(g.tables))]
-	if len(withShift) > 0 && r.IntN(3) > 0 {
-		t = withShift[r.IntN(len(withShift))]
-	}
-	from, pfx := fromClause(r, t)
-	e := &exprGen{r: r, t: t, pfx: pfx, fr: r}
-	e.keys, e.objKey = tableKeys(t)
+	t, from, e := g.chainSource()
 	if r.IntN(2) == 0 {
 		l := g.chainRow(name, e, from, t.key, t, true)
 		l.src = t
@@ -607,14 +595,11 @@ func (g *gen) chainJoinBack(name string, up *chainLevel, keyed bool) *chainLevel
 	return l
 }
 
-// chainBaseNullable draws a first level keyed by columns that may be
-// NULL: in join programs half the time the fact and a dimension outer
-// joined, otherwise an aggregate of one table (chainAggNullable).
-func (g *gen) chainBaseNullable(name string) *chainLevel {
+// chainSource draws the base table of a chain's first level, most often
+// one the program shifts keys of, with its FROM clause and an expression
+// generator over it.
+func (g *gen) chainSource() (*table, string, *exprGen) {
 	r := g.r
-	if g.join && r.IntN(2) == 0 {
-		return g.chainOuterJoin(name)
-	}
 	var withShift []*table
 	for _, t := range g.tables {
 		if t.shiftKey != nil && !t.dim {
@@ -628,6 +613,18 @@ func (g *gen) chainBaseNullable(name string) *chainLevel {
 	from, pfx := fromClause(r, t)
 	e := &exprGen{r: r, t: t, pfx: pfx, fr: r}
 	e.keys, e.objKey = tableKeys(t)
+	return t, from, e
+}
+
+// chainBaseNullable draws a first level keyed by columns that may be
+// NULL: in join programs half the time the fact and a dimension outer
+// joined, otherwise an aggregate of one table (chainAggNullable).
+func (g *gen) chainBaseNullable(name string) *chainLevel {
+	r := g.r
+	if g.join && r.IntN(2) == 0 {
+		return g.chainOuterJoin(name)
+	}
+	t, from, e := g.chainSource()
 	where := ""
 	if r.IntN(4) == 0 {
 		where = " WHERE " + e.pred(1)
