@@ -49,11 +49,10 @@ func (r *runner) logicalToTrigger(ctx context.Context, prev capture.Continuity, 
 	if err := trigger.Install(ctx, tables, nil); err != nil {
 		return capture.Prepared{}, err
 	}
-	tok, err := r.t.WatermarkToken(ctx)
+	handover, err := r.t.walPosition(ctx)
 	if err != nil {
 		return capture.Prepared{}, err
 	}
-	handover := uint64(tok)
 	var p capture.Prepared
 	exists, err := logical.SlotExists(ctx)
 	if err != nil {

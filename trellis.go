@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/trellis-repl/trellis-repl/capture"
 	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
 	"github.com/trellis-repl/trellis-repl/internal/fault"
@@ -400,14 +401,54 @@ type Token uint64
 // String renders the token as a PostgreSQL LSN.
 func (tk Token) String() string { return catalog.FormatLSN(uint64(tk)) }
 
-// WatermarkToken returns a token for "now".
+// WatermarkToken returns a token for "now": AwaitConverged(token) returns
+// once every write committed before this call is in every target.
+//
+// In trigger mode the token is a position after a commit the token makes
+// itself (ADR 0023): a drain position is the moment it was read, and a
+// commit record can precede the moment its transaction becomes visible, so
+// the plain WAL position could be one that a drain recorded while a commit
+// that has since returned was still invisible to it.
 func (t *Trellis) WatermarkToken(ctx context.Context) (Token, error) {
+	var s, mode string
+	if err := t.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text, coalesce((SELECT capture_mode FROM `+t.cat.T("instance")+`), '')`).Scan(&s, &mode); err != nil {
+		return 0, terr.Wrap(terr.Unavailable, err, "read the current WAL position: %v", err)
+	}
+	if mode == capture.ModeTrigger {
+		var err error
+		if s, err = committedPosition(ctx, t.pool); err != nil {
+			return 0, terr.Wrap(terr.Unavailable, err, "take a convergence token: %v", err)
+		}
+	}
+	v, err := catalog.ParseLSN(s)
+	return Token(v), err
+}
+
+// committedPosition commits a transaction that holds an xid and writes
+// nothing else, without waiting for a flush or a standby, and returns the
+// WAL insert position after its commit record.
+func committedPosition(ctx context.Context, pool *pgxpool.Pool) (string, error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `BEGIN; SET LOCAL synchronous_commit = off; SELECT pg_current_xact_id(); COMMIT`, pgx.QueryExecModeSimpleProtocol); err != nil {
+		return "", err
+	}
+	var s string
+	err = conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&s)
+	return s, err
+}
+
+// walPosition is the server's WAL write position now (a position in the
+// WAL, not a token).
+func (t *Trellis) walPosition(ctx context.Context) (uint64, error) {
 	var s string
 	if err := t.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&s); err != nil {
 		return 0, terr.Wrap(terr.Unavailable, err, "read the current WAL position: %v", err)
 	}
-	v, err := catalog.ParseLSN(s)
-	return Token(v), err
+	return catalog.ParseLSN(s)
 }
 
 // AwaitConverged waits until every transform that is not paused by a user

@@ -184,8 +184,10 @@ func (d *drainer) drainOnce(ctx context.Context) (n int, full bool, err error) {
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
 	// The position is read before the DELETE's snapshot: every transaction
-	// that committed before it is visible to the DELETE, so a convergence
-	// token at or below it finds its changes drained.
+	// visible when it was read is visible to the DELETE. It is a moment,
+	// not a WAL cut (a commit record precedes its transaction's visibility),
+	// so trigger-mode tokens are positions after a commit of their own
+	// (ADR 0023).
 	lsn, err := currentLSN(ctx, tx)
 	if err != nil {
 		return 0, false, err
@@ -388,9 +390,11 @@ func (d *drainer) truncate(ctx context.Context, i int) (bool, error) {
 	return true, nil
 }
 
+// currentLSN is the WAL insert position: a token's own commit record is
+// counted as soon as it is inserted, without waiting for the WAL writer.
 func currentLSN(ctx context.Context, q Querier) (uint64, error) {
 	var s string
-	if err := q.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&s); err != nil {
+	if err := q.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&s); err != nil {
 		return 0, fmt.Errorf("read the current WAL position: %w", err)
 	}
 	return catalog.ParseLSN(s)
