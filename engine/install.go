@@ -85,6 +85,9 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 				cols = append(cols, ident(a.NNCol())+" bigint NOT NULL DEFAULT 0")
 			case ModeAvg:
 				cols = append(cols, ident(a.SumCol())+" numeric NOT NULL DEFAULT 0", ident(a.NNCol())+" bigint NOT NULL DEFAULT 0")
+			case ModeNumeric:
+				cols = append(cols, ident(a.SumCol())+" numeric NOT NULL DEFAULT 0", ident(a.NNCol())+" bigint NOT NULL DEFAULT 0",
+					ident(a.ScalesCol())+" numeric NOT NULL DEFAULT 0", ident(a.SpecialCol())+" numeric NOT NULL DEFAULT 0")
 			}
 		}
 		ddl = append(ddl, "CREATE TABLE "+S.Ident()+" ("+strings.Join(cols, ", ")+") WITH (fillfactor = 80)")
@@ -267,10 +270,15 @@ func Uninstall(ctx context.Context, db DB, p *Plan) error {
 }
 
 // markTextCompare flags columns whose type has no default btree equality
-// (json, point, xml, …): change detection compares their text form instead.
+// (json, point, xml, …) or one under which equal values may print
+// differently (numeric 1.5 and 1.50, float 0 and -0, interval '1 day' and
+// '24 hours', jsonb, arrays and ranges of those: the opclass has no
+// equalimage support function): change detection compares their text form
+// instead, so a target shows what its query shows (ADR 0024).
 func markTextCompare(ctx context.Context, db DB, p *Plan) error {
 	check := func(c *Col) error {
 		return db.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM pg_opclass oc JOIN pg_am am ON am.oid = oc.opcmethod
+			JOIN pg_amproc ap ON ap.amprocfamily = oc.opcfamily AND ap.amproclefttype = oc.opcintype AND ap.amprocnum = 4
 			WHERE am.amname = 'btree' AND oc.opcdefault AND (oc.opcintype = $1::regtype OR
 			(oc.opcintype = 'anyarray'::regtype AND EXISTS (SELECT 1 FROM pg_type t WHERE t.oid = $1::regtype AND t.typelem <> 0 AND t.typlen = -1))
 			OR oc.opcintype = (SELECT typbasetype FROM pg_type WHERE oid = $1::regtype)))`, c.Type).Scan(&c.TextCmp)

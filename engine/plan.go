@@ -35,6 +35,10 @@ const (
 	ModeExtreme = "extreme"
 	// ModeRecompute is recomputed for affected groups from the ledger.
 	ModeRecompute = "recompute"
+	// ModeNumeric is sum or avg over numeric, kept by deltas of its
+	// finite part, non-null count, scale histogram and special values, so
+	// its display scale and NaN/Infinity are PostgreSQL's (ADR 0024).
+	ModeNumeric = "numeric"
 )
 
 // Plan is everything the engine needs to build and maintain one transform.
@@ -192,8 +196,15 @@ type AggCol struct {
 	Call string `json:"call,omitempty"`
 }
 
-// SumCol is the hidden exact-sum column of an avg.
+// SumCol is the hidden exact-sum column of an avg (of a numeric sum or
+// avg: the sum of its finite values).
 func (a AggCol) SumCol() string { return "__sum_" + a.Name }
+
+// ScalesCol is a numeric sum's hidden scale histogram (ADR 0024).
+func (a AggCol) ScalesCol() string { return "__scales_" + a.Name }
+
+// SpecialCol is a numeric sum's hidden count of NaN and infinities.
+func (a AggCol) SpecialCol() string { return "__special_" + a.Name }
 
 // NNCol is the hidden non-null-count column of a sum or avg.
 func (a AggCol) NNCol() string { return "__nn_" + a.Name }

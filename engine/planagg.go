@@ -76,11 +76,13 @@ func (p *Plan) planAggregates(ctx context.Context, db DB, name string, q *Query,
 			a.Mode = ModeCountStar
 		case a.Func == "count":
 			a.Mode = ModeCount
+		case (a.Func == "sum" || a.Func == "avg") && exact && argOIDs[a.Arg] == 1700:
+			// The result's scale and NaN/Infinity need more state than
+			// a plain delta sum (ADR 0024).
+			a.Mode = ModeNumeric
 		case a.Func == "sum" && exact:
 			a.Mode = ModeSum
-		case a.Func == "avg" && exact && argOIDs[a.Arg] != 1700:
-			// avg(numeric) is recomputed: PostgreSQL's result scale depends on
-			// the scales of the values summed, which deltas do not preserve.
+		case a.Func == "avg" && exact:
 			a.Mode = ModeAvg
 		case a.Func == "min" || a.Func == "max":
 			a.Mode = ModeExtreme

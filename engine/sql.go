@@ -473,10 +473,14 @@ func buildAggregate(s *Statements, p *Plan, changes Step, shape string, merge bo
 			}
 			v := fmt.Sprintf("__%sa%d", pre, a.Arg)
 			switch a.Mode {
-			case ModeCount, ModeSum, ModeAvg:
+			case ModeCount, ModeSum, ModeAvg, ModeNumeric:
 				cols = append(cols, fmt.Sprintf("%s(CASE WHEN %s IS NULL THEN 0 ELSE 1 END) AS __nn%d", sign, v, i))
 			}
 			switch a.Mode {
+			case ModeNumeric:
+				finite, scales, special := numericParts(v)
+				cols = append(cols, fmt.Sprintf("%s(%s) AS __s%d", sign, finite, i), fmt.Sprintf("%s(%s) AS __h%d", sign, scales, i),
+					fmt.Sprintf("%s(%s) AS __p%d", sign, special, i))
 			case ModeSum:
 				cols = append(cols, fmt.Sprintf("%s(%s::%s) AS __s%d", sign, v, a.Type, i))
 			case ModeAvg:
@@ -504,6 +508,11 @@ func buildAggregate(s *Statements, p *Plan, changes Step, shape string, merge bo
 		case ModeSum, ModeAvg:
 			dsel = append(dsel, fmt.Sprintf("sum(__nn%d) AS __nn%d", i, i), fmt.Sprintf("sum(__s%d) AS __s%d", i, i))
 			nonzero = append(nonzero, fmt.Sprintf("sum(__nn%d) <> 0", i), fmt.Sprintf("coalesce(sum(__s%d), 0) <> 0", i))
+		case ModeNumeric:
+			dsel = append(dsel, fmt.Sprintf("sum(__nn%d) AS __nn%d", i, i), fmt.Sprintf("sum(__s%d) AS __s%d", i, i),
+				fmt.Sprintf("sum(__h%d) AS __h%d", i, i), fmt.Sprintf("sum(__p%d) AS __p%d", i, i))
+			nonzero = append(nonzero, fmt.Sprintf("sum(__nn%d) <> 0", i), fmt.Sprintf("sum(__s%d) <> 0", i),
+				fmt.Sprintf("sum(__h%d) <> 0", i), fmt.Sprintf("sum(__p%d) <> 0", i))
 		case ModeExtreme:
 			// The extreme of the values added; removals are handled by
 			// the recompute step.
@@ -541,6 +550,13 @@ func buildAggregate(s *Statements, p *Plan, changes Step, shape string, merge bo
 		case ModeSum:
 			add(c, fmt.Sprintf("__d.__s%d", i))
 			add(ident(a.NNCol()), fmt.Sprintf("__d.__nn%d", i))
+		case ModeNumeric:
+			f, n, h, sp := fmt.Sprintf("__d.__s%d", i), fmt.Sprintf("__d.__nn%d", i), fmt.Sprintf("__d.__h%d", i), fmt.Sprintf("__d.__p%d", i)
+			add(c, numericValue(a, f, n, h, sp))
+			add(ident(a.SumCol()), f)
+			add(ident(a.NNCol()), n)
+			add(ident(a.ScalesCol()), h)
+			add(ident(a.SpecialCol()), sp)
 		case ModeAvg:
 			add(c, fmt.Sprintf("CASE WHEN __d.__nn%d = 0 THEN NULL ELSE coalesce(__d.__s%d, 0) / __d.__nn%d END", i, i, i))
 			add(ident(a.SumCol()), fmt.Sprintf("coalesce(__d.__s%d, 0)", i))
@@ -871,6 +887,13 @@ func targetSet(p *Plan, delta func(col string) string) []string {
 			nn := ident(a.NNCol())
 			set = append(set, c+" = CASE WHEN __t."+nn+" + "+delta(nn)+" = 0 THEN NULL ELSE coalesce(__t."+c+", 0) + coalesce("+delta(c)+", 0) END",
 				nn+" = __t."+nn+" + "+delta(nn))
+		case ModeNumeric:
+			var next [4]string
+			for k, col := range numericState(a) {
+				next[k] = "__t." + col + " + " + delta(col)
+				set = append(set, col+" = "+next[k])
+			}
+			set = append(set, c+" = "+numericValue(a, next[0], next[1], next[2], next[3]))
 		case ModeAvg:
 			nn, sm := ident(a.NNCol()), ident(a.SumCol())
 			set = append(set, c+" = CASE WHEN __t."+nn+" + "+delta(nn)+" = 0 THEN NULL ELSE (__t."+sm+" + "+delta(sm)+") / (__t."+nn+" + "+delta(nn)+") END",
@@ -900,6 +923,13 @@ func oneRowSet(p *Plan) string {
 			nn := ident(a.NNCol())
 			set = append(set, fmt.Sprintf("%s = CASE WHEN %s + __d.__nn%d = 0 THEN NULL ELSE coalesce(%s, 0) + coalesce(__d.__s%d, 0) END", c, q(nn), i, q(c), i),
 				fmt.Sprintf("%s = %s + __d.__nn%d", nn, q(nn), i))
+		case ModeNumeric:
+			var next [4]string
+			for k, col := range numericState(a) {
+				next[k] = fmt.Sprintf("%s + coalesce(__d.__%s%d, 0)", q(col), []string{"s", "nn", "h", "p"}[k], i)
+				set = append(set, col+" = "+next[k])
+			}
+			set = append(set, c+" = "+numericValue(a, next[0], next[1], next[2], next[3]))
 		case ModeAvg:
 			nn, sm := ident(a.NNCol()), ident(a.SumCol())
 			set = append(set, fmt.Sprintf("%s = CASE WHEN %s + __d.__nn%d = 0 THEN NULL ELSE (%s + coalesce(__d.__s%d, 0)) / (%s + __d.__nn%d) END", c, q(nn), i, q(sm), i, q(nn), i),
@@ -940,6 +970,13 @@ func reconcileAggregate(p *Plan) []string {
 		case ModeSum:
 			add(a.Name, "sum("+arg+")")
 			add(a.NNCol(), "count("+arg+")")
+		case ModeNumeric:
+			finite, scales, special := numericParts(arg)
+			add(a.Name, a.Func+"("+arg+")")
+			add(a.SumCol(), "coalesce(sum("+finite+"), 0)")
+			add(a.NNCol(), "count("+arg+")")
+			add(a.ScalesCol(), "coalesce(sum("+scales+"), 0)")
+			add(a.SpecialCol(), "coalesce(sum("+special+"), 0)")
 		case ModeAvg:
 			add(a.Name, "avg("+arg+")")
 			add(a.SumCol(), "coalesce(sum("+arg+"::numeric), 0)")

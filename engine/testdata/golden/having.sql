@@ -43,7 +43,7 @@ MERGE INTO "trellis"."state_9" __t USING (SELECT __g0, sum(__dn) AS __dn, sum(__
 DELETE FROM "public"."having_pct" __t USING (SELECT __og0 AS __g0 FROM pg_temp.__trellis_c WHERE __had UNION SELECT __ng0 FROM pg_temp.__trellis_c WHERE __has) __a WHERE __t."name" = __a.__g0 AND NOT EXISTS (SELECT 1 FROM "trellis"."state_9" __s WHERE __s."name" = __a.__g0 AND (__s.__x1 > 2));
 
 -- apply
-INSERT INTO "public"."having_pct" AS __t ("name", "pct") SELECT __s."name" AS "name", (100.0 * __s.__x0) / (NULLIF(__s.__x1, 0)) AS "pct" FROM (SELECT __og0 AS __g0 FROM pg_temp.__trellis_c WHERE __had UNION SELECT __ng0 FROM pg_temp.__trellis_c WHERE __has) __a JOIN "trellis"."state_9" __s ON __s."name" = __a.__g0 WHERE (__s.__x1 > 2) ON CONFLICT ("name") DO UPDATE SET "pct" = EXCLUDED."pct" WHERE (__t."pct", NULL) IS DISTINCT FROM (EXCLUDED."pct", NULL);
+INSERT INTO "public"."having_pct" AS __t ("name", "pct") SELECT __s."name" AS "name", (100.0 * __s.__x0) / (NULLIF(__s.__x1, 0)) AS "pct" FROM (SELECT __og0 AS __g0 FROM pg_temp.__trellis_c WHERE __had UNION SELECT __ng0 FROM pg_temp.__trellis_c WHERE __has) __a JOIN "trellis"."state_9" __s ON __s."name" = __a.__g0 WHERE (__s.__x1 > 2) ON CONFLICT ("name") DO UPDATE SET "pct" = EXCLUDED."pct" WHERE ((__t."pct")::text, NULL) IS DISTINCT FROM ((EXCLUDED."pct")::text, NULL);
 
 -- walk
 SELECT "id"::text AS __e0 FROM "public"."fact" ORDER BY "id" LIMIT $1;
@@ -67,7 +67,7 @@ INSERT INTO "trellis"."state_9" AS __t ("name", "__rows", "__x0", "__nn___x0", "
 DELETE FROM "public"."having_pct" __t USING (SELECT __s."name" AS __g0 FROM "trellis"."state_9" __s UNION SELECT __t."name" AS __g0 FROM "public"."having_pct" __t) __a WHERE __t."name" = __a.__g0 AND NOT EXISTS (SELECT 1 FROM "trellis"."state_9" __s WHERE __s."name" = __a.__g0 AND (__s.__x1 > 2));
 
 -- reconcile
-INSERT INTO "public"."having_pct" AS __t ("name", "pct") SELECT __s."name" AS "name", (100.0 * __s.__x0) / (NULLIF(__s.__x1, 0)) AS "pct" FROM (SELECT __s."name" AS __g0 FROM "trellis"."state_9" __s UNION SELECT __t."name" AS __g0 FROM "public"."having_pct" __t) __a JOIN "trellis"."state_9" __s ON __s."name" = __a.__g0 WHERE (__s.__x1 > 2) ON CONFLICT ("name") DO UPDATE SET "pct" = EXCLUDED."pct" WHERE (__t."pct", NULL) IS DISTINCT FROM (EXCLUDED."pct", NULL);
+INSERT INTO "public"."having_pct" AS __t ("name", "pct") SELECT __s."name" AS "name", (100.0 * __s.__x0) / (NULLIF(__s.__x1, 0)) AS "pct" FROM (SELECT __s."name" AS __g0 FROM "trellis"."state_9" __s UNION SELECT __t."name" AS __g0 FROM "public"."having_pct" __t) __a JOIN "trellis"."state_9" __s ON __s."name" = __a.__g0 WHERE (__s.__x1 > 2) ON CONFLICT ("name") DO UPDATE SET "pct" = EXCLUDED."pct" WHERE ((__t."pct")::text, NULL) IS DISTINCT FROM ((EXCLUDED."pct")::text, NULL);
 
 -- self-check query (columns [name pct], identity [name])
 SELECT d.name AS "name", (100.0 * sum(f.v)) / (NULLIF(count(*), 0)) AS "pct" FROM public.fact f JOIN public.dim d ON d.id = f.d1 GROUP BY d.name HAVING count(*) > 2;
