@@ -31,7 +31,7 @@ func TestNumericPrintsAsQuery(t *testing.T) {
 	e.exec(`INSERT INTO m SELECT g, g % 3, (g * 7 % 11) / 4.0 FROM generate_series(1, 12) g`)
 	e.start()
 	e.apply(strings.Join(script, "\n"))
-	values := []string{"1.5", "1.50", "2.250", "'NaN'", "'Infinity'", "'-Infinity'", "1e20", "123456789.123456789", "-0.0", "NULL", "3", "0.001"}
+	values := []string{"1.5", "1.50", "2.250", "'NaN'", "'Infinity'", "'-Infinity'", "1e20", "123456789.123456789", "-0.0", "NULL", "3", "0.001", "0.00000000000000000001"}
 	// First the changes only of scale: a value and a group's only value
 	// print differently while staying equal.
 	fixed := []string{

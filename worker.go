@@ -59,6 +59,8 @@ type worker struct {
 	// key responsible is held (ADR 0022). In memory: a restart tries the
 	// ledger-only build again.
 	fullBuild bool
+	// groupIndexed: the ledger's deferred group index is known to exist (ADR 0025).
+	groupIndexed bool
 	// held are the keys the transform holds in quarantine (heldID), so a
 	// batch that applies one releases it in the same transaction.
 	held map[string]bool
@@ -357,6 +359,9 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 			w.log().Info("building transform")
 		case catalog.StateBackfilling:
 			a.LedgerOnly = w.ledgerOnly(tr)
+			if err := w.groupIndex(ctx, a); err != nil {
+				return err
+			}
 			if _, err := w.drain(ctx, a, false); err != nil {
 				return err
 			}
@@ -368,6 +373,10 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 				return err
 			}
 			if done {
+				a.LedgerOnly = false
+				if err := w.groupIndex(ctx, a); err != nil {
+					return err
+				}
 				if err := a.AnalyzeStored(ctx); err != nil {
 					return err
 				}
@@ -381,6 +390,9 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 			}
 		case catalog.StateLive:
 			a.LedgerOnly = false
+			if err := w.groupIndex(ctx, a); err != nil {
+				return err
+			}
 			if tr.Replaces != 0 {
 				// A redefinition takes the old transform's place once live.
 				if err := w.r.swap(ctx, w, tr); err != nil {
@@ -674,6 +686,21 @@ func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.T
 // its reconcile failed on data once already.
 func (w *worker) ledgerOnly(tr *catalog.Transform) bool {
 	return !tr.Rebuild && !w.fullBuild && w.plan.Ledger != nil && len(w.plan.Groups) > 0
+}
+
+// groupIndex makes the ledger's deferred group index (ADR 0025) once the
+// applier is to run steps that read it: in every step but a ledger-only
+// build's. Once per worker: the statement is idempotent, but it locks the
+// ledger.
+func (w *worker) groupIndex(ctx context.Context, a *engine.Applier) error {
+	if a.LedgerOnly || w.groupIndexed {
+		return nil
+	}
+	if err := a.EnsureGroupIndex(ctx); err != nil {
+		return err
+	}
+	w.groupIndexed = true
+	return nil
 }
 
 // buildAgain starts a fresh aggregate build over with every step after

@@ -604,6 +604,23 @@ func (a *Applier) AnalyzeStored(ctx context.Context) error {
 	return nil
 }
 
+// EnsureGroupIndex makes the ledger's group-key index if the plan defers
+// it (ADR 0025) and it does not exist yet: a fresh build fills the ledger
+// without it, since only the recompute steps a ledger-only build skips
+// read the ledger by group. Call it before any apply that is not
+// ledger-only.
+func (a *Applier) EnsureGroupIndex(ctx context.Context) error {
+	if !a.Plan.GroupIndexLater {
+		return nil
+	}
+	if ddl := a.Plan.groupIndexDDL(); ddl != "" {
+		if _, err := a.conn.Exec(ctx, ddl); err != nil {
+			return fmt.Errorf("index the ledger %s by group: %w", a.Plan.Ledger.Ident(), err)
+		}
+	}
+	return nil
+}
+
 // Phases is the number of build phases: the cover sources' keys, then,
 // for a rebuild, the keys the stored rows hold (ADR 0010).
 func (a *Applier) Phases() (build, rebuild int) {

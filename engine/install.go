@@ -146,16 +146,10 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 		lcols = append(lcols, p.identityConstraint(strings.Join(keys, ", ")))
 		ddl = append(ddl, "CREATE TABLE "+p.Ledger.Ident()+" ("+strings.Join(lcols, ", ")+") WITH (fillfactor = 80)")
 		ddl = append(ddl, p.lineageIndexes(*p.Ledger)...)
-		if p.readsLedgerByGroup() && len(p.Groups) > 0 {
-			// Only recomputed aggregates read the ledger by group; the index
-			// would make every group move a non-HOT update otherwise. When
-			// min/max read one argument, it ends the index: their recompute
-			// is then one index probe per group (ADR 0005).
-			cols := keyList("__g", len(p.Groups))
-			if arg := p.extremeArg(); arg >= 0 {
-				cols += ", " + ident(p.Args[arg].Name)
+		if !p.GroupIndexLater {
+			if ix := p.groupIndexDDL(); ix != "" {
+				ddl = append(ddl, ix)
 			}
-			ddl = append(ddl, "CREATE INDEX ON "+p.Ledger.Ident()+" ("+cols+")")
 		}
 	}
 	ddl = append(ddl, p.mirrorDDL(id)...)
@@ -165,6 +159,26 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 		}
 	}
 	return nil
+}
+
+// groupIndexDDL creates the ledger's group-key index, or is "" when the
+// plan needs none. Only recomputed aggregates read the ledger by group;
+// the index would make every group move a non-HOT update otherwise. When
+// min/max read one argument, it ends the index: their recompute is then
+// one index probe per group (ADR 0005). Named, so that EnsureGroupIndex
+// can make it once (ADR 0025); plans stored before let PostgreSQL name it.
+func (p *Plan) groupIndexDDL() string {
+	if p.Ledger == nil || !p.readsLedgerByGroup() || len(p.Groups) == 0 {
+		return ""
+	}
+	cols := keyList("__g", len(p.Groups))
+	if arg := p.extremeArg(); arg >= 0 {
+		cols += ", " + ident(p.Args[arg].Name)
+	}
+	if !p.GroupIndexLater {
+		return "CREATE INDEX ON " + p.Ledger.Ident() + " (" + cols + ")"
+	}
+	return "CREATE INDEX IF NOT EXISTS " + ident(p.Ledger.Name+"_group") + " ON " + p.Ledger.Ident() + " (" + cols + ")"
 }
 
 // mirrorDDL creates the mirrors of the outer joins whose matches the

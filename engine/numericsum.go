@@ -8,12 +8,19 @@ package engine
 // #Infinity·10^12 + #-Infinity·10^24). From them the value is PostgreSQL's:
 // the same scale, and NaN or an infinity as numeric_sum/numeric_avg give them.
 
+// scalePowers are the histogram entries of scales 0 to 16: 10^(12·scale).
+const scalePowers = "{1,1e12,1e24,1e36,1e48,1e60,1e72,1e84,1e96,1e108,1e120,1e132,1e144,1e156,1e168,1e180,1e192}"
+
 // numericParts are one value's contributions to a numeric sum's state:
 // its finite part, its scale-histogram entry and its special count.
 func numericParts(v string) (finite, scales, special string) {
 	v = "(" + v + ")::numeric"
 	finite = "CASE WHEN scale(" + v + ") IS NULL THEN 0 ELSE " + v + " END"
-	scales = "CASE WHEN scale(" + v + ") IS NULL THEN 0 ELSE ('1e' || 12 * scale(" + v + "))::numeric END"
+	// Powers for the usual scales from a constant array (a fifth of a
+	// 1M-row reconcile's time went to building them as text); beyond it
+	// the text form.
+	scales = "CASE WHEN scale(" + v + ") IS NULL THEN 0 ELSE coalesce(('" + scalePowers + "'::numeric[])[scale(" + v + ") + 1], ('1e' || 12 * scale(" +
+		v + "))::numeric) END"
 	special = "CASE WHEN " + v + " IS NULL OR scale(" + v + ") IS NOT NULL THEN 0 WHEN " + v + " = 'NaN' THEN 1 WHEN " + v +
 		" > 0 THEN 1e12 ELSE 1e24 END"
 	return finite, scales, special

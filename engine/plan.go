@@ -103,6 +103,11 @@ type Plan struct {
 	// WITHOUT SOURCE INDEX.
 	Probes        []Probe `json:"probes,omitempty"`
 	NoSourceIndex bool    `json:"no_source_index,omitempty"`
+
+	// GroupIndexLater: the ledger's group-key index is not made by Install
+	// but by EnsureGroupIndex, after a fresh build has filled the ledger
+	// (ADR 0025); false in plans stored before, whose Install made it.
+	GroupIndexLater bool `json:"group_index_later,omitempty"`
 }
 
 // Source describes one FROM table.
@@ -448,6 +453,7 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 		return nil, err
 	}
 	p.Ledger = &Rel{Schema: instanceSchema, Name: "ledger_" + sanitizeName(schema+"_"+name)}
+	p.GroupIndexLater = true
 	// Group key columns: visible ones take the select item's name.
 	gtypes := []colType{}
 	if len(q.GroupBy) > 0 {
