@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
@@ -121,6 +122,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	mdOut := fs.String("markdown", "", "also write the Markdown summary to this file")
 	plotDir := fs.String("plot", "", "write one PNG chart per scenario into this directory")
 	serverLog := fs.String("server-log", "", "throwaway server only: copy its log to this file at the end")
+	sharedBuffers := fs.String("shared-buffers", "1GB", "throwaway server only: its shared_buffers (PostgreSQL's default, 128MB, is smaller than the join workload's tables)")
 	verbose := fs.Bool("v", false, "log the library's messages to stderr")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the embedded runners) to this file")
 	fs.DurationVar(&cfg.ProgressInterval, "progress-interval", cfg.ProgressInterval, "trellis ProgressInterval (how late convergence is noticed)")
@@ -194,6 +196,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *dsn != "" && *serverLog != "" {
 		return usageError{"--server-log needs the throwaway server (no --dsn)"}
 	}
+	if !memorySize.MatchString(*sharedBuffers) {
+		return usageError{fmt.Sprintf("--shared-buffers %q is not a size; give a number with kB, MB or GB (e.g. 1GB)", *sharedBuffers)}
+	}
 	cfg.Progress = stderr
 	if *verbose {
 		cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -226,7 +231,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	adminDSN, server := *dsn, "external (--dsn)"
 	if adminDSN == "" {
-		srv, err := pgserver.Start(ctx, pgserver.Options{ReapOnExit: true, Settings: map[string]string{"max_wal_size": "'4GB'"}})
+		srv, err := pgserver.Start(ctx, pgserver.Options{ReapOnExit: true, Settings: map[string]string{"max_wal_size": "'4GB'", "shared_buffers": "'" + *sharedBuffers + "'"}})
 		if err != nil {
 			return &trellis.Error{Code: trellis.CodeUnavailable, Msg: fmt.Sprintf("cannot start a throwaway PostgreSQL (give --dsn instead): %v", err)}
 		}
@@ -244,7 +249,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				}
 			}()
 		}
-		adminDSN, server = srv.DSN("postgres"), "throwaway pgserver (fsync=off, same machine)"
+		adminDSN, server = srv.DSN("postgres"), "throwaway pgserver (fsync=off, shared_buffers="+*sharedBuffers+", same machine)"
 	}
 
 	settings := benchSettings(ctx)
@@ -283,6 +288,10 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	return errors.Join(errs...)
 }
+
+// memorySize is a PostgreSQL memory setting: a number with an optional
+// unit (it goes into postgresql.conf quoted, so nothing else may).
+var memorySize = regexp.MustCompile(`^[0-9]+(kB|MB|GB|TB)?$`)
 
 func slicesContains(xs []string, x string) bool {
 	for _, y := range xs {

@@ -16,7 +16,7 @@ import (
 // usage errors.
 func TestBenchCLI(t *testing.T) {
 	for _, args := range [][]string{{"bench", "--scenarios", "nope"}, {"bench", "--capture", "nope"}, {"bench", "extra"},
-		{"bench", "--latency-load", "150"}} {
+		{"bench", "--latency-load", "150"}, {"bench", "--shared-buffers", "1GB'; x"}} {
 		if code, _, stderr := cli(args...); code != 2 || !strings.HasPrefix(stderr, "validation: ") {
 			t.Errorf("%v: exit %d, %q; want a usage error", args, code, stderr)
 		}
