@@ -96,6 +96,7 @@ func (s *Store) CommitSpill(xid uint32, lsn uint64) error {
 			return w.abort(fmt.Errorf("checkpoint: commit spill xid %d: %w", xid, err))
 		}
 		w.publishCounts()
+		w.release()
 		if !valid {
 			_ = b.DeleteRange(pfx, prefixEnd(pfx), nil)
 			return s.commitSynced(b, lsn)
