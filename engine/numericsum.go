@@ -1,5 +1,7 @@
 package engine
 
+import "fmt"
+
 // A numeric sum or average (ModeNumeric) keeps four values per group, all by
 // deltas (ADR 0024): the sum of its finite values, the count of non-null
 // values, a scale histogram (Σ 10^(12·scale) over the finite values: the
@@ -47,4 +49,10 @@ func numericValue(a AggCol, finite, nn, scales, special string) string {
 // numericValue reads them: finite sum, count, scales, specials.
 func numericState(a AggCol) [4]string {
 	return [4]string{ident(a.SumCol()), ident(a.NNCol()), ident(a.ScalesCol()), ident(a.SpecialCol())}
+}
+
+// numericDeltas name a numeric sum's per-group deltas in a batch (the
+// aggregate at index i), in numericState's order.
+func numericDeltas(i int) [4]string {
+	return [4]string{fmt.Sprintf("__s%d", i), fmt.Sprintf("__nn%d", i), fmt.Sprintf("__h%d", i), fmt.Sprintf("__p%d", i)}
 }

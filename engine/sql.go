@@ -479,8 +479,9 @@ func buildAggregate(s *Statements, p *Plan, changes Step, shape string, merge bo
 			switch a.Mode {
 			case ModeNumeric:
 				finite, scales, special := numericParts(v)
-				cols = append(cols, fmt.Sprintf("%s(%s) AS __s%d", sign, finite, i), fmt.Sprintf("%s(%s) AS __h%d", sign, scales, i),
-					fmt.Sprintf("%s(%s) AS __p%d", sign, special, i))
+				d := numericDeltas(i)
+				cols = append(cols, fmt.Sprintf("%s(%s) AS %s", sign, finite, d[0]), fmt.Sprintf("%s(%s) AS %s", sign, scales, d[2]),
+					fmt.Sprintf("%s(%s) AS %s", sign, special, d[3]))
 			case ModeSum:
 				cols = append(cols, fmt.Sprintf("%s(%s::%s) AS __s%d", sign, v, a.Type, i))
 			case ModeAvg:
@@ -509,10 +510,11 @@ func buildAggregate(s *Statements, p *Plan, changes Step, shape string, merge bo
 			dsel = append(dsel, fmt.Sprintf("sum(__nn%d) AS __nn%d", i, i), fmt.Sprintf("sum(__s%d) AS __s%d", i, i))
 			nonzero = append(nonzero, fmt.Sprintf("sum(__nn%d) <> 0", i), fmt.Sprintf("coalesce(sum(__s%d), 0) <> 0", i))
 		case ModeNumeric:
-			dsel = append(dsel, fmt.Sprintf("sum(__nn%d) AS __nn%d", i, i), fmt.Sprintf("sum(__s%d) AS __s%d", i, i),
-				fmt.Sprintf("sum(__h%d) AS __h%d", i, i), fmt.Sprintf("sum(__p%d) AS __p%d", i, i))
-			nonzero = append(nonzero, fmt.Sprintf("sum(__nn%d) <> 0", i), fmt.Sprintf("sum(__s%d) <> 0", i),
-				fmt.Sprintf("sum(__h%d) <> 0", i), fmt.Sprintf("sum(__p%d) <> 0", i))
+			d := numericDeltas(i)
+			for _, k := range []int{1, 0, 2, 3} {
+				dsel = append(dsel, fmt.Sprintf("sum(%s) AS %[1]s", d[k]))
+				nonzero = append(nonzero, fmt.Sprintf("sum(%s) <> 0", d[k]))
+			}
 		case ModeExtreme:
 			// The extreme of the values added; removals are handled by
 			// the recompute step.
@@ -551,12 +553,14 @@ func buildAggregate(s *Statements, p *Plan, changes Step, shape string, merge bo
 			add(c, fmt.Sprintf("__d.__s%d", i))
 			add(ident(a.NNCol()), fmt.Sprintf("__d.__nn%d", i))
 		case ModeNumeric:
-			f, n, h, sp := fmt.Sprintf("__d.__s%d", i), fmt.Sprintf("__d.__nn%d", i), fmt.Sprintf("__d.__h%d", i), fmt.Sprintf("__d.__p%d", i)
-			add(c, numericValue(a, f, n, h, sp))
-			add(ident(a.SumCol()), f)
-			add(ident(a.NNCol()), n)
-			add(ident(a.ScalesCol()), h)
-			add(ident(a.SpecialCol()), sp)
+			var d [4]string
+			for k, name := range numericDeltas(i) {
+				d[k] = "__d." + name
+			}
+			add(c, numericValue(a, d[0], d[1], d[2], d[3]))
+			for k, col := range numericState(a) {
+				add(col, d[k])
+			}
 		case ModeAvg:
 			add(c, fmt.Sprintf("CASE WHEN __d.__nn%d = 0 THEN NULL ELSE coalesce(__d.__s%d, 0) / __d.__nn%d END", i, i, i))
 			add(ident(a.SumCol()), fmt.Sprintf("coalesce(__d.__s%d, 0)", i))
@@ -926,7 +930,7 @@ func oneRowSet(p *Plan) string {
 		case ModeNumeric:
 			var next [4]string
 			for k, col := range numericState(a) {
-				next[k] = fmt.Sprintf("%s + coalesce(__d.__%s%d, 0)", q(col), []string{"s", "nn", "h", "p"}[k], i)
+				next[k] = fmt.Sprintf("%s + coalesce(__d.%s, 0)", q(col), numericDeltas(i)[k])
 				set = append(set, col+" = "+next[k])
 			}
 			set = append(set, c+" = "+numericValue(a, next[0], next[1], next[2], next[3]))
