@@ -286,15 +286,15 @@ func Uninstall(ctx context.Context, db DB, p *Plan) error {
 // markTextCompare flags columns whose type has no default btree equality
 // (json, point, xml, …) or one under which equal values may print
 // differently (numeric 1.5 and 1.50, float 0 and -0, interval '1 day' and
-// '24 hours', jsonb, arrays and ranges of those: the opclass has no
-// equalimage support function): change detection compares their text form
-// instead, so a target shows what its query shows (ADR 0024).
+// '24 hours', jsonb, every array and range: the opclass has no equalimage
+// support function, so the anyarray and anyrange opclasses never match):
+// change detection compares their text form instead, so a target shows
+// what its query shows (ADR 0024).
 func markTextCompare(ctx context.Context, db DB, p *Plan) error {
 	check := func(c *Col) error {
 		return db.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM pg_opclass oc JOIN pg_am am ON am.oid = oc.opcmethod
 			JOIN pg_amproc ap ON ap.amprocfamily = oc.opcfamily AND ap.amproclefttype = oc.opcintype AND ap.amprocnum = 4
-			WHERE am.amname = 'btree' AND oc.opcdefault AND (oc.opcintype = $1::regtype OR
-			(oc.opcintype = 'anyarray'::regtype AND EXISTS (SELECT 1 FROM pg_type t WHERE t.oid = $1::regtype AND t.typelem <> 0 AND t.typlen = -1))
+			WHERE am.amname = 'btree' AND oc.opcdefault AND (oc.opcintype = $1::regtype
 			OR oc.opcintype = (SELECT typbasetype FROM pg_type WHERE oid = $1::regtype)))`, c.Type).Scan(&c.TextCmp)
 	}
 	for i := range p.Cols {
