@@ -94,7 +94,8 @@ type Config struct {
 	// this long after its last batch started waits for the rest of the
 	// window, so that a trickle of one-row commits is re-derived in one
 	// transaction per window rather than one per commit. A backlog of
-	// CoalesceKeys keys or more is taken at once. See docs/tuning.md.
+	// CoalesceKeys keys or more (or a full batch, BatchSize) is taken at
+	// once. See docs/tuning.md.
 	CoalesceWindow time.Duration
 	// CoalesceKeys is the backlog that ends a coalescing wait early
 	// (default 1000).

@@ -460,12 +460,13 @@ func (w *worker) live(ctx context.Context, a *engine.Applier) error {
 // changes made one after another each waiting for the last to show, are
 // applied at once. A catalog change waits too: the window is short.
 func (w *worker) coalesce(ctx context.Context) {
-	wait := w.r.t.cfg.CoalesceWindow - time.Since(w.lastTake)
-	if wait <= 0 || w.lastKeys < 2 {
+	n, err := w.r.store.Pending(w.id)
+	if err != nil {
 		return
 	}
-	if n, err := w.r.store.Pending(w.id); err != nil || n == 0 || n >= int64(w.r.t.cfg.CoalesceKeys) {
-		return // nothing to wait for, or enough
+	wait := coalesceWait(w.r.t.cfg, time.Since(w.lastTake), w.lastKeys, n)
+	if wait <= 0 {
+		return
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -473,6 +474,19 @@ func (w *worker) coalesce(ctx context.Context) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// coalesceWait is how long a live worker waits before its next batch:
+// the rest of the window its last batch (lastKeys keys, since ago)
+// opened, or nothing when the window is over, the last batch had one key,
+// or the pending keys are none or enough: the coalescing backlog, or a
+// full batch (waiting cannot make a batch larger than cfg.BatchSize).
+func coalesceWait(cfg Config, since time.Duration, lastKeys int, pending int64) time.Duration {
+	wait := cfg.CoalesceWindow - since
+	if wait <= 0 || lastKeys < 2 || pending == 0 || pending >= int64(min(cfg.CoalesceKeys, cfg.BatchSize)) {
+		return 0
+	}
+	return wait
 }
 
 // liveTurn is how long a live drain applies batches before it lets the

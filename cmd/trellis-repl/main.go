@@ -261,7 +261,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, mask *redact.M
 	quarantineAfter := fs.Int("quarantine-after", 5, "quarantine a transform once it holds this many keys whose re-derive fails on row data")
 	batchSize := fs.Int("batch-size", 10000, "most keys re-derived in one apply transaction")
 	coalesce := fs.Duration("coalesce-window", trellis.DefaultCoalesceWindow, "latency budget of a live transform's batches: at most one batch per window while the backlog is under --coalesce-keys (0s: none)")
-	coalesceKeys := fs.Int("coalesce-keys", 1000, "a backlog this large is taken at once, without waiting for the window")
+	coalesceKeys := fs.Int("coalesce-keys", 1000, "a backlog this large (or one that fills --batch-size) is taken at once, without waiting for the window")
 	syncEvery := fs.Duration("store-sync-interval", trellis.DefaultStoreSyncInterval, "fsync the local store's recorded changes at most this often (0s: every group commit); bounds how far the slot's confirmed position trails")
 	progressEvery := fs.Duration("progress-interval", time.Second, "how often an idle transform records its applied position (what status and self-check wait for)")
 	poolSize := fs.Int("pool-size", 8, "connections of the shared pool (catalog, status, capture control); each transform's applier has its own")
