@@ -15,7 +15,8 @@
 // Generate draws a program from a seed and a Profile: 2–4 tables (composite
 // keys, nullable columns, int, bigint, numeric, text, boolean, float8 and
 // date over small domains with NULLs, empty strings, extremes, values equal
-// but printed differently, long and TOASTed texts), row and aggregate
+// but printed differently, NaN and infinities of float8 and, in profile
+// "numeric", of numeric, long and TOASTed texts), row and aggregate
 // transforms within the supported subset, and a body of transactions
 // (inserts, upserts, updates of values, group keys and primary keys,
 // deletes, TRUNCATE, partial rollbacks, bulk inserts, multi-table

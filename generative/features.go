@@ -289,8 +289,16 @@ func (g *gen) derivedSelect(r *rand.Rand) string {
 			inner = append(inner, "("+ie.numExpr()+")::numeric")
 			srcCols = append(srcCols, &column{typ: tNumeric, sqlType: "numeric", domain: []string{"0", "1.5", "-1", "10"}})
 		case 1:
-			inner = append(inner, ie.textExpr())
-			srcCols = append(srcCols, &column{typ: tText, sqlType: "text", small: true, domain: []string{"'a'", "''", "'y'", "'n'", "'A'"}})
+			x := ie.textExpr()
+			c := &column{typ: tText, sqlType: "text", small: true, domain: []string{"'a'", "''", "'y'", "'n'", "'A'"}}
+			for _, src := range ie.t.cols {
+				// Over a long text it may be long too: no group key then.
+				if hasLongExternal(src) && strings.Contains(x, ie.ref(src)) {
+					c.domain = append(c.domain, longExternal)
+				}
+			}
+			inner = append(inner, x)
+			srcCols = append(srcCols, c)
 		default:
 			// Each column once: two outputs of one column would be one
 			// expression twice once flattened (refused in GROUP BY).
@@ -357,10 +365,20 @@ func levelSelect(r *rand.Rand, from, where string, inner []string, srcCols []*co
 	if r.IntN(5) == 0 {
 		ng = 0
 	}
-	ng = min(ng, len(inner))
+	// A group key must fit a btree entry: an incompressible text of
+	// several kB as the level's key is refused by its target (held), as
+	// groupExpr avoids for every other GROUP BY.
+	var keyable []int
+	for i := range inner {
+		if !hasLongExternal(srcCols[i]) {
+			keyable = append(keyable, i)
+		}
+	}
+	ng = min(ng, len(keyable))
 	dt := &table{name: "s"}
 	var items, names []string
-	for j, i := range r.Perm(len(inner))[:ng] {
+	for j, p := range r.Perm(len(keyable))[:ng] {
+		i := keyable[p]
 		c := *srcCols[i]
 		c.name, c.notNull = fmt.Sprintf("k%d", j), false
 		dt.cols, dt.key = append(dt.cols, &c), append(dt.key, &c)

@@ -44,13 +44,20 @@ type Profile struct {
 	// DDL is the chance per body event of a schema change on a source
 	// (ddl.go), drawn from the DDL stream.
 	DDL int
+	// Specials is the chance, drawn apart, that the program's numeric
+	// columns without a typmod also take NaN, 'Infinity' and '-Infinity'
+	// (a sum or avg over them is NaN or infinite, ADR 0024). Apart, so
+	// that the other programs, the fast lane's fixed cases among them,
+	// are what they were.
+	Specials int
 }
 
 // Profiles returns the built-in profiles. "mixed" draws a bit of
 // everything; the others stress one kind of action each, "join" draws
 // only join programs, "trigger" starts every program in trigger capture
 // with many held transactions and switches, "poison" draws poison rows in
-// every program, "ddl" schema changes on sources.
+// every program, "numeric" NaN and infinities among the numeric values of
+// every program (Profile.Specials), "ddl" schema changes on sources.
 func Profiles() []Profile {
 	return []Profile{
 		{Name: "mixed", MinEvents: 20, MaxEvents: 60, BurstCrash: 1, FlowCrash: 1, Kill: 2, LoseStore: 1, RestartPG: 1, Held: 2, Pause: 2, Redefine: 2, Concurrent: 3, Stop: 2, Check: 8, Stream: 20, SmallBatch: 30, Join: 35, Switch: 25, Poison: 25},
@@ -64,6 +71,7 @@ func Profiles() []Profile {
 		{Name: "join", MinEvents: 20, MaxEvents: 45, BurstCrash: 2, FlowCrash: 1, Kill: 4, LoseStore: 1, RestartPG: 1, Held: 3, Pause: 2, Redefine: 4, Concurrent: 5, Stop: 2, Check: 10, Stream: 20, SmallBatch: 30, Join: 100, Switch: 25, Poison: 25},
 		{Name: "trigger", Capture: CaptureTrigger, MinEvents: 10, MaxEvents: 22, BurstCrash: 2, FlowCrash: 2, Kill: 4, LoseStore: 4, RestartPG: 1, Held: 14, Pause: 2, Redefine: 2, Concurrent: 5, Stop: 2, Check: 6, SmallBatch: 20, Join: 35, Switch: 100, Poison: 25},
 		{Name: "poison", MinEvents: 15, MaxEvents: 35, BurstCrash: 1, FlowCrash: 1, Kill: 3, LoseStore: 2, RestartPG: 1, Held: 2, Pause: 4, Redefine: 2, Concurrent: 4, Stop: 2, Check: 10, Stream: 20, SmallBatch: 40, Join: 20, Switch: 20, Poison: 100},
+		{Name: "numeric", MinEvents: 20, MaxEvents: 50, Kill: 2, LoseStore: 1, RestartPG: 1, Held: 2, Pause: 2, Redefine: 2, Concurrent: 3, Stop: 2, Check: 8, Stream: 20, SmallBatch: 20, Join: 35, Switch: 25, Poison: 25, Specials: 100},
 		{Name: "ddl", MinEvents: 15, MaxEvents: 30, Kill: 3, RestartPG: 1, Pause: 3, Redefine: 2, Concurrent: 4, Stop: 2, Check: 10, Stream: 20, SmallBatch: 30, Join: 30, Switch: 20, Poison: 25, DDL: ddlEventPct},
 	}
 }
@@ -188,6 +196,9 @@ func (g *gen) program(seed int64) *Program {
 		g.js = newJoinSchema(r)
 		g.tables = append(g.tables, g.js.tables()...)
 		create = append(create, g.js.ddl(r)...)
+	}
+	if g.prof.Specials > 0 && rand.New(rand.NewPCG(uint64(seed), specialsSalt)).IntN(100) < g.prof.Specials {
+		addSpecials(g.tables)
 	}
 	g.ops = &opGen{r: r, tables: g.tables, bulk: map[*table]bool{}, js: g.js, bulkDiv: 1}
 	if g.join && p.Config.Batch > 0 {

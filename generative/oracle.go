@@ -26,7 +26,7 @@ const undecodableSlot = "cannot decode the WAL of replication slot"
 // its query without them, and no other may hold any.
 func (r *run) check(ctx context.Context, path string) *Failure {
 	r.sup.ensureRunning()
-	ctx, cancel := context.WithTimeout(ctx, r.env.convergeTimeout())
+	ctx, cancel := r.convergeContext(ctx)
 	defer cancel()
 	fail := func(kind, format string, args ...any) *Failure {
 		return &Failure{Kind: kind, Step: path, Msg: fmt.Sprintf(format, args...)}
@@ -245,6 +245,58 @@ func isConnError(err error) bool {
 
 // await waits for convergence to a fresh token, retrying while the server
 // is unavailable (it may be restarting).
+// convergeContext bounds a check's wait: it ends once the transforms'
+// progress (keys applied, applied positions, build cursors) has not moved
+// for the converge timeout, or at three times that in all. A runner that
+// stops converging fails within the timeout as before; one that is only
+// slow (a batch size of a few keys under the big lanes, a loaded machine)
+// is given the time its progress shows it needs.
+func (r *run) convergeContext(parent context.Context) (context.Context, context.CancelFunc) {
+	idle := r.env.convergeTimeout()
+	ctx, cancel := context.WithTimeout(parent, 3*idle)
+	go func() {
+		var conn *pgx.Conn
+		defer func() {
+			if conn != nil {
+				conn.Close(context.Background())
+			}
+		}()
+		const q = `SELECT coalesce((SELECT string_agg(transform_id || ':' || keys_applied || ':' || applied_lsn, ',' ORDER BY transform_id)
+			FROM trellis.progress), '') || '/' || coalesce((SELECT string_agg(id || ':' || coalesce(build_cursor::text, '') || ':' || build_phase, ','
+			ORDER BY id) FROM trellis.transforms), '')`
+		var last string
+		moved := time.Now()
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if conn == nil {
+				if conn, _ = pgx.Connect(ctx, r.dsn); conn == nil {
+					continue // the server restarting: no news
+				}
+			}
+			var cur string
+			if err := conn.QueryRow(ctx, q).Scan(&cur); err != nil {
+				// A restarted server or a catalog mid-change: no news.
+				conn.Close(context.Background())
+				conn, cur = nil, last
+			}
+			if cur != last {
+				last, moved = cur, time.Now()
+			} else if time.Since(moved) >= idle {
+				r.logf("no progress for %s; ending the wait", idle)
+				cancel()
+				return
+			}
+		}
+	}()
+	return ctx, cancel
+}
+
 func (r *run) await(ctx context.Context) error {
 	for {
 		tok, err := r.tr.WatermarkToken(ctx)
