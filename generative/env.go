@@ -33,8 +33,9 @@ type Env struct {
 	// CLI is a trellis-repl binary for programs with runner=cli; "" runs
 	// them in process (no real SIGKILL then).
 	CLI string
-	// ConvergeTimeout bounds each check's wait for convergence (default
-	// 25s): a planted bug that stops convergence must fail within budget.
+	// ConvergeTimeout is how long a check waits for convergence with no
+	// progress (default 25s; three times that in all): a planted bug that
+	// stops convergence must fail within budget.
 	ConvergeTimeout time.Duration
 	// Logger receives the suite's progress; nil discards it.
 	Logger *slog.Logger
