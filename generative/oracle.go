@@ -243,8 +243,6 @@ func isConnError(err error) bool {
 	return true
 }
 
-// await waits for convergence to a fresh token, retrying while the server
-// is unavailable (it may be restarting).
 // convergeContext bounds a check's wait: it ends once the transforms'
 // progress (keys applied, applied positions, build cursors) has not moved
 // for the converge timeout, or at three times that in all. A runner that
@@ -297,6 +295,8 @@ func (r *run) convergeContext(parent context.Context) (context.Context, context.
 	return ctx, cancel
 }
 
+// await waits for convergence to a fresh token, retrying while the server
+// is unavailable (it may be restarting).
 func (r *run) await(ctx context.Context) error {
 	for {
 		tok, err := r.tr.WatermarkToken(ctx)

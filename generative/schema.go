@@ -89,13 +89,8 @@ func unquote(id string) string {
 	return strings.ToLower(id)
 }
 
-// newColumn draws a column of type ty. key columns get small domains with
-// values that are equal but print differently (1.0 and 1.00, 0 and -0).
 // specialsSalt seeds the stream that decides Profile.Specials.
 const specialsSalt = 0x6e614e21
-
-// specialValues are the numeric values that are not numbers.
-var specialValues = []string{"'NaN'", "'Infinity'", "'-Infinity'"}
 
 // addSpecials gives the numeric columns without a typmod (a typmod
 // refuses the infinities) that are not keys NaN and the infinities too.
@@ -103,12 +98,14 @@ func addSpecials(tables []*table) {
 	for _, t := range tables {
 		for _, c := range t.cols {
 			if c.typ == tNumeric && c.sqlType == "numeric" && !slices.Contains(t.key, c) {
-				c.domain = append(slices.Clone(c.domain), specialValues...)
+				c.domain = append(slices.Clone(c.domain), "'NaN'", "'Infinity'", "'-Infinity'")
 			}
 		}
 	}
 }
 
+// newColumn draws a column of type ty. key columns get small domains with
+// values that are equal but print differently (1.0 and 1.00, 0 and -0).
 func newColumn(r *rand.Rand, name string, ty typ, key bool) *column {
 	c := &column{name: name, typ: ty, notNull: key || r.IntN(4) == 0, small: true}
 	switch ty {
