@@ -2,10 +2,10 @@
 // random programs (schemas, transform definitions, writes and actions the
 // oracle does not model) whose oracle is PostgreSQL itself. After the
 // writes, a check waits for convergence (WatermarkToken, AwaitConverged;
-// it fails once the transforms' progress stands still for the converge
-// timeout, or at three times that) and compares every target with its
-// query, two ways with EXCEPT ALL: the
-// query as the engine's plan renders it, and the SELECT the program wrote
+// it fails once no transform applies a key or builds a chunk for the
+// converge timeout, or at three times that) and compares every target
+// with its query, two ways with EXCEPT ALL: the query as the engine's
+// plan renders it, and the SELECT the program wrote
 // (with the target's column types against the query's); a transform whose
 // rows can fail must hold exactly the failing rows' keys and equal its
 // query without them (see Poison). A failure prints its seed, is shrunk by

@@ -244,11 +244,13 @@ func isConnError(err error) bool {
 }
 
 // convergeContext bounds a check's wait: it ends once the transforms'
-// progress (keys applied, applied positions, build cursors) has not moved
-// for the converge timeout, or at three times that in all. A runner that
-// stops converging fails within the timeout as before; one that is only
-// slow (a batch size of a few keys under the big lanes, a loaded machine)
-// is given the time its progress shows it needs.
+// work (keys applied, build cursors) has not moved for the converge
+// timeout, or at three times that in all. Applied positions are not work:
+// an idle transform records a newer one every ProgressInterval while
+// another is stuck. A runner that stops converging fails within the
+// timeout as before; one that is only slow (a batch size of a few keys
+// under the big lanes, a loaded machine) is given the time its work shows
+// it needs.
 func (r *run) convergeContext(parent context.Context) (context.Context, context.CancelFunc) {
 	idle := r.env.convergeTimeout()
 	ctx, cancel := context.WithTimeout(parent, 3*idle)
@@ -259,7 +261,7 @@ func (r *run) convergeContext(parent context.Context) (context.Context, context.
 				conn.Close(context.Background())
 			}
 		}()
-		const q = `SELECT coalesce((SELECT string_agg(transform_id || ':' || keys_applied || ':' || applied_lsn, ',' ORDER BY transform_id)
+		const q = `SELECT coalesce((SELECT string_agg(transform_id || ':' || keys_applied, ',' ORDER BY transform_id)
 			FROM trellis.progress), '') || '/' || coalesce((SELECT string_agg(id || ':' || coalesce(build_cursor::text, '') || ':' || build_phase, ','
 			ORDER BY id) FROM trellis.transforms), '')`
 		var last string
@@ -286,7 +288,7 @@ func (r *run) convergeContext(parent context.Context) (context.Context, context.
 			if cur != last {
 				last, moved = cur, time.Now()
 			} else if time.Since(moved) >= idle {
-				r.logf("no progress for %s; ending the wait", idle)
+				r.logf("no keys applied for %s; ending the wait", idle)
 				cancel()
 				return
 			}
