@@ -162,6 +162,23 @@ func sourceTables(ctx context.Context, q catalog.Querier, cat catalog.Catalog) (
 	return out, nil
 }
 
+// leastApplied is the lowest position a live transform has applied up to
+// (0 when none is live): what capture must still hold for a lost store to
+// be harmless under --confirm=applied.
+func leastApplied(ctx context.Context, q catalog.Querier, cat catalog.Catalog) (uint64, error) {
+	ts, err := cat.List(ctx, q)
+	if err != nil {
+		return 0, terr.Wrap(terr.Unavailable, err, "%v", err)
+	}
+	var least uint64
+	for _, tr := range ts {
+		if tr.State == catalog.StateLive && tr.AppliedLSN != 0 && (least == 0 || tr.AppliedLSN < least) {
+			least = tr.AppliedLSN
+		}
+	}
+	return least, nil
+}
+
 // publication is the publication logical capture reads: the owner-managed
 // one given, else the instance's own.
 func (t *Trellis) publication() string {
@@ -240,10 +257,15 @@ func (r *runner) prepare(ctx context.Context, mode, reason, slot string, logical
 	if err != nil {
 		return err
 	}
+	applied, err := leastApplied(ctx, t.pool, t.cat)
+	if err != nil {
+		return err
+	}
 	prev := capture.Continuity{
 		RanBefore:      ranBefore,
 		StoreLost:      ranBefore && (r.store.Created() || r.store.StoreID() != inst.StoreID),
 		ConfirmApplied: t.cfg.Confirm == ConfirmApplied,
+		Applied:        applied,
 		Tables:         tables,
 	}
 	var switched capture.Prepared

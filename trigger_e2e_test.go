@@ -3,6 +3,7 @@ package trellis_test
 import (
 	"context"
 	"math/rand"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -605,4 +606,82 @@ func TestPartitionedSource(t *testing.T) {
 			e.converge("after TRUNCATE of a partition")
 		}
 	})
+}
+
+// TestStoreLostAfterSwitchToLogical loses the store right after a switch
+// from triggers to logical replication, before the keys the switch took
+// from the capture log were applied. Those keys lived only in the store
+// (the slot starts after them), so under --confirm=applied too the loss is
+// a disruption: the transforms pause, and RESUME rebuilds them exact.
+// Before, the new slot's start was taken for "everything not applied is
+// still in the slot", and the targets converged without those changes.
+func TestStoreLostAfterSwitchToLogical(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	e := newEnvOn(t, pgtest.NewDatabase(t), trellis.Config{Capture: trellis.CaptureTrigger, Confirm: trellis.ConfirmApplied, DataDir: dir})
+	e.exec(schemaSQL)
+	e.exec(`INSERT INTO orders SELECT g, g % 7, 'new', g % 50, g % 4, NULL FROM generate_series(1, 100) g`)
+	e.apply(defsSQL)
+	e.start()
+	e.converge("built with triggers")
+	e.stop()
+	// Changes the triggers log while no runner drains them.
+	e.exec(`UPDATE orders SET amount = amount + 100, qty = qty + 1 WHERE id % 3 = 0`)
+	e.exec(`INSERT INTO orders SELECT g, g % 7, 'paid', 500, 1, 'late' FROM generate_series(101, 150) g`)
+	// The targets stay readable but not writable, so the keys the switch
+	// drains wait in the store.
+	holder, _ := lockHolder(t, e, "target-lock")
+	if _, err := holder.Exec(ctx, `BEGIN; LOCK TABLE big_orders, by_customer, totals IN SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	e.cfg.Capture = trellis.CaptureLogical
+	e.tr.Close()
+	e.open()
+	e.start()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var waiting int
+		if err := e.conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks
+			WHERE NOT granted AND relation IN ('big_orders'::regclass, 'by_customer'::regclass, 'totals'::regclass)`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no apply waited for the targets' lock after the switch to logical replication")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.stop()
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(ctx, `COMMIT`); err != nil {
+		t.Fatal(err)
+	}
+	e.tr.Close()
+	e.open()
+	e.start()
+	actx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	tok, err := e.tr.WatermarkToken(actx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = e.tr.AwaitConverged(actx, tok)
+	if trellis.CodeOf(err) != trellis.CodeConflict || !strings.Contains(err.Error(), "disruption") {
+		t.Fatalf("AwaitConverged after losing the store right after the switch: %v; want a conflict naming the disruption", err)
+	}
+	st, err := e.tr.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st {
+		if s.State != "paused" || s.CaptureFailure == nil || s.CaptureFailure.Kind != "disruption" || !strings.Contains(s.CaptureFailure.Error, "trigger capture") {
+			t.Fatalf("after losing the store: %s is %s, capture failure %+v; want paused by a disruption naming trigger capture", s.Name, s.State, s.CaptureFailure)
+		}
+	}
+	e.apply(`RESUME TRANSFORM big_orders; RESUME TRANSFORM by_customer; RESUME TRANSFORM totals`)
+	e.converge("after RESUME rebuilds")
 }

@@ -97,6 +97,12 @@ type Continuity struct {
 	// ConfirmApplied: capture may release a change only once every
 	// transform applied it (--confirm=applied).
 	ConfirmApplied bool
+	// Applied is the least position every live transform has applied up
+	// to (0 when none is live). Under ConfirmApplied a lost store is
+	// harmless only while capture still holds everything after it: keys
+	// taken before the slot existed (trigger capture, before a switch to
+	// logical) lived only in the store.
+	Applied uint64
 	// Tables are the tables the transforms read: capture that cannot
 	// work for them is refused before it creates anything (a slot).
 	Tables []Table

@@ -125,7 +125,13 @@ func (l *Logical) Prepare(ctx context.Context, prev Continuity) (Prepared, error
 	start := c.Position.ReceivedLSN()
 	if prev.StoreLost || freshSlot || start == 0 {
 		start = uint64(slot.ConfirmedFlush)
-		if prev.StoreLost && !freshSlot && prev.ConfirmApplied {
+		if prev.StoreLost && !freshSlot && prev.ConfirmApplied && prev.Applied != 0 && start > prev.Applied && out.Disruption == "" {
+			// The slot starts past what a live transform applied: the keys
+			// between (taken by trigger capture before the switch to this
+			// slot) lived only in the lost store.
+			out.Disruption = fmt.Sprintf("the local checkpoint store is not the one this instance last used (lost or replaced), and replication slot %q starts at %s, past %s, which a transform had applied up to: the changes between lived only in the store (taken by trigger capture before the switch to logical replication)",
+				c.Slot, catalog.FormatLSN(start), catalog.FormatLSN(prev.Applied))
+		} else if prev.StoreLost && !freshSlot && prev.ConfirmApplied {
 			// The slot was confirmed only up to what was applied: resume from
 			// there; transforms still building restart their build.
 			out.RestartBuilds = true

@@ -131,6 +131,7 @@ func (r *run) switchMode(ctx context.Context, path string, s Step) *Failure {
 		r.logPositions(ctx)
 	}
 	r.mu.Lock()
+	r.fromTrigger = r.fromTrigger || r.mode == CaptureTrigger && s.Mode == CaptureLogical
 	r.mode = s.Mode
 	r.mu.Unlock()
 	r.sup.start()

@@ -78,12 +78,16 @@ type run struct {
 	log     *logBuffer
 	ctl     *session
 
-	mu       sync.Mutex
-	stats    Stats
-	defs     map[string]string // transform name → its SELECT as written
-	disrupt  bool              // a lost store may have paused transforms (local, or trigger mode)
-	retyped  bool              // a source column was retyped: a chain may pause downstream (ddl.go)
-	restarts int               // server restarts so far
+	mu      sync.Mutex
+	stats   Stats
+	defs    map[string]string // transform name → its SELECT as written
+	disrupt bool              // a lost store may have paused transforms (local, or trigger mode)
+	retyped bool              // a source column was retyped: a chain may pause downstream (ddl.go)
+	// fromTrigger: capture switched from triggers to logical since the
+	// last check; keys the triggers took before the slot existed live
+	// only in the store until applied, so losing it may be a disruption.
+	fromTrigger bool
+	restarts    int // server restarts so far
 	// mode is the capture mode the runner runs (or will run) in: the
 	// program's, then each switch's.
 	mode string
@@ -243,12 +247,13 @@ func (r *run) step(ctx context.Context, path string, s Step, sess *session) *Fai
 		}
 		// A lost store is a disruption under --confirm=local and, whatever
 		// --confirm says, in trigger mode: the capture log keeps no
-		// position on the server (ADR 0012).
-		if r.p.Config.Confirm != trellis.ConfirmApplied || r.captureMode() == CaptureTrigger {
-			r.mu.Lock()
+		// position on the server (ADR 0012); so it may be right after a
+		// switch to logical, until what the triggers took is applied.
+		r.mu.Lock()
+		if r.p.Config.Confirm != trellis.ConfirmApplied || r.mode == CaptureTrigger || r.fromTrigger {
 			r.disrupt = true
-			r.mu.Unlock()
 		}
+		r.mu.Unlock()
 		if was {
 			r.sup.start()
 		}

@@ -72,6 +72,12 @@ func (r *run) check(ctx context.Context, path string) *Failure {
 		disruption = !again && err != nil && trellis.CodeOf(err) == trellis.CodeConflict &&
 			(strings.Contains(err.Error(), "disruption") || retyped && strings.Contains(err.Error(), "capture:"))
 	}
+	if err == nil {
+		// Converged: what the triggers took before a switch is applied.
+		r.mu.Lock()
+		r.fromTrigger = false
+		r.mu.Unlock()
+	}
 	if err != nil {
 		kind := "conflict"
 		if trellis.CodeOf(err) == trellis.CodeTimeout || ctx.Err() != nil {
