@@ -131,6 +131,7 @@ func (t *Trellis) runMode(ctx context.Context, lockConn *pgx.Conn, streamFn stre
 	drainConn.RuntimeParams["application_name"] = "trellis-repl capture"
 	trigger := capture.NewTrigger(capture.TriggerConfig{
 		Schema: t.cat.Schema, Pool: t.pool, Conn: drainConn, Position: store, Health: r.captureHealth, Logger: t.log,
+		PollMin: t.cfg.TriggerPollInterval,
 	})
 	r.capture = logical
 	if mode == capture.ModeTrigger {

@@ -104,6 +104,13 @@ type Config struct {
 	// changes (default 50ms; negative: every group commit). Keys are taken
 	// before the sync; only the slot's confirmed position waits for it.
 	StoreSyncInterval time.Duration
+	// TriggerPollInterval is, in trigger capture, how long the drain waits
+	// after a drain that moved rows before it looks again (default
+	// DefaultTriggerPollInterval); an idle drain backs off from it to 100ms.
+	// Each drain is a transaction on the primary whatever it moves, so a
+	// longer interval costs busy writers less at the price of that much
+	// latency. See docs/tuning.md.
+	TriggerPollInterval time.Duration
 	// PoolSize is the size of the shared connection pool (default 8):
 	// catalog, status and capture control. Each transform's applier and
 	// the capture stream have connections of their own.
@@ -153,6 +160,8 @@ type Config struct {
 const (
 	DefaultCoalesceWindow    = 20 * time.Millisecond
 	DefaultStoreSyncInterval = 50 * time.Millisecond
+	// DefaultTriggerPollInterval is Config.TriggerPollInterval's default.
+	DefaultTriggerPollInterval = 2 * time.Millisecond
 )
 
 // Trellis is an open instance: a connection pool and the catalog.
@@ -230,6 +239,9 @@ func Open(ctx context.Context, cfg Config) (*Trellis, error) {
 	}
 	if cfg.StoreSyncInterval == 0 {
 		cfg.StoreSyncInterval = DefaultStoreSyncInterval
+	}
+	if cfg.TriggerPollInterval <= 0 {
+		cfg.TriggerPollInterval = DefaultTriggerPollInterval
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

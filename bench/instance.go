@@ -20,11 +20,15 @@ type Tuning struct {
 	CoalesceWindow    time.Duration
 	CoalesceKeys      int
 	StoreSyncInterval time.Duration
+	// TriggerPollInterval is trellis.Config.TriggerPollInterval (0: the
+	// default).
+	TriggerPollInterval time.Duration
 }
 
 // apply copies the knobs into a trellis.Config.
 func (t Tuning) apply(c *trellis.Config) {
 	c.CoalesceWindow, c.CoalesceKeys, c.StoreSyncInterval = t.CoalesceWindow, t.CoalesceKeys, t.StoreSyncInterval
+	c.TriggerPollInterval = t.TriggerPollInterval
 }
 
 // instance is a trellis-repl instance embedded in this process (Open,

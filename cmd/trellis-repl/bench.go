@@ -131,6 +131,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	coalesce := fs.Duration("coalesce-window", trellis.DefaultCoalesceWindow, "every runner's --coalesce-window (0s: none)")
 	fs.IntVar(&cfg.Tuning.CoalesceKeys, "coalesce-keys", 1000, "every runner's --coalesce-keys")
 	syncEvery := fs.Duration("store-sync-interval", trellis.DefaultStoreSyncInterval, "every runner's --store-sync-interval (0s: every group commit)")
+	fs.DurationVar(&cfg.Tuning.TriggerPollInterval, "trigger-poll-interval", trellis.DefaultTriggerPollInterval, "every trigger-capture runner's --trigger-poll-interval")
 
 	wt := &cfg.WriteTax
 	fs.IntVar(&wt.Scale, "scale", wt.Scale, "write-tax: pgbench scale factor")
@@ -169,8 +170,8 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return usageError{"bench takes no arguments"}
 	}
-	if *coalesce < 0 || *syncEvery < 0 || cfg.Tuning.CoalesceKeys < 1 {
-		return usageError{"--coalesce-window and --store-sync-interval must not be negative, --coalesce-keys at least 1"}
+	if *coalesce < 0 || *syncEvery < 0 || cfg.Tuning.TriggerPollInterval <= 0 || cfg.Tuning.CoalesceKeys < 1 {
+		return usageError{"--coalesce-window and --store-sync-interval must not be negative, --trigger-poll-interval must be positive, --coalesce-keys at least 1"}
 	}
 	cfg.Tuning.CoalesceWindow, cfg.Tuning.StoreSyncInterval = orNone(*coalesce), orNone(*syncEvery)
 	for _, sc := range cfg.Scenarios {

@@ -263,6 +263,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, mask *redact.M
 	coalesce := fs.Duration("coalesce-window", trellis.DefaultCoalesceWindow, "latency budget of a live transform's batches: at most one batch per window while the backlog is under --coalesce-keys (0s: none)")
 	coalesceKeys := fs.Int("coalesce-keys", 1000, "a backlog this large (or one that fills --batch-size) is taken at once, without waiting for the window")
 	syncEvery := fs.Duration("store-sync-interval", trellis.DefaultStoreSyncInterval, "fsync the local store's recorded changes at most this often (0s: every group commit); bounds how far the slot's confirmed position trails")
+	triggerPoll := fs.Duration("trigger-poll-interval", trellis.DefaultTriggerPollInterval, "trigger capture: how long the drain waits after a drain that moved rows (longer: fewer drain transactions on a busy primary, that much more latency)")
 	progressEvery := fs.Duration("progress-interval", time.Second, "how often an idle transform records its applied position (what status and self-check wait for)")
 	poolSize := fs.Int("pool-size", 8, "connections of the shared pool (catalog, status, capture control); each transform's applier has its own")
 	selfChecks := selfCheckRunFlags(fs)
@@ -296,13 +297,13 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, mask *redact.M
 			return usageError{d.name + " must not be negative"}
 		}
 	}
-	if *batchSize < 1 || *coalesceKeys < 1 || *poolSize < 2 {
-		return usageError{"--batch-size and --coalesce-keys must be at least 1, --pool-size at least 2"}
+	if *batchSize < 1 || *coalesceKeys < 1 || *poolSize < 2 || *triggerPoll <= 0 {
+		return usageError{"--batch-size and --coalesce-keys must be at least 1, --pool-size at least 2, --trigger-poll-interval more than 0s"}
 	}
 	cfg := trellis.Config{DSN: c.dsn, Schema: c.schema, DataDir: *dataDir, Capture: *capture,
 		Confirm: *confirm, Logger: log, Metrics: m, MaxRetainedWAL: maxRetainedBytes, Publication: *publication, QuarantineAfter: *quarantineAfter,
 		BatchSize: *batchSize, CoalesceWindow: orNone(*coalesce), CoalesceKeys: *coalesceKeys, StoreSyncInterval: orNone(*syncEvery),
-		ProgressInterval: *progressEvery, PoolSize: *poolSize}
+		ProgressInterval: *progressEvery, PoolSize: *poolSize, TriggerPollInterval: *triggerPoll}
 	if err := selfChecks.apply(&cfg); err != nil {
 		return err
 	}
