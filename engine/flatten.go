@@ -137,6 +137,8 @@ func (c *selectChecker) flattenItem(item *pg_query.Node, top bool, subs *[]*deri
 			return nil, c.errf(-1, "%s has a WITH clause; common table expressions are not supported in a transform — write the query without WITH", what)
 		case len(inner.WindowClause) > 0 || hasWindow(inner):
 			return nil, c.errf(-1, "%s uses window functions, which are not supported in a transform; remove them", what)
+		case len(inner.LockingClause) > 0:
+			return nil, c.errf(-1, "%s uses FOR UPDATE/FOR SHARE, which is not supported in a transform; remove it (source rows are read without locking them)", what)
 		case len(inner.ValuesLists) > 0:
 			return nil, c.errf(-1, "%s is a VALUES list; a transform reads tables — put the rows in a table", what)
 		case len(inner.FromClause) == 0:

@@ -429,6 +429,10 @@ type selectChecker struct {
 	// the parsed table of each entry of tables, to find the placeholders.
 	levels []*Level
 	rvs    []*pg_query.RangeVar
+	// fromRefused: a FROM item was refused, so tables lists only part of
+	// FROM and a qualifier it lacks may name a table it never reached —
+	// not a mistake of its own to report.
+	fromRefused bool
 }
 
 // single: the query reads one table, so an unqualified column and one
@@ -514,6 +518,7 @@ func parseSelect(label, script string, base, end int) (*Query, error) {
 		return nil, joinRefusals(errs)
 	}
 	fromOK := keep(c.flattenDerived(sel)) && keep(c.checkFrom(sel))
+	c.fromRefused = !fromOK
 	q := &Query{Tables: c.tables, Outer: c.outer, Cover: c.cover, from: sel.FromClause, OrderBy: len(sel.SortClause) > 0, Equalities: c.equalities, joinConds: c.joinConds, tree: tree}
 	for _, l := range c.levels {
 		for i, rv := range c.rvs {
@@ -557,7 +562,7 @@ func (c *selectChecker) checkClauses(sel *pg_query.SelectStmt) error {
 	var errs []error
 	add := func(err error) { errs = append(errs, err) }
 	if sel.WithClause != nil {
-		add(c.errf(sel.WithClause.Location, "WITH (common table expressions) is not supported yet; write the common table expression as a subquery in FROM, or define it as its own transform (grouped by NOT NULL columns) and select from its target"))
+		add(c.withRefusal(sel.WithClause))
 	}
 	if sel.Op != pg_query.SetOperation_SETOP_NONE && sel.Op != pg_query.SetOperation_SET_OPERATION_UNDEFINED {
 		op := strings.TrimPrefix(sel.Op.String(), "SETOP_")
@@ -595,6 +600,52 @@ func (c *selectChecker) checkClauses(sel *pg_query.SelectStmt) error {
 		add(c.errf(-1, "GROUP BY DISTINCT is not supported in a transform; remove DISTINCT"))
 	}
 	return joinRefusals(errs)
+}
+
+// withRefusal refuses a WITH clause with the advice that fits it: each
+// piece of advice is a query the engine accepts (testdata/definitions.sql
+// holds one of each).
+func (c *selectChecker) withRefusal(w *pg_query.WithClause) error {
+	var names []string
+	for _, n := range w.Ctes {
+		cte := n.GetCommonTableExpr()
+		if cte == nil {
+			continue
+		}
+		names = append(names, quoteIdents([]string{cte.Ctename}))
+		if cte.Ctequery.GetSelectStmt() == nil {
+			return c.errf(cte.Location, "WITH %s holds a data-modifying statement (INSERT, UPDATE, DELETE or MERGE); a transform's query only reads, so remove it", quoteIdents([]string{cte.Ctename}))
+		}
+	}
+	if w.Recursive {
+		return c.errf(w.Location, "WITH RECURSIVE is not supported in a transform; a recursive query has no incremental form here — keep it as a view or a materialized view")
+	}
+	list := strings.Join(names, ", ")
+	return c.errf(w.Location, "WITH (common table expressions) is not supported yet; where the query reads %s in FROM, write the subquery there in its place (FROM (SELECT …) AS name), or define it as a transform of its own and read its target", list)
+}
+
+// subLinkAdvice says how to write a subquery in an expression with a
+// subquery in FROM instead, by kind; each rewrite it suggests is accepted
+// (testdata/definitions.sql holds one of each).
+func subLinkAdvice(x *pg_query.SubLink) string {
+	switch x.SubLinkType {
+	case pg_query.SubLinkType_EXISTS_SUBLINK:
+		return "for EXISTS, join the subquery's distinct rows instead: … JOIN (SELECT DISTINCT <the columns it correlates on> FROM … WHERE <its other conditions>) AS e ON e.<column> = <outer column>; for NOT EXISTS, LEFT JOIN it and add WHERE e.<column> IS NULL"
+	case pg_query.SubLinkType_ANY_SUBLINK:
+		if isEqualsOp(x.OperName) {
+			return "for IN, join the subquery's distinct values instead: … JOIN (SELECT DISTINCT <its column> AS v FROM …) AS s ON s.v = <the outer expression>; for NOT IN where neither side is ever NULL, LEFT JOIN it and add WHERE s.v IS NULL"
+		}
+	case pg_query.SubLinkType_EXPR_SUBLINK:
+		return "compute a scalar subquery in a subquery in FROM and join that: LEFT JOIN (SELECT <correlated column>, max(…) AS m FROM … GROUP BY <correlated column>) AS s ON s.<correlated column> = <outer column> when it refers to the outer query (a count becomes coalesce(s.m, 0)), CROSS JOIN (SELECT avg(…) AS m FROM …) AS s when it does not; then use s.m"
+	case pg_query.SubLinkType_ARRAY_SUBLINK:
+		return "for ARRAY (subquery), LEFT JOIN (SELECT <correlated column>, array_agg(… ORDER BY …) AS a FROM … GROUP BY <correlated column>) AS s ON s.<correlated column> = <outer column> and use s.a"
+	}
+	return "join the subquery's tables in FROM and move its conditions into WHERE where the query allows it"
+}
+
+// isEqualsOp: an operator name list is plain "=" (IN is = ANY).
+func isEqualsOp(names []*pg_query.Node) bool {
+	return len(names) == 0 || lastElemString(names) == "="
 }
 
 // refusals is one definition's refusal that names several unsupported
@@ -1068,7 +1119,7 @@ func (c *selectChecker) checkExpr(n *pg_query.Node, clause, aggMsg string) error
 func (c *selectChecker) checkNode(m proto.Message, clause, aggMsg string) error {
 	switch x := m.(type) {
 	case *pg_query.SubLink:
-		return c.errf(x.Location, "%s: subqueries in expressions are not supported yet; rewrite the condition as a join of the subquery's tables where you can", clause)
+		return c.errf(x.Location, "%s: subqueries in expressions are not supported yet; %s", clause, subLinkAdvice(x))
 	case *pg_query.FuncCall:
 		schema, name := funcName(x)
 		builtin := schema == "" || schema == "pg_catalog"
@@ -1127,6 +1178,9 @@ func (c *selectChecker) checkColumnRef(cr *pg_query.ColumnRef, clause string) er
 	}
 	ref := quoteIdents(parts)
 	names := c.refNames()
+	if len(parts) == 2 && c.fromRefused {
+		return nil
+	}
 	switch {
 	case len(parts) > 2:
 		return c.errf(cr.Location, "%s: column reference %s has %d parts; refer to columns as %s.column or just column", clause, ref, len(parts), quoteIdents(names[:1]))

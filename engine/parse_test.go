@@ -435,7 +435,9 @@ func badCases() []badCase {
 		{"not a SELECT", "CREATE TRANSFORM x AS DELETE FROM t", `transform "x": the query after AS must be a SELECT`},
 
 		// Statement-level clauses.
-		{"WITH", "CREATE TRANSFORM x AS WITH c AS (SELECT a FROM t) SELECT a FROM c", `transform "x": WITH (common table expressions) is not supported`},
+		{"WITH", "CREATE TRANSFORM x AS WITH c AS (SELECT a FROM t) SELECT a FROM c", `transform "x": WITH (common table expressions) is not supported yet; where the query reads c in FROM, write the subquery there in its place`},
+		{"WITH RECURSIVE", "CREATE TRANSFORM x AS WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) SELECT a FROM t", `WITH RECURSIVE is not supported in a transform`},
+		{"data-modifying WITH", "CREATE TRANSFORM x AS WITH d AS (DELETE FROM u RETURNING b) SELECT a FROM t", `WITH d holds a data-modifying statement (INSERT, UPDATE, DELETE or MERGE); a transform's query only reads, so remove it`},
 		{"UNION", "CREATE TRANSFORM x AS SELECT a FROM t UNION SELECT a FROM u", "UNION is not supported in a transform"},
 		{"INTERSECT", "CREATE TRANSFORM x AS SELECT a FROM t INTERSECT SELECT a FROM u", "INTERSECT is not supported"},
 		{"EXCEPT", "CREATE TRANSFORM x AS SELECT a FROM t EXCEPT ALL SELECT a FROM u", "EXCEPT is not supported"},
@@ -478,6 +480,11 @@ func badCases() []badCase {
 		{"IN subquery", "CREATE TRANSFORM x AS SELECT a FROM t WHERE a IN (SELECT b FROM u)", "WHERE: subqueries in expressions are not supported yet"},
 		{"ARRAY subquery", "CREATE TRANSFORM x AS SELECT ARRAY(SELECT b FROM u) AS arr FROM t", "subqueries in expressions are not supported yet"},
 		{"ANY subquery", "CREATE TRANSFORM x AS SELECT a FROM t WHERE a = ANY (SELECT b FROM u)", "subqueries in expressions are not supported yet"},
+		{"EXISTS advice", "CREATE TRANSFORM x AS SELECT a FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.b = t.a)", "for NOT EXISTS, LEFT JOIN it and add WHERE e.<column> IS NULL"},
+		{"scalar subquery advice", "CREATE TRANSFORM x AS SELECT a, (SELECT max(b) FROM u WHERE u.b = t.a) AS m FROM t", "CROSS JOIN (SELECT avg(…) AS m FROM …) AS s when it does not"},
+		{"ARRAY subquery advice", "CREATE TRANSFORM x AS SELECT ARRAY(SELECT b FROM u) AS arr FROM t", "array_agg(… ORDER BY …) AS a"},
+		{"other ANY subquery advice", "CREATE TRANSFORM x AS SELECT a FROM t WHERE a > ANY (SELECT b FROM u)", "join the subquery's tables in FROM"},
+		{"FOR UPDATE in a subquery in FROM", "CREATE TRANSFORM x AS SELECT a FROM (SELECT a FROM t FOR UPDATE) s", "FROM: the subquery s uses FOR UPDATE/FOR SHARE, which is not supported in a transform; remove it"},
 		{"window function", "CREATE TRANSFORM x AS SELECT a, row_number() OVER () AS rn FROM t", "select list item 2 (row_number() OVER ()): window functions (row_number … OVER) are not supported"},
 		{"aggregate window", "CREATE TRANSFORM x AS SELECT a, sum(a) OVER (PARTITION BY b) AS s FROM t", "window functions (sum … OVER)"},
 		{"window function without OVER", "CREATE TRANSFORM x AS SELECT rank() AS r FROM t", "rank() is a window function"},
@@ -508,7 +515,7 @@ func badCases() []badCase {
 		{"string_agg without ORDER BY", "CREATE TRANSFORM x AS SELECT k, string_agg(a, ',') AS s FROM t GROUP BY k", "string_agg without ORDER BY inside the call has no defined order (in PostgreSQL either)"},
 		{"DISTINCT with GROUP BY", "CREATE TRANSFORM x AS SELECT DISTINCT k, count(*) AS n FROM t GROUP BY k", "DISTINCT together with GROUP BY or aggregates is not supported yet"},
 		{"every unsupported part at once", "CREATE TRANSFORM x AS SELECT a, random() AS r\nFROM t WHERE b IN (SELECT 1)\nLIMIT 3",
-			`transform "x": the query has 3 unsupported parts: (1) LIMIT, OFFSET and FETCH are not supported in a transform; remove them (the target holds every row of the query, limit rows when you read it) (line 3, column 7); (2) WHERE: subqueries in expressions are not supported yet; rewrite the condition as a join of the subquery's tables where you can (line 2, column 16); (3) select list item 2 (random()): random() is not immutable`},
+			`transform "x": the query has 3 unsupported parts: (1) LIMIT, OFFSET and FETCH are not supported in a transform; remove them (the target holds every row of the query, limit rows when you read it) (line 3, column 7); (2) WHERE: subqueries in expressions are not supported yet; for IN, join the subquery's distinct values instead: … JOIN (SELECT DISTINCT <its column> AS v FROM …) AS s ON s.v = <the outer expression>; for NOT IN where neither side is ever NULL, LEFT JOIN it and add WHERE s.v IS NULL (line 2, column 16); (3) select list item 2 (random()): random() is not immutable`},
 		{"WITHIN GROUP", "CREATE TRANSFORM x AS SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY a) AS m FROM t", "WITHIN GROUP (ordered-set aggregates) is not supported"},
 		{"composed reads a non-group column", "CREATE TRANSFORM x AS SELECT k, sum(a) / b AS r FROM t GROUP BY k", "select list item 2 (sum(a) / b) reads a column outside an aggregate that is not a GROUP BY expression"},
 		{"HAVING reads a non-group column", "CREATE TRANSFORM x AS SELECT k, count(*) AS n FROM t GROUP BY k HAVING b > 1", "HAVING (b > 1) reads a column outside an aggregate"},
@@ -565,6 +572,22 @@ func TestParseStatementsBad(t *testing.T) {
 				t.Errorf("error\n  %v\ndoes not contain\n  %s", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestRefusalNamesNoFollowOn: a column qualified by a FROM item that was
+// refused (or that the check never reached after it) is not a mistake of
+// its own; the refusal names the FROM item alone.
+func TestRefusalNamesNoFollowOn(t *testing.T) {
+	for _, script := range []string{
+		"CREATE TRANSFORM x AS SELECT g.g, t.a FROM generate_series(1, 3) g, t",
+		"CREATE TRANSFORM x AS SELECT v.a AS va, t.a FROM (VALUES (1)) v(a), t",
+		"CREATE TRANSFORM x AS SELECT t.a, u.b FROM t TABLESAMPLE SYSTEM (5), u",
+	} {
+		_, err := ParseStatements(script)
+		if err == nil || strings.Contains(err.Error(), "not a FROM table") || strings.Contains(err.Error(), "unsupported parts") {
+			t.Errorf("%s:\n  %v\nwant one refusal of the FROM item alone", script, err)
+		}
 	}
 }
 

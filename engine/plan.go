@@ -592,7 +592,7 @@ func resolveSource(ctx context.Context, db DB, name, instanceSchema string, t Ta
 		return src, err
 	}
 	if len(src.Key) == 0 {
-		return src, terr.New(terr.Validation, "transform %q: FROM table %s has no primary key; add one (ALTER TABLE %s ADD PRIMARY KEY (...)) so changed rows can be identified",
+		return src, terr.New(terr.Validation, "transform %q: FROM table %s has no primary key; add one (ALTER TABLE %s ADD PRIMARY KEY (...)), or make a unique index over NOT NULL columns its replica identity (ALTER TABLE %[2]s REPLICA IDENTITY USING INDEX ...), so changed rows can be identified (REPLICA IDENTITY FULL names no key)",
 			name, src.Ident(), src.Ident())
 	}
 	if err := checkWholeSource(ctx, db, name, src.OID, src.Ident(), t.Only); err != nil {

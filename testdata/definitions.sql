@@ -17,7 +17,7 @@ INSERT INTO fact SELECT g, nullif(g % 14, 13), g % 7, (ARRAY['x', 'y', NULL])[1 
   timestamptz '2026-01-01 00:00+00' + g * interval '1 hour', md5(g::text)::uuid, jsonb_build_object('k', g % 3) FROM generate_series(1, 60) g;
 INSERT INTO par VALUES (1, 1);
 
--- refuse validation: has no primary key; add one (ALTER TABLE
+-- refuse validation: has no primary key; add one (ALTER TABLE "public"."nokey" ADD PRIMARY KEY (...)), or make a unique index over NOT NULL columns its replica identity
 CREATE TRANSFORM x AS SELECT a FROM nokey;
 
 -- refuse not_found: FROM table "missing" does not exist
@@ -81,6 +81,52 @@ CREATE TRANSFORM x AS SELECT d2, string_agg(s, ',') AS ss FROM fact GROUP BY d2;
 
 -- refuse validation: the query has 2 unsupported parts
 CREATE TRANSFORM x AS SELECT id, (SELECT max(w) FROM dim2) AS m FROM fact LIMIT 5;
+
+-- Each refusal of a subquery in an expression, a WITH or a locking
+-- clause is followed by the rewrite its advice gives, accepted.
+
+-- refuse validation: WHERE: subqueries in expressions are not supported yet; for EXISTS, join the subquery's distinct rows instead
+CREATE TRANSFORM x AS SELECT f.id FROM fact f WHERE EXISTS (SELECT 1 FROM dim d WHERE d.id = f.d1 AND d.r = 1);
+
+-- accept
+CREATE TRANSFORM exists_as_join AS SELECT f.id FROM fact f JOIN (SELECT DISTINCT id FROM dim WHERE r = 1) AS e ON e.id = f.d1;
+
+-- refuse validation: for NOT EXISTS, LEFT JOIN it and add WHERE e.<column> IS NULL
+CREATE TRANSFORM x AS SELECT f.id FROM fact f WHERE NOT EXISTS (SELECT 1 FROM dim d WHERE d.id = f.d1 AND d.r = 1);
+
+-- accept
+CREATE TRANSFORM not_exists_as_join AS SELECT f.id FROM fact f LEFT JOIN (SELECT DISTINCT id FROM dim WHERE r = 1) AS e ON e.id = f.d1 WHERE e.id IS NULL;
+
+-- refuse validation: for IN, join the subquery's distinct values instead
+CREATE TRANSFORM x AS SELECT id FROM fact WHERE d2 IN (SELECT d1 FROM fact WHERE v = 3);
+
+-- accept
+CREATE TRANSFORM in_as_join AS SELECT f.id FROM fact f JOIN (SELECT DISTINCT d1 AS v FROM fact WHERE v = 3) AS s ON s.v = f.d2;
+
+-- refuse validation: compute a scalar subquery in a subquery in FROM and join that
+CREATE TRANSFORM x AS SELECT f.id, (SELECT count(*) FROM dim2 e WHERE e.a = f.d2) AS n FROM fact f WHERE f.v > (SELECT avg(v) FROM fact);
+
+-- accept
+CREATE TRANSFORM scalar_as_join AS SELECT f.id, coalesce(s.m, 0) AS n FROM fact f LEFT JOIN (SELECT a, count(*) AS m FROM dim2 GROUP BY a) AS s ON s.a = f.d2
+  CROSS JOIN (SELECT avg(v) AS m FROM fact) AS t WHERE f.v > t.m;
+
+-- refuse validation: for ARRAY (subquery), LEFT JOIN
+CREATE TRANSFORM x AS SELECT d.id, ARRAY(SELECT f.id FROM fact f WHERE f.d1 = d.id ORDER BY f.id) AS ids FROM dim d;
+
+-- accept
+CREATE TRANSFORM array_as_join AS SELECT d.id, s.a AS ids FROM dim d LEFT JOIN (SELECT d1, array_agg(id ORDER BY id) AS a FROM fact GROUP BY d1) AS s ON s.d1 = d.id;
+
+-- refuse validation: WITH (common table expressions) is not supported yet; where the query reads c in FROM, write the subquery there
+CREATE TRANSFORM x AS WITH c AS (SELECT d1, count(*) AS n FROM fact GROUP BY d1) SELECT d1, n FROM c WHERE n > 1;
+
+-- accept
+CREATE TRANSFORM with_as_subquery AS SELECT d1, n FROM (SELECT d1, count(*) AS n FROM fact GROUP BY d1) AS c WHERE n > 1;
+
+-- refuse validation: WITH d holds a data-modifying statement
+CREATE TRANSFORM x AS WITH d AS (DELETE FROM par RETURNING id) SELECT id FROM fact;
+
+-- refuse validation: FROM: the subquery s uses FOR UPDATE/FOR SHARE, which is not supported in a transform; remove it
+CREATE TRANSFORM x AS SELECT s.id FROM (SELECT id FROM fact FOR UPDATE) AS s;
 
 -- refuse validation: UNION is not supported in a transform; define one transform per branch
 CREATE TRANSFORM x AS SELECT id FROM fact UNION SELECT id FROM dim;
