@@ -205,7 +205,7 @@ func (c *selectChecker) distinctAsGroupBy(sel *pg_query.SelectStmt) error {
 		return nil // DISTINCT ON is refused by checkClauses
 	}
 	if len(sel.GroupClause) > 0 || sel.HavingClause != nil || hasAggregate(sel) {
-		return c.errf(-1, "DISTINCT together with GROUP BY or aggregates is not supported yet; remove DISTINCT (grouped rows are distinct already unless the select list drops a GROUP BY expression)")
+		return c.errf(-1, "DISTINCT together with GROUP BY or aggregates is not supported yet; remove DISTINCT where the select list keeps every GROUP BY expression (grouped rows are distinct then), or else take the distinct rows of the grouped query: SELECT DISTINCT … FROM (SELECT … GROUP BY …) AS g")
 	}
 	sel.DistinctClause = nil
 	for i := range sel.TargetList {

@@ -1144,9 +1144,9 @@ func (c *selectChecker) checkNode(m proto.Message, clause, aggMsg string) error 
 	case *pg_query.GroupingFunc:
 		return c.errf(x.Location, "%s: GROUPING() is not supported in a transform (grouping sets are not supported)", clause)
 	case *pg_query.JsonObjectAgg:
-		return c.errf(-1, "%s: JSON_OBJECTAGG is not supported in a transform; supported aggregates are count, sum, avg, min and max", clause)
+		return c.errf(-1, "%s: JSON_OBJECTAGG is not supported in a transform; write jsonb_object_agg(key, value ORDER BY …)", clause)
 	case *pg_query.JsonArrayAgg:
-		return c.errf(-1, "%s: JSON_ARRAYAGG is not supported in a transform; supported aggregates are count, sum, avg, min and max", clause)
+		return c.errf(-1, "%s: JSON_ARRAYAGG is not supported in a transform; write jsonb_agg(value ORDER BY …)", clause)
 	case *pg_query.A_Indirection:
 		if x.Arg.GetAConst() != nil {
 			// PostgreSQL cannot select a field of or subscript an untyped

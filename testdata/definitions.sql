@@ -128,6 +128,12 @@ CREATE TRANSFORM x AS WITH d AS (DELETE FROM par RETURNING id) SELECT id FROM fa
 -- refuse validation: FROM: the subquery s uses FOR UPDATE/FOR SHARE, which is not supported in a transform; remove it
 CREATE TRANSFORM x AS SELECT s.id FROM (SELECT id FROM fact FOR UPDATE) AS s;
 
+-- refuse validation: or else take the distinct rows of the grouped query
+CREATE TRANSFORM x AS SELECT DISTINCT count(*) AS n FROM fact GROUP BY d2;
+
+-- accept
+CREATE TRANSFORM distinct_of_grouped AS SELECT DISTINCT n FROM (SELECT d2, count(*) AS n FROM fact GROUP BY d2) AS g;
+
 -- refuse validation: UNION is not supported in a transform; define one transform per branch
 CREATE TRANSFORM x AS SELECT id FROM fact UNION SELECT id FROM dim;
 
