@@ -147,6 +147,14 @@ func (c *selectChecker) flattenItem(item *pg_query.Node, top bool, subs *[]*deri
 			// Its rows are groups: it is kept as an inner level, a
 			// transform of its own the outer query reads (ADR 0018).
 			return c.level(rs, inner, alias, what)
+		case !top && !plainColumns(inner):
+			// A NULL-extended row must show NULL in every column, but an
+			// expression such as a constant or coalesce(x, 0), pulled up,
+			// would compute a value from the NULLs. PostgreSQL's planner
+			// wraps such columns in placeholders; here the subquery keeps
+			// its own rows as an inner level (ADR 0018), whose stored
+			// columns the outer join NULL-extends like any table's.
+			return c.level(rs, inner, alias, what)
 		case !top && inner.WhereClause != nil:
 			return nil, c.errf(-1, "%s has a WHERE and is on the NULL-extended side of an outer join; move its condition into that join's ON clause and join its tables directly", what)
 		}
@@ -154,6 +162,9 @@ func (c *selectChecker) flattenItem(item *pg_query.Node, top bool, subs *[]*deri
 		if err := c.flattenDerived(inner); err != nil {
 			return nil, err
 		}
+		// Its unqualified columns name its one table: qualified, they
+		// stay unambiguous in the outer query's wider scope.
+		qualifyColumns(inner)
 		d := &derived{alias: alias, cols: map[string]*pg_query.Node{}}
 		var names []string
 		if rs.Alias != nil {
@@ -178,7 +189,7 @@ func (c *selectChecker) flattenItem(item *pg_query.Node, top bool, subs *[]*deri
 			if i < len(names) {
 				name = names[i]
 			}
-			d.cols[name] = rt.Val
+			d.cols[name] = groupSafe(rt.Val)
 		}
 		*subs = append(*subs, d)
 		if inner.WhereClause != nil {
@@ -193,6 +204,64 @@ func (c *selectChecker) flattenItem(item *pg_query.Node, top bool, subs *[]*deri
 		return out, nil
 	}
 	return item, nil
+}
+
+// plainColumns reports whether every output of a subquery is a column
+// reference (or a cast of one): such outputs are NULL in a NULL-extended
+// row whether computed before or after the join.
+func plainColumns(sel *pg_query.SelectStmt) bool {
+	for _, t := range sel.TargetList {
+		v := t.GetResTarget().GetVal()
+		for v.GetTypeCast() != nil {
+			v = v.GetTypeCast().Arg
+		}
+		if v.GetColumnRef() == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// qualifyColumns qualifies the one-part column references of a subquery
+// with one table (its select list and WHERE, the parts that move into the
+// outer query) by that table's name in the subquery.
+func qualifyColumns(sel *pg_query.SelectStmt) {
+	if len(sel.FromClause) != 1 || sel.FromClause[0].GetRangeVar() == nil {
+		return
+	}
+	rv := sel.FromClause[0].GetRangeVar()
+	ref := rv.Relname
+	if rv.Alias != nil {
+		ref = rv.Alias.Aliasname
+	}
+	qualify := func(n *pg_query.Node) *pg_query.Node {
+		cr := n.GetColumnRef()
+		if cr == nil || len(cr.Fields) != 1 || cr.Fields[0].GetString_() == nil {
+			return nil
+		}
+		q := proto.Clone(cr).(*pg_query.ColumnRef)
+		q.Fields = append([]*pg_query.Node{pg_query.MakeStrNode(ref)}, q.Fields...)
+		return &pg_query.Node{Node: &pg_query.Node_ColumnRef{ColumnRef: q}}
+	}
+	for _, t := range sel.TargetList {
+		if rt := t.GetResTarget(); rt != nil && rt.Val != nil {
+			rt.Val = replaceNodes(rt.Val, qualify)
+		}
+	}
+	if sel.WhereClause != nil {
+		sel.WhereClause = replaceNodes(sel.WhereClause, qualify)
+	}
+}
+
+// groupSafe is a subquery output's expression as it may be pulled up: an
+// integer constant is cast, since in the outer GROUP BY a bare one would
+// be read as a select-list position.
+func groupSafe(n *pg_query.Node) *pg_query.Node {
+	if c := n.GetAConst(); c != nil && c.GetIval() != nil {
+		return &pg_query.Node{Node: &pg_query.Node_TypeCast{TypeCast: &pg_query.TypeCast{
+			Arg: n, TypeName: &pg_query.TypeName{Names: []*pg_query.Node{pg_query.MakeStrNode("pg_catalog"), pg_query.MakeStrNode("int4")}, Typemod: -1, Location: -1}, Location: -1}}}
+	}
+	return n
 }
 
 // derivedRef is the flattened subquery a column reference names, or nil.

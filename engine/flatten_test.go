@@ -8,19 +8,31 @@ import "testing"
 // own name.
 func TestFlattenDerived(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
-		{`SELECT a FROM (SELECT a FROM t) s`, `SELECT a FROM t`},
+		{`SELECT a FROM (SELECT a FROM t) s`, `SELECT t.a FROM t`},
 		{`SELECT s.x, y FROM (SELECT t.a + 1 AS x, t.b AS y FROM t WHERE t.c) AS s`,
 			`SELECT t.a + 1 AS x, t.b AS y FROM t WHERE t.c`},
 		{`SELECT nm, sum(v) AS total FROM (SELECT n.name AS nm, l.p * (1 - l.d) AS v FROM l, n WHERE n.id = l.n) AS x GROUP BY nm ORDER BY nm`,
 			`SELECT n.name AS nm, sum(l.p * (1 - l.d)) AS total FROM l CROSS JOIN n WHERE n.id = l.n GROUP BY n.name ORDER BY n.name`},
 		{`SELECT c, u.k FROM (SELECT a AS c FROM t WHERE b > 0) s(c) JOIN u ON u.k = s.c WHERE u.z`,
-			`SELECT a AS c, u.k FROM t JOIN u ON u.k = a WHERE u.z AND b > 0`},
+			`SELECT t.a AS c, u.k FROM t JOIN u ON u.k = t.a WHERE u.z AND t.b > 0`},
 		{`SELECT q FROM (SELECT p AS q FROM (SELECT t.a AS p FROM t WHERE t.a > 1) i WHERE p < 9) o`,
 			`SELECT t.a AS q FROM t WHERE t.a < 9 AND t.a > 1`},
 		// Both WHEREs already conjunctions: one flat AND, as the parser
 		// reads the deparsed text back (found by the generative suite).
 		{`SELECT s.k FROM (SELECT c0 AS k, c1 AS v FROM s0 WHERE c1 IS NOT NULL AND c1 > 0) s WHERE (s.k >= 2.5 AND s.k < 9)`,
-			`SELECT c0 AS k FROM s0 WHERE c0 >= 2.5 AND c0 < 9 AND c1 IS NOT NULL AND c1 > 0`},
+			`SELECT s0.c0 AS k FROM s0 WHERE s0.c0 >= 2.5 AND s0.c0 < 9 AND s0.c1 IS NOT NULL AND s0.c1 > 0`},
+		// An integer constant pulled into GROUP BY is cast: bare, it would
+		// be read as a select-list position.
+		{`SELECT s.c, count(*) AS n FROM t JOIN (SELECT u.b, -1 AS c FROM u) s ON s.b = t.a GROUP BY s.c`,
+			`SELECT (-1)::int AS c, count(*) AS n FROM t JOIN u ON u.b = t.a GROUP BY (-1)::int`},
+		// Unqualified columns of one-table subqueries are qualified: the
+		// outer ON names two tables with a column n.
+		{`SELECT s1_n, s2_n FROM (SELECT name, n AS s1_n FROM t1) AS s1 FULL JOIN (SELECT name, n AS s2_n FROM t2) AS s2 ON (s1_n = s2_n)`,
+			`SELECT t1.n AS s1_n, t2.n AS s2_n FROM t1 FULL JOIN t2 ON t1.n = t2.n`},
+		// A computed column on the NULL-extended side would be computed
+		// from the NULLs if pulled up: the subquery is a level instead.
+		{`SELECT t.a, s.c FROM t LEFT JOIN (SELECT u.b, coalesce(u.x, 0) AS c FROM u) s ON s.b = t.a`,
+			`SELECT t.a, s.c FROM t LEFT JOIN __trellis_level_0 s ON s.b = t.a`},
 	} {
 		sts, err := ParseStatements("CREATE TRANSFORM x AS " + tc.in)
 		if err != nil {
