@@ -28,7 +28,7 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 	var cols []string
 	if p.Shape == ShapeRow {
 		for _, c := range p.Cols {
-			def := ident(c.Name) + " " + c.Type
+			def := ident(c.Name) + " " + typeDDL(c.Type, c.Collation)
 			if c.NotNull {
 				def += " NOT NULL"
 			}
@@ -52,7 +52,7 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 			p.State.Name = fmt.Sprintf("state_%d", id)
 			var tcols []string
 			for _, c := range p.Project {
-				tcols = append(tcols, ident(c.Name)+" "+c.Type)
+				tcols = append(tcols, ident(c.Name)+" "+typeDDL(c.Type, c.Collation))
 			}
 			if p.Surrogate != "" {
 				tcols = append(tcols, p.surrogateDDL())
@@ -72,7 +72,7 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 		}
 		for _, g := range p.Groups {
 			if !contains(names, g.Name) {
-				cols = append(cols, ident(g.Name)+" "+g.Type)
+				cols = append(cols, ident(g.Name)+" "+typeDDL(g.Type, g.Collation))
 			}
 		}
 		cols = append(cols, ident(RowsCol)+" bigint NOT NULL DEFAULT 0")
@@ -138,10 +138,10 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 			lcols = append(lcols, k+" "+types[i]+notNull)
 		}
 		for i, g := range p.Groups {
-			lcols = append(lcols, fmt.Sprintf("__g%d %s", i, g.Type))
+			lcols = append(lcols, fmt.Sprintf("__g%d %s", i, typeDDL(g.Type, g.Collation)))
 		}
 		for _, a := range p.Args {
-			lcols = append(lcols, ident(a.Name)+" "+a.Type)
+			lcols = append(lcols, ident(a.Name)+" "+typeDDL(a.Type, a.Collation))
 		}
 		lcols = append(lcols, p.identityConstraint(strings.Join(keys, ", ")))
 		ddl = append(ddl, "CREATE TABLE "+p.Ledger.Ident()+" ("+strings.Join(lcols, ", ")+") WITH (fillfactor = 80)")
@@ -320,15 +320,17 @@ func markTextCompare(ctx context.Context, db DB, p *Plan) error {
 	return nil
 }
 
+// visibleType is the stored type (with its collation) of a visible
+// column of an aggregate's target or state.
 func (p *Plan) visibleType(name string) string {
 	for _, g := range p.Groups {
 		if g.Name == name {
-			return g.Type
+			return typeDDL(g.Type, g.Collation)
 		}
 	}
 	for _, a := range p.Aggs {
 		if a.Name == name {
-			return a.Type
+			return typeDDL(a.Type, a.Collation)
 		}
 	}
 	return "text"

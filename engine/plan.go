@@ -179,10 +179,15 @@ func (r Rel) Ident() string { return pgx.Identifier{r.Schema, r.Name}.Sanitize()
 
 // Col is a column with its SQL type and the expression that computes it.
 type Col struct {
-	Name    string `json:"name"`
-	Type    string `json:"type"`
-	Expr    string `json:"expr,omitempty"`
-	NotNull bool   `json:"not_null,omitempty"`
+	Name string `json:"name"`
+	Type string `json:"type"`
+	// Collation is the expression's collation when it is not the
+	// database's default (quoted, as pg_collation_for gives it): stored
+	// columns carry it, so that min, max and ORDER BY over them compare
+	// as the query does.
+	Collation string `json:"collation,omitempty"`
+	Expr      string `json:"expr,omitempty"`
+	NotNull   bool   `json:"not_null,omitempty"`
 	// TextCmp: the type has no default equality, so changes are detected on
 	// its text form.
 	TextCmp bool `json:"text_cmp,omitempty"`
@@ -192,8 +197,10 @@ type Col struct {
 type AggCol struct {
 	Name string `json:"name"`
 	Type string `json:"type"`
-	Func string `json:"func"`
-	Mode string `json:"mode"`
+	// Collation is as Col's: min(s) over a collated s keeps it.
+	Collation string `json:"collation,omitempty"`
+	Func      string `json:"func"`
+	Mode      string `json:"mode"`
 	// Arg indexes Plan.Args; -1 for count(*).
 	Arg int `json:"arg"`
 	// Call recomputes the aggregate over a group's ledger rows __l (its
@@ -254,19 +261,27 @@ type DB interface {
 type colType struct {
 	oid  uint32
 	name string
+	// collation: see Col.Collation.
+	collation string
 }
 
-// describe asks PostgreSQL for the result types of a SELECT without running it.
+// describe asks PostgreSQL for the result types of a SELECT, and the
+// collations of its collatable columns, without running it.
 func describe(ctx context.Context, db DB, sql string) ([]colType, error) {
 	sd, err := db.Conn().PgConn().Prepare(ctx, "", sql, nil)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]colType, len(sd.Fields))
+	var collatable []int
 	for i, f := range sd.Fields {
-		if err := db.QueryRow(ctx, `SELECT format_type($1::oid, nullif($2::int, -1))`, f.DataTypeOID, f.TypeModifier).
-			Scan(&out[i].name); err != nil {
+		var coll bool
+		if err := db.QueryRow(ctx, `SELECT format_type($1::oid, nullif($2::int, -1)), coalesce((SELECT typcollation <> 0 FROM pg_type WHERE oid = $1::oid), false)`,
+			f.DataTypeOID, f.TypeModifier).Scan(&out[i].name, &coll); err != nil {
 			return nil, fmt.Errorf("format type %d: %w", f.DataTypeOID, err)
+		}
+		if coll {
+			collatable = append(collatable, i)
 		}
 		// Without a length, "character" and "bit" name one-character types
 		// in DDL; an expression's char/bit value can be any length.
@@ -280,7 +295,49 @@ func describe(ctx context.Context, db DB, sql string) ([]colType, error) {
 		}
 		out[i].oid = f.DataTypeOID
 	}
+	if len(collatable) > 0 {
+		if err := describeCollations(ctx, db, sql, out, collatable); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
+}
+
+// describeCollations sets the collation of the columns at idx of sql's
+// result: pg_collation_for over the columns of one NULL-extended row, so
+// the query is planned but reads nothing.
+func describeCollations(ctx context.Context, db DB, sql string, out []colType, idx []int) error {
+	names := make([]string, len(out))
+	for i := range out {
+		names[i] = fmt.Sprintf("c%d", i)
+	}
+	calls := make([]string, len(idx))
+	for k, i := range idx {
+		calls[k] = "pg_collation_for(__q.c" + fmt.Sprint(i) + ")"
+	}
+	q := "SELECT " + strings.Join(calls, ", ") + " FROM (" + sql + ") AS __q(" + strings.Join(names, ", ") + ") RIGHT JOIN (SELECT) AS __one ON false"
+	colls := make([]*string, len(idx))
+	dest := make([]any, len(idx))
+	for k := range colls {
+		dest[k] = &colls[k]
+	}
+	if err := db.QueryRow(ctx, q).Scan(dest...); err != nil {
+		return fmt.Errorf("read the collations of the query's columns: %w", err)
+	}
+	for k, i := range idx {
+		if colls[k] != nil && *colls[k] != `"default"` {
+			out[i].collation = *colls[k]
+		}
+	}
+	return nil
+}
+
+// typeDDL is a stored column's type with its collation.
+func typeDDL(typ, collation string) string {
+	if collation == "" {
+		return typ
+	}
+	return typ + " COLLATE " + collation
 }
 
 // exactNumeric reports whether sums of this type are exact (and so can be
@@ -410,7 +467,7 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 	if !q.Aggregate {
 		p.Shape = ShapeRow
 		for i, t := range q.Targets {
-			c := Col{Name: t.Name, Type: outTypes[i].name, Expr: t.Expr}
+			c := Col{Name: t.Name, Type: outTypes[i].name, Collation: outTypes[i].collation, Expr: t.Expr}
 			if t.Column != "" {
 				// A NOT NULL source column stays NOT NULL in the target, so a
 				// transform reading the target can group by it (a chain).
@@ -475,7 +532,7 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 		seenGroup[t.Group] = t.Name
 	}
 	for gi, g := range q.GroupBy {
-		col := Col{Name: fmt.Sprintf("__g%d", gi), Type: gtypes[gi].name, Expr: g}
+		col := Col{Name: fmt.Sprintf("__g%d", gi), Type: gtypes[gi].name, Collation: gtypes[gi].collation, Expr: g}
 		for _, t := range q.Targets {
 			if t.Group == gi && t.Agg == nil {
 				col.Name = t.Name

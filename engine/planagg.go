@@ -27,7 +27,7 @@ func (p *Plan) planAggregates(ctx context.Context, db DB, name string, q *Query,
 		}
 		ai := len(p.Args)
 		argIndex[expr] = ai
-		p.Args = append(p.Args, Col{Name: fmt.Sprintf("__a%d", ai), Type: at[0].name, Expr: expr})
+		p.Args = append(p.Args, Col{Name: fmt.Sprintf("__a%d", ai), Type: at[0].name, Collation: at[0].collation, Expr: expr})
 		argOIDs = append(argOIDs, at[0].oid)
 		return ai, nil
 	}
@@ -37,7 +37,7 @@ func (p *Plan) planAggregates(ctx context.Context, db DB, name string, q *Query,
 	type kept struct {
 		agg  *Agg
 		name string
-		typ  string
+		typ  colType
 	}
 	var keep []kept
 	if project {
@@ -46,17 +46,17 @@ func (p *Plan) planAggregates(ctx context.Context, db DB, name string, q *Query,
 			if err != nil {
 				return queryError(name, err)
 			}
-			keep = append(keep, kept{a, fmt.Sprintf("__x%d", k), ts[0].name})
+			keep = append(keep, kept{a, fmt.Sprintf("__x%d", k), ts[0]})
 		}
 	} else {
 		for i, t := range q.Targets {
 			if t.Agg != nil {
-				keep = append(keep, kept{t.Agg, t.Name, outTypes[i].name})
+				keep = append(keep, kept{t.Agg, t.Name, outTypes[i]})
 			}
 		}
 	}
 	for _, kp := range keep {
-		a := AggCol{Name: kp.name, Type: kp.typ, Func: kp.agg.Func, Arg: -1}
+		a := AggCol{Name: kp.name, Type: kp.typ.name, Collation: kp.typ.collation, Func: kp.agg.Func, Arg: -1}
 		var ins []int
 		for _, in := range kp.agg.Inputs {
 			ai, err := input(in)
@@ -105,7 +105,7 @@ func (p *Plan) planAggregates(ctx context.Context, db DB, name string, q *Query,
 	p.State = &Rel{Schema: p.Ledger.Schema, Name: "state_" + sanitizeName(p.Target.Schema+"_"+name)}
 	p.Having = q.Having
 	for i, t := range q.Targets {
-		c := Col{Name: t.Name, Type: outTypes[i].name}
+		c := Col{Name: t.Name, Type: outTypes[i].name, Collation: outTypes[i].collation}
 		switch {
 		case t.Composed != "":
 			c.Expr = t.Composed
