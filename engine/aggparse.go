@@ -8,6 +8,21 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// supportedAggregates names the aggregates a transform keeps, for advice.
+const supportedAggregates = "count, sum, avg, min, max, bool_and, bool_or, every, bit_and, bit_or, bit_xor, string_agg, array_agg, jsonb_agg and jsonb_object_agg"
+
+// hasFuncCall reports whether an expression calls a function.
+func hasFuncCall(n *pg_query.Node) bool {
+	found := false
+	walk(n.ProtoReflect(), func(m proto.Message) bool {
+		if _, ok := m.(*pg_query.FuncCall); ok {
+			found = true
+		}
+		return !found
+	})
+	return found
+}
+
 // stateRef qualifies the columns of the aggregate state that Composed and
 // Having expressions read.
 const stateRef = "__s"
@@ -21,7 +36,7 @@ func (c *selectChecker) checkAgg(fc *pg_query.FuncCall, clause string) (*Agg, er
 	case fc.AggWithinGroup:
 		return nil, c.errf(fc.Location, "%s: WITHIN GROUP (ordered-set aggregates) is not supported in a transform; remove it", clause)
 	case !builtin || !supportedAggs[name]:
-		return nil, c.errf(fc.Location, "%s: aggregate %s is not supported yet; supported aggregates are count, sum, avg, min, max, bool_and, bool_or, every, bit_and, bit_or, bit_xor, string_agg, array_agg, jsonb_agg and jsonb_object_agg", clause, name)
+		return nil, c.errf(fc.Location, "%s: aggregate %s is not supported yet; supported aggregates are "+supportedAggregates, clause, name)
 	case fc.FuncVariadic:
 		return nil, c.errf(fc.Location, "%s: VARIADIC is not supported in an aggregate call; pass the arguments one by one", clause)
 	case fc.AggStar && name != "count":
@@ -234,7 +249,13 @@ func (c *selectChecker) composedItems(sel *pg_query.SelectStmt, items []*selectI
 		}
 		s, err := c.overState(it.node, clause, items, keys, q)
 		if err != nil && it.grouped {
-			return c.errf(it.loc, "%s is neither a GROUP BY expression nor an aggregate, nor computed from them (PostgreSQL: it must appear in the GROUP BY clause or be used in an aggregate function); add it to GROUP BY or wrap it in an aggregate", clause)
+			advice := "add it to GROUP BY or wrap it in an aggregate"
+			if hasFuncCall(it.node) {
+				// The parser knows aggregates by name: a user-defined one
+				// reads as a plain function over an ungrouped column.
+				advice += " (if it calls a user-defined or extension aggregate: the supported aggregates are " + supportedAggregates + ")"
+			}
+			return c.errf(it.loc, "%s is neither a GROUP BY expression nor an aggregate, nor computed from them (PostgreSQL: it must appear in the GROUP BY clause or be used in an aggregate function); %s", clause, advice)
 		}
 		if err != nil {
 			return err

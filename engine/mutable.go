@@ -65,7 +65,7 @@ func checkMutability(ctx context.Context, db DB, name string, p *Plan, q *Query)
 	if _, err := db.Exec(ctx, "CREATE TEMPORARY TABLE __trellis_mut ("+strings.Join(defs, ", ")+")"); err != nil {
 		return fmt.Errorf("transform %q: check immutability: %w", name, err)
 	}
-	var bad []string
+	var bad, sets, aggs []string
 	for i, e := range exprs {
 		if _, err := db.Exec(ctx, `SAVEPOINT trellis_mutable_expr`); err != nil {
 			return err
@@ -80,12 +80,25 @@ func checkMutability(ctx context.Context, db DB, name string, p *Plan, q *Query)
 		case errors.As(err, &pgErr) && pgErr.Code == "42P17":
 			bad = append(bad, fmt.Sprintf("%s (%s) is not immutable", e.clause, e.text))
 		case errors.As(err, &pgErr) && pgErr.Code == "0A000" && strings.Contains(pgErr.Message, "set-returning"):
-			bad = append(bad, fmt.Sprintf("%s (%s) returns a set of rows per row, which a transform cannot key", e.clause, e.text))
+			sets = append(sets, fmt.Sprintf("%s (%s)", e.clause, e.text))
+		case errors.As(err, &pgErr) && (pgErr.Code == "42803" || pgErr.Code == "42P20"):
+			// An aggregate or window function the parser could not know
+			// by name: a user-defined or extension one.
+			aggs = append(aggs, fmt.Sprintf("%s (%s)", e.clause, e.text))
 		}
 	}
+	var parts []string
 	if len(bad) > 0 {
-		return terr.New(terr.Validation, "transform %q: %s: it calls a function, operator or cast that PostgreSQL marks stable or volatile (timestamptz::date, to_char(timestamptz, …) and timestamptz + interval depend on the TimeZone setting, for example); a transform may use only immutable expressions, because rows are re-derived at different times — name the time zone (timezone('UTC', t)::date), or compute the value into a source column",
-			name, strings.Join(bad, "; "))
+		parts = append(parts, strings.Join(bad, "; ")+": it calls a function, operator or cast that PostgreSQL marks stable or volatile (timestamptz::date, to_char(timestamptz, …) and timestamptz + interval depend on the TimeZone setting, for example); a transform may use only immutable expressions, because rows are re-derived at different times — name the time zone (timezone('UTC', t)::date), or compute the value into a source column")
+	}
+	if len(sets) > 0 {
+		parts = append(parts, strings.Join(sets, "; ")+" returns a set of rows per row, which a transform cannot key; remove the set-returning call (keep the rows it would produce in a table and join it)")
+	}
+	if len(aggs) > 0 {
+		parts = append(parts, strings.Join(aggs, "; ")+" calls a user-defined or extension aggregate or window function, which this version does not keep; supported aggregates are "+supportedAggregates)
+	}
+	if len(parts) > 0 {
+		return terr.New(terr.Validation, "transform %q: %s", name, strings.Join(parts, "; and "))
 	}
 	return nil
 }

@@ -464,6 +464,12 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 	if err := checkMutability(ctx, db, name, p, q); err != nil {
 		return nil, err
 	}
+	// Planned, not only analyzed: a query PostgreSQL parses but cannot
+	// plan (a FULL JOIN on a condition that is neither merge- nor
+	// hash-joinable) would be accepted and then fail at every read.
+	if _, err := db.Exec(ctx, "EXPLAIN (COSTS OFF) "+p.selectSQL(q)); err != nil {
+		return nil, queryError(name, err)
+	}
 	if !q.Aggregate {
 		p.Shape = ShapeRow
 		for i, t := range q.Targets {
@@ -887,7 +893,9 @@ func queryError(name string, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		code := terr.Validation
-		if pgErr.Code == "42P01" || pgErr.Code == "42703" || pgErr.Code == "42883" {
+		// A missing table or column; a function that does not exist for
+		// these argument types (max(uuid)) is the query's own mistake.
+		if pgErr.Code == "42P01" || pgErr.Code == "42703" {
 			code = terr.NotFound
 		}
 		msg := pgErr.Message

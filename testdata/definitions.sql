@@ -134,6 +134,9 @@ CREATE TRANSFORM x AS SELECT DISTINCT count(*) AS n FROM fact GROUP BY d2;
 -- accept
 CREATE TRANSFORM distinct_of_grouped AS SELECT DISTINCT n FROM (SELECT d2, count(*) AS n FROM fact GROUP BY d2) AS g;
 
+-- refuse validation: FULL JOIN is only supported with merge-joinable or hash-joinable join conditions
+CREATE TRANSFORM x AS SELECT f.id, d.id AS did FROM fact f FULL JOIN dim d ON d.id IS NOT DISTINCT FROM f.d1;
+
 -- refuse validation: UNION is not supported in a transform; define one transform per branch
 CREATE TRANSFORM x AS SELECT id FROM fact UNION SELECT id FROM dim;
 
