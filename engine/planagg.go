@@ -4,7 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/trellis-repl/trellis-repl/internal/terr"
 )
+
+// recordOID is the pseudo-type of an anonymous row value, (a, b).
+const recordOID = 2249
 
 // planAggregates decides how each aggregate call is kept (its mode and
 // the ledger columns of its inputs) and, when the query has HAVING or
@@ -24,6 +29,10 @@ func (p *Plan) planAggregates(ctx context.Context, db DB, name string, q *Query,
 		at, err := describe(ctx, db, "SELECT "+expr+" FROM "+p.FromSQL())
 		if err != nil {
 			return 0, queryError(name, err)
+		}
+		if at[0].oid == recordOID {
+			// An anonymous row has no type a ledger column can have.
+			return 0, terr.New(terr.Validation, "transform %q: the aggregate input %s is a row value, which the ledger cannot store; aggregate the distinct rows of a subquery in FROM instead, e.g. SELECT g, count(*) AS n FROM (SELECT DISTINCT g, a, b FROM t) AS d GROUP BY g for count(DISTINCT (a, b))", name, expr)
 		}
 		ai := len(p.Args)
 		argIndex[expr] = ai

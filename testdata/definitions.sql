@@ -137,6 +137,12 @@ CREATE TRANSFORM distinct_of_grouped AS SELECT DISTINCT n FROM (SELECT d2, count
 -- refuse validation: FULL JOIN is only supported with merge-joinable or hash-joinable join conditions
 CREATE TRANSFORM x AS SELECT f.id, d.id AS did FROM fact f FULL JOIN dim d ON d.id IS NOT DISTINCT FROM f.d1;
 
+-- refuse validation: is a row value, which the ledger cannot store; aggregate the distinct rows of a subquery in FROM instead
+CREATE TRANSFORM x AS SELECT d2, count(DISTINCT (s, v)) AS n FROM fact GROUP BY d2;
+
+-- accept
+CREATE TRANSFORM distinct_rows_counted AS SELECT d2, count(*) AS n FROM (SELECT DISTINCT d2, s, v FROM fact) AS d GROUP BY d2;
+
 -- refuse validation: UNION is not supported in a transform; define one transform per branch
 CREATE TRANSFORM x AS SELECT id FROM fact UNION SELECT id FROM dim;
 
