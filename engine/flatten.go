@@ -22,7 +22,7 @@ func (c *selectChecker) flattenDerived(sel *pg_query.SelectStmt) error {
 	var extraWhere []*pg_query.Node
 	var err error
 	for i, item := range sel.FromClause {
-		if sel.FromClause[i], err = c.flattenItem(item, true, &subs, &extraWhere); err != nil {
+		if sel.FromClause[i], err = c.flattenItem(item, true, nil, &subs, &extraWhere); err != nil {
 			return err
 		}
 	}
@@ -101,18 +101,24 @@ type derived struct {
 
 // flattenItem flattens the derived tables of one FROM item. top: the item
 // is not under the NULL-extended side of an outer join, so its subqueries'
-// conditions may move to the outer WHERE.
-func (c *selectChecker) flattenItem(item *pg_query.Node, top bool, subs *[]*derived, where *[]*pg_query.Node) (*pg_query.Node, error) {
+// conditions may move to the outer WHERE. using: the column names of the
+// USING clauses of the joins above it.
+func (c *selectChecker) flattenItem(item *pg_query.Node, top bool, using []string, subs *[]*derived, where *[]*pg_query.Node) (*pg_query.Node, error) {
 	switch n := item.Node.(type) {
 	case *pg_query.Node_JoinExpr:
 		j := n.JoinExpr
 		ltop := top && (j.Jointype == pg_query.JoinType_JOIN_INNER || j.Jointype == pg_query.JoinType_JOIN_LEFT)
 		rtop := top && (j.Jointype == pg_query.JoinType_JOIN_INNER || j.Jointype == pg_query.JoinType_JOIN_RIGHT)
+		for _, u := range j.UsingClause {
+			if s := u.GetString_(); s != nil {
+				using = append(using[:len(using):len(using)], s.Sval)
+			}
+		}
 		var err error
-		if j.Larg, err = c.flattenItem(j.Larg, ltop, subs, where); err != nil {
+		if j.Larg, err = c.flattenItem(j.Larg, ltop, using, subs, where); err != nil {
 			return nil, err
 		}
-		if j.Rarg, err = c.flattenItem(j.Rarg, rtop, subs, where); err != nil {
+		if j.Rarg, err = c.flattenItem(j.Rarg, rtop, using, subs, where); err != nil {
 			return nil, err
 		}
 		return item, nil
@@ -146,6 +152,11 @@ func (c *selectChecker) flattenItem(item *pg_query.Node, top bool, subs *[]*deri
 		case aggregates(inner):
 			// Its rows are groups: it is kept as an inner level, a
 			// transform of its own the outer query reads (ADR 0018).
+			return c.level(rs, inner, alias, what)
+		case renamedForUsing(rs, inner, using):
+			// USING names the derived table's output; pulled up, the name
+			// would be gone (a computed or renamed column), so its rows
+			// stay in a level that has the column.
 			return c.level(rs, inner, alias, what)
 		case !top && !plainColumns(inner):
 			// A NULL-extended row must show NULL in every column, but an
@@ -220,6 +231,43 @@ func plainColumns(sel *pg_query.SelectStmt) bool {
 		}
 	}
 	return true
+}
+
+// renamedForUsing reports whether a USING clause above a derived table
+// names one of its outputs that is not a column of that same name.
+func renamedForUsing(rs *pg_query.RangeSubselect, sel *pg_query.SelectStmt, using []string) bool {
+	if len(using) == 0 {
+		return false
+	}
+	var aliases []string
+	if rs.Alias != nil {
+		for _, cn := range rs.Alias.Colnames {
+			if s := cn.GetString_(); s != nil {
+				aliases = append(aliases, s.Sval)
+			}
+		}
+	}
+	for i, t := range sel.TargetList {
+		rt := t.GetResTarget()
+		if rt == nil || rt.Val == nil {
+			continue
+		}
+		name := rt.Name
+		if name == "" {
+			name = figureColname(rt.Val)
+		}
+		if i < len(aliases) {
+			name = aliases[i]
+		}
+		if !contains(using, name) {
+			continue
+		}
+		cr := rt.Val.GetColumnRef()
+		if cr == nil || len(cr.Fields) == 0 || cr.Fields[len(cr.Fields)-1].GetString_().GetSval() != name {
+			return true
+		}
+	}
+	return false
 }
 
 // qualifyColumns qualifies the one-part column references of a subquery

@@ -33,6 +33,9 @@ func TestFlattenDerived(t *testing.T) {
 		// from the NULLs if pulled up: the subquery is a level instead.
 		{`SELECT t.a, s.c FROM t LEFT JOIN (SELECT u.b, coalesce(u.x, 0) AS c FROM u) s ON s.b = t.a`,
 			`SELECT t.a, s.c FROM t LEFT JOIN __trellis_level_0 s ON s.b = t.a`},
+		// USING names a renamed output: pulled up, the name would be gone.
+		{`SELECT q FROM (SELECT coalesce(t2.n, 0) AS q FROM t2) x JOIN (SELECT t3.n AS q FROM t3) y USING (q)`,
+			`SELECT q FROM __trellis_level_0 x JOIN __trellis_level_1 y USING (q)`},
 	} {
 		sts, err := ParseStatements("CREATE TRANSFORM x AS " + tc.in)
 		if err != nil {
