@@ -3,8 +3,6 @@ package trellis_test
 import (
 	"context"
 	"fmt"
-	"regexp"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -36,20 +34,13 @@ import (
 // groups the step wrote to by selfcheck.Compare; after the last step, all
 // of them by joinCheck again.
 //
-// A case that is known to diverge carries a finding. It is still built
-// and compared at every step (one that cannot converge is recorded and
-// dropped, so that the others go on), but what it shows is reported by a
-// subtest that skips with "FINDING: …" instead of failing the test. The
-// same holds for a supported query that is refused, and for a refusal the
-// documentation promises that the code does not keep, or keeps with a
-// message that does not say what is refused. Where a refusal advises a
+// A refusal the documentation promises that the code does not keep
+// carries a finding: it is reported by a subtest that skips with
+// "FINDING: …" instead of failing the test. Where a refusal advises a
 // rewrite, a case checks that the rewrite is accepted and kept exact.
 
 // pgrCase is one transform of a group.
-type pgrCase struct {
-	name, query string
-	finding     string // known divergence: reported as a skipped subtest
-}
+type pgrCase struct{ name, query string }
 
 // pgrGroup is a schema, its rows and the writes its cases must follow.
 type pgrGroup struct {
@@ -783,11 +774,8 @@ func pgrRefusals() []pgrRefusal {
 	}
 }
 
-// pgrCannotConverge finds the transform AwaitConverged gave up on.
-var pgrCannotConverge = regexp.MustCompile(`transform "([^"]+)" cannot converge`)
-
-// pgrFinding is a known divergence or a refusal not kept, reported at the
-// end as a skipped subtest.
+// pgrFinding is a refusal not kept, reported at the end as a skipped
+// subtest.
 type pgrFinding struct{ name, line, detail string }
 
 func TestPeerPGRegress(t *testing.T) {
@@ -829,7 +817,7 @@ func TestPeerPGRegress(t *testing.T) {
 		g pgrGroup
 		c pgrCase
 	}
-	var defs, known []joinDef
+	var defs []joinDef
 	byName := map[string]member{}
 	maxSteps := 0
 	for _, g := range groups {
@@ -839,10 +827,6 @@ func TestPeerPGRegress(t *testing.T) {
 		for _, c := range g.cases {
 			res, err := e.tr.Apply(ctx, fmt.Sprintf("CREATE TRANSFORM %s AS %s", c.name, sub(c.query)))
 			if err != nil {
-				if c.finding != "" {
-					findings = append(findings, pgrFinding{c.name, c.finding, fmt.Sprintf("refused: %v\n  %s", err, sub(c.query))})
-					continue
-				}
 				t.Errorf("%s: refused, want accepted: %v\n  %s", c.name, err, sub(c.query))
 				continue
 			}
@@ -851,12 +835,7 @@ func TestPeerPGRegress(t *testing.T) {
 					t.Logf("%s: note: %s", c.name, n)
 				}
 			}
-			d := joinDef{c.name, sub(c.query)}
-			if c.finding != "" {
-				known = append(known, d)
-			} else {
-				defs = append(defs, d)
-			}
+			defs = append(defs, joinDef{c.name, sub(c.query)})
 			byName[c.name] = member{g, c}
 		}
 	}
@@ -871,12 +850,9 @@ func TestPeerPGRegress(t *testing.T) {
 		definition[d.Name] = d
 	}
 	// compare is the two-way EXCEPT ALL of a target and the test's query.
-	compareErr := func(d joinDef) (selfcheck.Diff, error) {
-		def := definition[d.name]
-		return selfcheck.Compare(ctx, e.conn, pgx.Identifier{def.Schema, d.name}, def.Columns, d.query)
-	}
 	compare := func(d joinDef) selfcheck.Diff {
-		diff, err := compareErr(d)
+		def := definition[d.name]
+		diff, err := selfcheck.Compare(ctx, e.conn, pgx.Identifier{def.Schema, d.name}, def.Columns, d.query)
 		if err != nil {
 			t.Fatalf("compare %s: %v", d.name, err)
 		}
@@ -886,8 +862,7 @@ func TestPeerPGRegress(t *testing.T) {
 		return fmt.Sprintf("transform %s differs from its query (target columns %v)\n  query: %s\n  missing from the target (%d): %v\n  extra in the target (%d): %v",
 			d.name, definition[d.name].Columns, d.query, diff.Missing, diff.MissingSample, diff.Extra, diff.ExtraSample)
 	}
-	// A known case's first divergence, with what led to it.
-	knownSeen := map[string]string{}
+	// A diverged case's schema, rows and the steps that led to it.
 	reproduce := func(m member, when string, k int) string {
 		sub := func(sql string) string { return strings.ReplaceAll(sql, "@", m.g.name+".") }
 		var b strings.Builder
@@ -900,60 +875,10 @@ func TestPeerPGRegress(t *testing.T) {
 		}
 		return b.String()
 	}
-	checkKnown := func(when string, k int, names map[string]bool) {
-		for _, d := range known {
-			if _, seen := knownSeen[d.name]; seen || (names != nil && !names[d.name]) {
-				continue
-			}
-			diff, err := compareErr(d)
-			switch {
-			case err != nil:
-				knownSeen[d.name] = fmt.Sprintf("%s: %v\n%s", when, err, reproduce(byName[d.name], when, k))
-			case !diff.Equal():
-				knownSeen[d.name] = fmt.Sprintf("%s: %s\n%s", when, describe(d, diff), reproduce(byName[d.name], when, k))
-			}
-		}
-	}
-
-	// awaitAll is e.await, except that a known case that cannot converge
-	// (halted) is recorded and dropped, so that the others go on.
-	awaitAll := func(when string, k int) {
-		for {
-			actx, cancel := context.WithTimeout(ctx, 90*time.Second)
-			tok, err := e.tr.WatermarkToken(actx)
-			if err == nil {
-				err = e.tr.AwaitConverged(actx, tok)
-			}
-			cancel()
-			if err == nil {
-				return
-			}
-			m := pgrCannotConverge.FindStringSubmatch(err.Error())
-			i := -1
-			for j, d := range known {
-				if m != nil && d.name == m[1] {
-					i = j
-				}
-			}
-			if i < 0 {
-				t.Fatalf("%s: %v", when, err)
-			}
-			if _, seen := knownSeen[m[1]]; !seen {
-				knownSeen[m[1]] = fmt.Sprintf("%s: %v\n%s", when, err, reproduce(byName[m[1]], when, k))
-			}
-			if _, err := e.tr.Apply(ctx, "DROP TRANSFORM "+m[1]); err != nil {
-				t.Fatalf("drop %s: %v", m[1], err)
-			}
-			known = append(known[:i:i], known[i+1:]...)
-		}
-	}
-
 	// The build: the test's query and the engine's own (CompareNow).
-	awaitAll("built", 0)
 	check := newJoinCheck(e, defs)
 	check.converge("built")
-	checkKnown("built", 0, nil)
-	t.Logf("built %d transforms (%d known to diverge) in %v", len(defs)+len(known), len(known), time.Since(t00))
+	t.Logf("built %d transforms in %v", len(defs), time.Since(t00))
 	reported := map[string]bool{}
 	report := func() {
 		for name, when := range check.broken {
@@ -980,7 +905,7 @@ func TestPeerPGRegress(t *testing.T) {
 			}
 		}
 		when := fmt.Sprintf("step %d", k+1)
-		awaitAll(when, k+1)
+		e.await(when)
 		for _, d := range defs {
 			if _, ok := check.broken[d.name]; ok || !stepped[d.name] {
 				continue
@@ -990,31 +915,12 @@ func TestPeerPGRegress(t *testing.T) {
 				t.Errorf("%s: %s", when, describe(d, diff))
 			}
 		}
-		checkKnown(when, k+1, stepped)
 		report()
 	}
-	awaitAll("after every step", maxSteps)
 	check.converge("after every step")
-	checkKnown("after every step", maxSteps, nil)
 	report()
 	t.Logf("done in %v", time.Since(t00))
 
-	names := make([]string, 0, len(byName))
-	for name := range byName {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		c := byName[name].c
-		if c.finding == "" {
-			continue
-		}
-		seen, ok := knownSeen[name]
-		if !ok {
-			seen = "not reproduced in this run"
-		}
-		findings = append(findings, pgrFinding{c.name, c.finding, seen})
-	}
 	for _, f := range findings {
 		t.Run("FINDING_"+f.name, func(t *testing.T) {
 			t.Log(f.detail)

@@ -177,14 +177,7 @@ func (c *selectChecker) flattenItem(item *pg_query.Node, top bool, using []strin
 		// stay unambiguous in the outer query's wider scope.
 		qualifyColumns(inner)
 		d := &derived{alias: alias, cols: map[string]*pg_query.Node{}}
-		var names []string
-		if rs.Alias != nil {
-			for _, cn := range rs.Alias.Colnames {
-				if s := cn.GetString_(); s != nil {
-					names = append(names, s.Sval)
-				}
-			}
-		}
+		names := outputNames(rs, inner)
 		for i, t := range inner.TargetList {
 			rt := t.GetResTarget()
 			if rt == nil || rt.Val == nil {
@@ -193,14 +186,7 @@ func (c *selectChecker) flattenItem(item *pg_query.Node, top bool, using []strin
 			if cr := rt.Val.GetColumnRef(); cr != nil && hasStar(cr) {
 				return nil, c.errf(rt.Location, "%s selects *; list its columns by name", what)
 			}
-			name := rt.Name
-			if name == "" {
-				name = figureColname(rt.Val)
-			}
-			if i < len(names) {
-				name = names[i]
-			}
-			d.cols[name] = groupSafe(rt.Val)
+			d.cols[names[i]] = groupSafe(rt.Val)
 		}
 		*subs = append(*subs, d)
 		if inner.WhereClause != nil {
@@ -239,26 +225,13 @@ func renamedForUsing(rs *pg_query.RangeSubselect, sel *pg_query.SelectStmt, usin
 	if len(using) == 0 {
 		return false
 	}
-	var aliases []string
-	if rs.Alias != nil {
-		for _, cn := range rs.Alias.Colnames {
-			if s := cn.GetString_(); s != nil {
-				aliases = append(aliases, s.Sval)
-			}
-		}
-	}
+	names := outputNames(rs, sel)
 	for i, t := range sel.TargetList {
 		rt := t.GetResTarget()
 		if rt == nil || rt.Val == nil {
 			continue
 		}
-		name := rt.Name
-		if name == "" {
-			name = figureColname(rt.Val)
-		}
-		if i < len(aliases) {
-			name = aliases[i]
-		}
+		name := names[i]
 		if !contains(using, name) {
 			continue
 		}
@@ -268,6 +241,31 @@ func renamedForUsing(rs *pg_query.RangeSubselect, sel *pg_query.SelectStmt, usin
 		}
 	}
 	return false
+}
+
+// outputNames are a derived table's output column names, by select-list
+// position: the alias's column list where it names one, else the item's
+// own name as PostgreSQL gives it ("" for an entry that is not a value).
+func outputNames(rs *pg_query.RangeSubselect, sel *pg_query.SelectStmt) []string {
+	names := make([]string, len(sel.TargetList))
+	for i, t := range sel.TargetList {
+		if rt := t.GetResTarget(); rt != nil && rt.Val != nil {
+			names[i] = rt.Name
+			if names[i] == "" {
+				names[i] = figureColname(rt.Val)
+			}
+		}
+	}
+	if rs.Alias != nil {
+		k := 0
+		for _, cn := range rs.Alias.Colnames {
+			if s := cn.GetString_(); s != nil && k < len(names) {
+				names[k] = s.Sval
+				k++
+			}
+		}
+	}
+	return names
 }
 
 // qualifyColumns qualifies the one-part column references of a subquery

@@ -265,12 +265,29 @@ type colType struct {
 	collation string
 }
 
-// describe asks PostgreSQL for the result types of a SELECT, and the
-// collations of its collatable columns, without running it.
+// describe asks PostgreSQL for the result types of a SELECT without
+// running it.
 func describe(ctx context.Context, db DB, sql string) ([]colType, error) {
+	out, _, err := describeTypes(ctx, db, sql)
+	return out, err
+}
+
+// describeStored is describe plus the collations of the collatable
+// columns: what a stored column of the plan needs (the drift watch, which
+// compares types only, spares the extra query).
+func describeStored(ctx context.Context, db DB, sql string) ([]colType, error) {
+	out, collatable, err := describeTypes(ctx, db, sql)
+	if err == nil && len(collatable) > 0 {
+		err = describeCollations(ctx, db, sql, out, collatable)
+	}
+	return out, err
+}
+
+// describeTypes is describe, and which columns are collatable.
+func describeTypes(ctx context.Context, db DB, sql string) ([]colType, []int, error) {
 	sd, err := db.Conn().PgConn().Prepare(ctx, "", sql, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([]colType, len(sd.Fields))
 	var collatable []int
@@ -278,7 +295,7 @@ func describe(ctx context.Context, db DB, sql string) ([]colType, error) {
 		var coll bool
 		if err := db.QueryRow(ctx, `SELECT format_type($1::oid, nullif($2::int, -1)), coalesce((SELECT typcollation <> 0 FROM pg_type WHERE oid = $1::oid), false)`,
 			f.DataTypeOID, f.TypeModifier).Scan(&out[i].name, &coll); err != nil {
-			return nil, fmt.Errorf("format type %d: %w", f.DataTypeOID, err)
+			return nil, nil, fmt.Errorf("format type %d: %w", f.DataTypeOID, err)
 		}
 		if coll {
 			collatable = append(collatable, i)
@@ -295,12 +312,7 @@ func describe(ctx context.Context, db DB, sql string) ([]colType, error) {
 		}
 		out[i].oid = f.DataTypeOID
 	}
-	if len(collatable) > 0 {
-		if err := describeCollations(ctx, db, sql, out, collatable); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return out, collatable, nil
 }
 
 // describeCollations sets the collation of the columns at idx of sql's
@@ -457,7 +469,7 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 		p.Full = p.selectFrom(q, from)
 	}
 	// Types of the visible columns, as PostgreSQL types the user's query.
-	outTypes, err := describe(ctx, db, p.selectSQL(q))
+	outTypes, err := describeStored(ctx, db, p.selectSQL(q))
 	if err != nil {
 		return nil, queryError(name, err)
 	}
@@ -522,7 +534,7 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 	if len(q.GroupBy) > 0 {
 		exprs := make([]string, len(q.GroupBy))
 		copy(exprs, q.GroupBy)
-		gtypes, err = describe(ctx, db, "SELECT "+strings.Join(exprs, ", ")+" FROM "+p.FromSQL())
+		gtypes, err = describeStored(ctx, db, "SELECT "+strings.Join(exprs, ", ")+" FROM "+p.FromSQL())
 		if err != nil {
 			return nil, queryError(name, err)
 		}

@@ -26,7 +26,7 @@ func (p *Plan) planAggregates(ctx context.Context, db DB, name string, q *Query,
 		if ai, ok := argIndex[expr]; ok {
 			return ai, nil
 		}
-		at, err := describe(ctx, db, "SELECT "+expr+" FROM "+p.FromSQL())
+		at, err := describeStored(ctx, db, "SELECT "+expr+" FROM "+p.FromSQL())
 		if err != nil {
 			return 0, queryError(name, err)
 		}
@@ -51,7 +51,7 @@ func (p *Plan) planAggregates(ctx context.Context, db DB, name string, q *Query,
 	var keep []kept
 	if project {
 		for k, a := range q.Aggs {
-			ts, err := describe(ctx, db, "SELECT "+a.Text+" FROM "+p.FromSQL())
+			ts, err := describeStored(ctx, db, "SELECT "+a.Text+" FROM "+p.FromSQL())
 			if err != nil {
 				return queryError(name, err)
 			}
