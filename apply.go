@@ -198,8 +198,14 @@ func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement)
 // replaces (0 for none), whose shadow is st.TargetName.
 func (t *Trellis) create(ctx context.Context, tx pgx.Tx, schema string, st *engine.Statement, replaces int64) (*engine.Plan, error) {
 	// * is expanded first: the derived tables it reads are known then.
-	if err := engine.ExpandStar(ctx, tx, st); err != nil {
-		return nil, asTerr(err)
+	if st.Query != nil && st.Query.Star {
+		targets, err := t.targets(ctx, tx)
+		if err != nil {
+			return nil, err
+		}
+		if err := engine.ExpandStar(ctx, tx, st, targets); err != nil {
+			return nil, asTerr(err)
+		}
 	}
 	var id int64
 	if hasLevels(st.Query) {
@@ -210,6 +216,22 @@ func (t *Trellis) create(ctx context.Context, tx pgx.Tx, schema string, st *engi
 	}
 	k := 0
 	return t.install(ctx, tx, schema, st, replaces, id, 0, &k)
+}
+
+// targets are the target tables of every transform (levels' included):
+// * over one of them means its visible columns.
+func (t *Trellis) targets(ctx context.Context, tx pgx.Tx) ([]engine.Rel, error) {
+	all, err := t.cat.List(ctx, tx)
+	if err != nil {
+		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
+	}
+	var out []engine.Rel
+	for _, o := range all {
+		if p, err := engine.Decode(o.Plan); err == nil {
+			out = append(out, p.Target)
+		}
+	}
+	return out, nil
 }
 
 // install plans and installs st as transform id (0: a new id) owned by

@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 
+	"github.com/trellis-repl/trellis-repl/internal/plant"
+
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -37,8 +39,10 @@ func (c *selectChecker) flattenDerived(sel *pg_query.SelectStmt) error {
 			continue
 		}
 		name := ""
-		if cr := rt.Val.GetColumnRef(); rt.Name == "" && cr != nil && derivedRef(cr, subs) != nil {
-			name = figureColname(rt.Val)
+		if cr := rt.Val.GetColumnRef(); rt.Name == "" && cr != nil {
+			if d, _ := derivedRef(cr, subs); d != nil {
+				name = figureColname(rt.Val)
+			}
 		}
 		rt.Val = rewrite(rt.Val)
 		if name != "" && figureColname(rt.Val) != name {
@@ -72,7 +76,29 @@ func (c *selectChecker) flattenDerived(sel *pg_query.SelectStmt) error {
 	for _, w := range extraWhere {
 		sel.WhereClause = andOf(sel.WhereClause, w)
 	}
+	for _, d := range subs {
+		for _, name := range d.order {
+			if e := d.cols[name]; !d.used[name] && !plainColumn(e) {
+				c.unreadOutput(d.alias, name, e)
+			}
+		}
+	}
 	return nil
+}
+
+// unreadOutput records a computed output of a flattened derived table
+// that the outer query never reads. It disappears from the flattened
+// query, but PostgreSQL still evaluates it in the query as written: one
+// that returns a set multiplies the subquery's rows. The planner probes it
+// with the other expressions (checkMutability), so such a call is refused
+// rather than silently dropped.
+func (c *selectChecker) unreadOutput(alias, name string, e *pg_query.Node) {
+	text, err := deparseExpr(e)
+	if err != nil {
+		return // the probe cannot read it; nothing reads it either
+	}
+	clause := fmt.Sprintf("FROM: output %s of the subquery %s", quoteIdents([]string{name}), quoteIdents([]string{alias}))
+	c.unread = append(c.unread, Unread{Clause: clause, Expr: text})
 }
 
 // andOf is a AND b as PostgreSQL's parser builds it: one flat AND over
@@ -93,10 +119,14 @@ func andOf(a, b *pg_query.Node) *pg_query.Node {
 		Boolop: pg_query.BoolExprType_AND_EXPR, Args: args, Location: -1}}}
 }
 
-// derived is one flattened subquery: its alias and its output columns.
+// derived is one flattened subquery: its alias, its output columns (the
+// expression each stands for, and their order) and which of them the
+// outer query reads.
 type derived struct {
 	alias string
 	cols  map[string]*pg_query.Node
+	order []string
+	used  map[string]bool
 }
 
 // flattenItem flattens the derived tables of one FROM item. top: the item
@@ -153,54 +183,106 @@ func (c *selectChecker) flattenItem(item *pg_query.Node, top bool, using []strin
 			// Its rows are groups: it is kept as an inner level, a
 			// transform of its own the outer query reads (ADR 0018).
 			return c.level(rs, inner, alias, what)
-		case renamedForUsing(rs, inner, using):
-			// USING names the derived table's output; pulled up, the name
-			// would be gone (a computed or renamed column), so its rows
-			// stay in a level that has the column.
-			return c.level(rs, inner, alias, what)
-		case !top && !plainColumns(inner):
-			// A NULL-extended row must show NULL in every column, but an
-			// expression such as a constant or coalesce(x, 0), pulled up,
-			// would compute a value from the NULLs. PostgreSQL's planner
-			// wraps such columns in placeholders; here the subquery keeps
-			// its own rows as an inner level (ADR 0018), whose stored
-			// columns the outer join NULL-extends like any table's.
-			return c.level(rs, inner, alias, what)
-		case !top && inner.WhereClause != nil:
-			return nil, c.errf(-1, "%s has a WHERE and is on the NULL-extended side of an outer join; move its condition into that join's ON clause and join its tables directly", what)
 		}
-		// Its own derived tables first.
-		if err := c.flattenDerived(inner); err != nil {
-			return nil, err
-		}
-		// Its unqualified columns name its one table: qualified, they
-		// stay unambiguous in the outer query's wider scope.
-		qualifyColumns(inner)
-		d := &derived{alias: alias, cols: map[string]*pg_query.Node{}}
-		names := outputNames(rs, inner)
-		for i, t := range inner.TargetList {
-			rt := t.GetResTarget()
-			if rt == nil || rt.Val == nil {
-				continue
-			}
-			if cr := rt.Val.GetColumnRef(); cr != nil && hasStar(cr) {
-				return nil, c.errf(rt.Location, "%s selects *; list its columns by name", what)
-			}
-			d.cols[names[i]] = groupSafe(rt.Val)
-		}
-		*subs = append(*subs, d)
-		if inner.WhereClause != nil {
-			*where = append(*where, inner.WhereClause)
-		}
-		// The subquery's FROM items join each other as a comma list does.
-		out := inner.FromClause[0]
-		for _, it := range inner.FromClause[1:] {
-			out = &pg_query.Node{Node: &pg_query.Node_JoinExpr{JoinExpr: &pg_query.JoinExpr{
-				Jointype: pg_query.JoinType_JOIN_INNER, Larg: out, Rarg: it}}}
-		}
-		return out, nil
+		return c.pullUp(rs, inner, alias, what, top, using, subs, where)
 	}
 	return item, nil
+}
+
+// pullUp flattens a derived table that only projects and filters into
+// the outer query, or keeps it as an inner level (ADR 0018) where pulling
+// it up would change the query's rows (levelReason).
+//
+// The judgement is made on the subquery as it will be pulled up, after
+// its own derived tables are flattened into it: an output that reads as a
+// plain column of a nested derived table may be computed there, and a
+// nested derived table's WHERE becomes this subquery's. Judged on the
+// subquery as written, the order in which derived tables are pulled up
+// would decide whether a NULL-extended row shows NULL (issue 28, ADR
+// 0027). This is the one place a derived table is pulled up, so the rule
+// cannot be bypassed by nesting.
+func (c *selectChecker) pullUp(rs *pg_query.RangeSubselect, inner *pg_query.SelectStmt, alias, what string, top bool, using []string, subs *[]*derived, where *[]*pg_query.Node) (*pg_query.Node, error) {
+	written := proto.Clone(inner).(*pg_query.SelectStmt)
+	mark := c.mark()
+	if err := c.flattenDerived(inner); err != nil {
+		return nil, err
+	}
+	// Its unqualified columns name its one table: qualified, they
+	// stay unambiguous in the outer query's wider scope.
+	qualifyColumns(inner)
+	judged := inner
+	if plant.Active(plant.FlattenNullableComputed) {
+		judged = written // the rule judged before nesting is undone
+	}
+	if levelReason(rs, judged, top, using) != "" {
+		// What flattening the subquery registered is undone: the level
+		// parses the subquery as written, as a query of its own.
+		c.rollback(mark)
+		return c.level(rs, written, alias, what)
+	}
+	d := &derived{alias: alias, cols: map[string]*pg_query.Node{}, used: map[string]bool{}}
+	names := outputNames(rs, inner)
+	for i, t := range inner.TargetList {
+		rt := t.GetResTarget()
+		if rt == nil || rt.Val == nil {
+			continue
+		}
+		if cr := rt.Val.GetColumnRef(); cr != nil && hasStar(cr) {
+			return nil, c.errf(rt.Location, "%s selects *; list its columns by name", what)
+		}
+		d.cols[names[i]] = groupSafe(rt.Val)
+		d.order = append(d.order, names[i])
+	}
+	*subs = append(*subs, d)
+	if inner.WhereClause != nil {
+		*where = append(*where, inner.WhereClause)
+	}
+	// The subquery's FROM items join each other as a comma list does.
+	out := inner.FromClause[0]
+	for _, it := range inner.FromClause[1:] {
+		out = &pg_query.Node{Node: &pg_query.Node_JoinExpr{JoinExpr: &pg_query.JoinExpr{
+			Jointype: pg_query.JoinType_JOIN_INNER, Larg: out, Rarg: it}}}
+	}
+	return out, nil
+}
+
+// levelReason says why a derived table (its own derived tables already
+// flattened into it) must be kept as an inner level rather than pulled
+// up, or "" when pulling it up keeps the query's rows. top: it is not on
+// the NULL-extended side of an outer join; using: the USING columns of
+// the joins above it.
+func levelReason(rs *pg_query.RangeSubselect, sel *pg_query.SelectStmt, top bool, using []string) string {
+	switch {
+	case renamedForUsing(rs, sel, using):
+		// USING names the derived table's output; pulled up, the name
+		// would be gone (a computed or renamed column).
+		return "a USING clause above it names a computed or renamed output"
+	case !top && !plainColumns(sel):
+		// A NULL-extended row must show NULL in every column, but an
+		// expression such as a constant or coalesce(x, 0), pulled up,
+		// would compute a value from the NULLs. PostgreSQL's planner
+		// wraps such columns in placeholders; here the subquery keeps
+		// its own rows as an inner level, whose stored columns the outer
+		// join NULL-extends like any table's.
+		return "an output computed on the NULL-extended side of an outer join"
+	case !top && sel.WhereClause != nil:
+		// Its condition filters its rows before the outer join; moved
+		// to the outer WHERE it would filter the NULL-extended rows out.
+		return "a WHERE on the NULL-extended side of an outer join"
+	}
+	return ""
+}
+
+// checkerMark is what a selectChecker has registered at a point of
+// flattening, so that work found unnecessary can be undone.
+type checkerMark struct{ levels, unread int }
+
+func (c *selectChecker) mark() checkerMark {
+	return checkerMark{levels: len(c.levels), unread: len(c.unread)}
+}
+
+func (c *selectChecker) rollback(m checkerMark) {
+	c.levels, c.unread = c.levels[:m.levels], c.unread[:m.unread]
 }
 
 // plainColumns reports whether every output of a subquery is a column
@@ -208,15 +290,20 @@ func (c *selectChecker) flattenItem(item *pg_query.Node, top bool, using []strin
 // row whether computed before or after the join.
 func plainColumns(sel *pg_query.SelectStmt) bool {
 	for _, t := range sel.TargetList {
-		v := t.GetResTarget().GetVal()
-		for v.GetTypeCast() != nil {
-			v = v.GetTypeCast().Arg
-		}
-		if v.GetColumnRef() == nil {
+		if !plainColumn(t.GetResTarget().GetVal()) {
 			return false
 		}
 	}
 	return true
+}
+
+// plainColumn reports whether an expression is a column reference or a
+// cast of one.
+func plainColumn(v *pg_query.Node) bool {
+	for v.GetTypeCast() != nil {
+		v = v.GetTypeCast().Arg
+	}
+	return v.GetColumnRef() != nil
 }
 
 // renamedForUsing reports whether a USING clause above a derived table
@@ -310,45 +397,50 @@ func groupSafe(n *pg_query.Node) *pg_query.Node {
 	return n
 }
 
-// derivedRef is the flattened subquery a column reference names, or nil.
-func derivedRef(cr *pg_query.ColumnRef, subs []*derived) *pg_query.Node {
+// derivedRef is the flattened subquery a column reference names and the
+// output's name, or nil.
+func derivedRef(cr *pg_query.ColumnRef, subs []*derived) (*derived, string) {
 	var parts []string
 	for _, f := range cr.Fields {
 		s := f.GetString_()
 		if s == nil {
-			return nil
+			return nil, ""
 		}
 		parts = append(parts, s.Sval)
 	}
 	switch len(parts) {
 	case 2:
 		for _, d := range subs {
-			if d.alias == parts[0] {
-				return d.cols[parts[1]]
+			if _, ok := d.cols[parts[1]]; ok && d.alias == parts[0] {
+				return d, parts[1]
 			}
 		}
 	case 1:
-		var found *pg_query.Node
+		var found *derived
 		for _, d := range subs {
-			if e, ok := d.cols[parts[0]]; ok {
+			if _, ok := d.cols[parts[0]]; ok {
 				if found != nil {
-					return nil // ambiguous: PostgreSQL refuses it
+					return nil, "" // ambiguous: PostgreSQL refuses it
 				}
-				found = e
+				found = d
 			}
 		}
-		return found
+		if found != nil {
+			return found, parts[0]
+		}
 	}
-	return nil
+	return nil, ""
 }
 
 // replaceDerivedRefs returns n with every reference to a flattened
-// subquery's output column replaced by (a copy of) its expression.
+// subquery's output column replaced by (a copy of) its expression, and
+// marks the output read.
 func replaceDerivedRefs(n *pg_query.Node, subs []*derived) *pg_query.Node {
 	return replaceNodes(n, func(n *pg_query.Node) *pg_query.Node {
 		if cr := n.GetColumnRef(); cr != nil {
-			if e := derivedRef(cr, subs); e != nil {
-				return proto.Clone(e).(*pg_query.Node)
+			if d, name := derivedRef(cr, subs); d != nil {
+				d.used[name] = true
+				return proto.Clone(d.cols[name]).(*pg_query.Node)
 			}
 		}
 		return nil

@@ -33,6 +33,34 @@ func TestFlattenDerived(t *testing.T) {
 		// from the NULLs if pulled up: the subquery is a level instead.
 		{`SELECT t.a, s.c FROM t LEFT JOIN (SELECT u.b, coalesce(u.x, 0) AS c FROM u) s ON s.b = t.a`,
 			`SELECT t.a, s.c FROM t LEFT JOIN __trellis_level_0 s ON s.b = t.a`},
+		// Judged as pulled up, after its own derived tables are (issue
+		// 28): an output computed one level down, through a plain
+		// column, * or t.*, an alias list, or two wrappers deep, is
+		// still computed on the NULL-extended side, of every join kind.
+		{`SELECT a.id, p.flag FROM a LEFT JOIN (SELECT s.id, s.flag FROM (SELECT p.id, coalesce(p.t = 'x', false) AS flag FROM p) s) p ON p.id = a.pid`,
+			`SELECT a.id, p.flag FROM a LEFT JOIN __trellis_level_0 p ON p.id = a.pid`},
+		{`SELECT a.id, v.c FROM a LEFT JOIN (SELECT s.id, s.one FROM (SELECT p.id, 1 AS one FROM p) s) v(id, c) ON v.id = a.pid`,
+			`SELECT a.id, v.c FROM a LEFT JOIN __trellis_level_0 v ON v.id = a.pid`},
+		{`SELECT a.id, q.f FROM (SELECT w.id, w.f FROM (SELECT s.id, s.f FROM (SELECT p.id, p.t IS NOT NULL AS f FROM p) s) w) q RIGHT JOIN a ON q.id = a.pid`,
+			`SELECT a.id, q.f FROM __trellis_level_0 q RIGHT JOIN a ON q.id = a.pid`},
+		{`SELECT a.id, q.f FROM a FULL JOIN (SELECT s.id, s.f FROM (SELECT p.id, CASE WHEN p.t = 'x' THEN 1 END AS f FROM p) s) q ON q.id = a.pid`,
+			`SELECT a.id, q.f FROM a FULL JOIN __trellis_level_0 q ON q.id = a.pid`},
+		// A WHERE on the NULL-extended side, written there or one level
+		// down, filters the subquery's rows before the join: a level,
+		// not a condition in the outer WHERE that drops the NULL rows.
+		{`SELECT t.a FROM t LEFT JOIN (SELECT b FROM u WHERE b > 1) s ON s.b = t.a`,
+			`SELECT t.a FROM t LEFT JOIN __trellis_level_0 s ON s.b = t.a`},
+		{`SELECT a.id, s.id AS sid FROM a LEFT JOIN (SELECT s0.id FROM (SELECT p.id FROM p WHERE p.t = 'y') s0) s ON s.id = a.pid`,
+			`SELECT a.id, s.id AS sid FROM a LEFT JOIN __trellis_level_0 s ON s.id = a.pid`},
+		// Plain columns all the way down are still pulled up, on either
+		// side; on the preserved side a nested computed output is too.
+		{`SELECT a.id, s.t FROM a LEFT JOIN (SELECT w.id, w.t FROM (SELECT p.id, p.t FROM p) w) s ON s.id = a.pid`,
+			`SELECT a.id, p.t FROM a LEFT JOIN p ON p.id = a.pid`},
+		{`SELECT s.f, b.x FROM (SELECT w.f, w.id FROM (SELECT p.id, p.t || 'x' AS f FROM p WHERE p.id > 0) w) s LEFT JOIN b ON b.id = s.id`,
+			`SELECT p.t || 'x' AS f, b.x FROM p LEFT JOIN b ON b.id = p.id WHERE p.id > 0`},
+		// A nested level stays registered under the pulled-up subquery.
+		{`SELECT a.id, s.n FROM a LEFT JOIN (SELECT w.k, w.n FROM (SELECT p.t AS k, count(*) AS n FROM p GROUP BY p.t) w) s ON s.k = a.t`,
+			`SELECT a.id, w.n FROM a LEFT JOIN __trellis_level_0 w ON w.k = a.t`},
 		// USING names a renamed output: pulled up, the name would be gone.
 		{`SELECT q FROM (SELECT coalesce(t2.n, 0) AS q FROM t2) x JOIN (SELECT t3.n AS q FROM t3) y USING (q)`,
 			`SELECT q FROM __trellis_level_0 x JOIN __trellis_level_1 y USING (q)`},

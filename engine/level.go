@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"regexp"
@@ -184,19 +183,4 @@ func (q *Query) fullFrom(sources []Source) (string, error) {
 		return "", fmt.Errorf("deparse FROM: unexpected deparser output %q", out)
 	}
 	return sql, nil
-}
-
-// ExpandStar has PostgreSQL expand * and t.* in st's query, as PlanCreate
-// does, so that the derived tables of an expanded query are known before
-// it is planned (its levels are created first).
-func ExpandStar(ctx context.Context, db DB, st *Statement) error {
-	if st.Query == nil || !st.Query.Star {
-		return nil
-	}
-	q, err := expandStar(ctx, db, st.Name, st.Query.SQL)
-	if err != nil {
-		return err
-	}
-	st.Query = q
-	return nil
 }

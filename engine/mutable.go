@@ -42,6 +42,9 @@ func checkMutability(ctx context.Context, db DB, name string, p *Plan, q *Query)
 			exprs = append(exprs, expr{"the aggregate " + a.Text, in})
 		}
 	}
+	for _, u := range q.unread {
+		exprs = append(exprs, expr{u.Clause, u.Expr})
+	}
 	if len(exprs) == 0 {
 		return nil
 	}

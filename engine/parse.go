@@ -429,6 +429,9 @@ type selectChecker struct {
 	// the parsed table of each entry of tables, to find the placeholders.
 	levels []*Level
 	rvs    []*pg_query.RangeVar
+	// unread are the computed outputs of flattened derived tables that
+	// the outer query never reads (unreadOutput).
+	unread []Unread
 	// fromRefused: a FROM item was refused, so tables lists only part of
 	// FROM and a qualifier it lacks may name a table it never reached —
 	// not a mistake of its own to report.
@@ -519,7 +522,7 @@ func parseSelect(label, script string, base, end int) (*Query, error) {
 	}
 	fromOK := keep(c.flattenDerived(sel)) && keep(c.checkFrom(sel))
 	c.fromRefused = !fromOK
-	q := &Query{Tables: c.tables, Outer: c.outer, Cover: c.cover, from: sel.FromClause, OrderBy: len(sel.SortClause) > 0, Equalities: c.equalities, joinConds: c.joinConds, tree: tree}
+	q := &Query{Tables: c.tables, Outer: c.outer, Cover: c.cover, from: sel.FromClause, OrderBy: len(sel.SortClause) > 0, Equalities: c.equalities, joinConds: c.joinConds, unread: c.unread, tree: tree}
 	for _, l := range c.levels {
 		for i, rv := range c.rvs {
 			if rv == l.rv {

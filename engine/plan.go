@@ -368,7 +368,7 @@ func exactNumeric(oid uint32) bool {
 func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *Statement) (*Plan, error) {
 	name := st.Name
 	if st.Query.Star {
-		q, err := expandStar(ctx, db, name, st.Query.SQL)
+		q, err := expandStar(ctx, db, name, st.Query.SQL, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -826,32 +826,6 @@ func notNullColumn(ctx context.Context, db DB, sources []Source, ref, column str
 		}
 	}
 	return found, nil
-}
-
-// expandStar has PostgreSQL expand * and t.* to the columns the tables
-// have now, as it does for a view (its stored definition shows them), and
-// validates the expanded query.
-func expandStar(ctx context.Context, db DB, name, sql string) (*Query, error) {
-	if _, err := db.Exec(ctx, `SAVEPOINT trellis_star`); err != nil {
-		return nil, err
-	}
-	defer db.Exec(ctx, `ROLLBACK TO SAVEPOINT trellis_star`) //nolint:errcheck
-	if _, err := db.Exec(ctx, `CREATE TEMPORARY VIEW trellis_star_view AS `+sql); err != nil {
-		return nil, queryError(name, err)
-	}
-	var def string
-	if err := db.QueryRow(ctx, `SELECT pg_get_viewdef('trellis_star_view'::regclass)`).Scan(&def); err != nil {
-		return nil, fmt.Errorf("transform %q: expand *: %w", name, err)
-	}
-	def = strings.TrimSuffix(strings.TrimSpace(def), ";")
-	q, err := ParseQuery(name, def)
-	if err != nil {
-		return nil, err
-	}
-	if q.Star {
-		return nil, terr.New(terr.Internal, "transform %q: PostgreSQL's expansion of * still selects *", name)
-	}
-	return q, nil
 }
 
 // checkImmutable refuses definitions that call volatile or stable functions

@@ -63,6 +63,9 @@ type Query struct {
 	columns []string
 	// joinConds are the joins' ON conditions, deparsed.
 	joinConds []string
+	// unread are computed outputs of flattened derived tables the query
+	// never reads, which PostgreSQL still evaluates (checkMutability).
+	unread []Unread
 	// Targets are the select-list items in order.
 	Targets []Target
 	// Where is the deparsed WHERE predicate, "" when absent.
@@ -100,6 +103,13 @@ type Query struct {
 	Levels []*Level
 	// tree is the parse tree as rewritten, which BindLevel renders again.
 	tree *pg_query.ParseResult
+}
+
+// Unread is a computed output of a flattened derived table that the outer
+// query never reads: Clause names it for an error sentence, Expr is its
+// expression over the pulled-up tables.
+type Unread struct {
+	Clause, Expr string
 }
 
 // OuterJoin is one LEFT, RIGHT or FULL join of the FROM tree: the tables

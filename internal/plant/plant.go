@@ -39,6 +39,12 @@ const (
 	// being applied is cleared when that batch completes, so its second
 	// change is never re-derived.
 	DoneClearsRedirtied = "done_clears_redirtied_key"
+	// FlattenNullableComputed: whether a derived table on the
+	// NULL-extended side of an outer join may be pulled up is judged on
+	// the subquery as written, before its own derived tables are
+	// flattened into it, so a computed output or WHERE one level down is
+	// pulled up past the outer join (issue 28).
+	FlattenNullableComputed = "flatten_nullable_computed"
 )
 
 // EnvVar names the environment variable that selects a planted bug.

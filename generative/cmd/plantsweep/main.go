@@ -27,7 +27,7 @@ var planted = []string{
 	plant.SkipLedgerUpdate, plant.StaleRead, plant.DropOldKey,
 	plant.KeepEmptyGroup, plant.ConfirmBeforeRecord, plant.SkipVisibilityWait,
 	plant.IgnoreLeftJoinNulls, plant.SkipDimensionChange, plant.DrainSkipsOpenTxn,
-	plant.HoldWholeBatch, plant.DoneClearsRedirtied,
+	plant.HoldWholeBatch, plant.DoneClearsRedirtied, plant.FlattenNullableComputed,
 }
 
 func main() {
