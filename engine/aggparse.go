@@ -1,5 +1,10 @@
 package engine
 
+// aggparse.go owns aggregates in the SELECT: which aggregates are kept and
+// which are known (supportedAggs, knownAggs), an aggregate call recognised
+// (aggCall, isAggregate) and checked (checkAgg), expressions over aggregates
+// and HAVING over the state, and DISTINCT as GROUP BY.
+
 import (
 	"fmt"
 	"strings"
@@ -10,6 +15,35 @@ import (
 
 // supportedAggregates names the aggregates a transform keeps, for advice.
 const supportedAggregates = "count, sum, avg, min, max, bool_and, bool_or, every, bit_and, bit_or, bit_xor, string_agg, array_agg, jsonb_agg and jsonb_object_agg"
+
+// supportedAggs are the aggregates this version can maintain.
+var supportedAggs = map[string]bool{"count": true, "sum": true, "avg": true, "min": true, "max": true,
+	"bool_and": true, "bool_or": true, "every": true, "bit_and": true, "bit_or": true, "bit_xor": true,
+	"string_agg": true, "array_agg": true, "jsonb_agg": true, "jsonb_object_agg": true}
+
+// orderedAggs build their result in the order rows arrive: without ORDER
+// BY inside the call, PostgreSQL itself gives no defined result.
+var orderedAggs = map[string]bool{"string_agg": true, "array_agg": true, "jsonb_agg": true}
+
+// knownAggs are PostgreSQL's other built-in aggregates: recognised so that
+// they are refused as "not supported yet" rather than treated as plain
+// functions.
+var knownAggs = map[string]bool{
+	"array_agg": true, "bit_and": true, "bit_or": true, "bit_xor": true, "bool_and": true,
+	"bool_or": true, "every": true, "json_agg": true, "json_agg_strict": true,
+	"jsonb_agg": true, "jsonb_agg_strict": true, "json_object_agg": true,
+	"json_object_agg_strict": true, "json_object_agg_unique": true,
+	"json_object_agg_unique_strict": true, "jsonb_object_agg": true,
+	"jsonb_object_agg_strict": true, "jsonb_object_agg_unique": true,
+	"jsonb_object_agg_unique_strict": true, "range_agg": true,
+	"range_intersect_agg": true, "string_agg": true, "xmlagg": true, "any_value": true,
+	"corr": true, "covar_pop": true, "covar_samp": true, "regr_avgx": true,
+	"regr_avgy": true, "regr_count": true, "regr_intercept": true, "regr_r2": true,
+	"regr_slope": true, "regr_sxx": true, "regr_sxy": true, "regr_syy": true,
+	"stddev": true, "stddev_pop": true, "stddev_samp": true, "variance": true,
+	"var_pop": true, "var_samp": true, "mode": true, "percentile_cont": true,
+	"percentile_disc": true,
+}
 
 // hasFuncCall reports whether an expression calls a function.
 func hasFuncCall(n *pg_query.Node) bool {
@@ -271,4 +305,26 @@ func (c *selectChecker) composedItems(sel *pg_query.SelectStmt, items []*selectI
 	}
 	q.Having, err = c.overState(sel.HavingClause, "HAVING ("+strings.TrimSpace(q.HavingSQL)+")", items, keys, q)
 	return err
+}
+
+// aggCall returns the call when n is itself an aggregate call (not a window
+// call).
+func aggCall(n *pg_query.Node) *pg_query.FuncCall {
+	fc := n.GetFuncCall()
+	if fc == nil || fc.Over != nil || !isAggregate(fc) {
+		return nil
+	}
+	return fc
+}
+
+// isAggregate reports whether a call is an aggregate: a built-in aggregate
+// name, or aggregate-only syntax (*, DISTINCT, ORDER BY, FILTER, WITHIN
+// GROUP). User-defined aggregates without such syntax are found later
+// against the catalog.
+func isAggregate(fc *pg_query.FuncCall) bool {
+	schema, name := funcName(fc)
+	if (schema == "" || schema == "pg_catalog") && (supportedAggs[name] || knownAggs[name]) {
+		return true
+	}
+	return fc.AggStar || fc.AggDistinct || len(fc.AggOrder) > 0 || fc.AggFilter != nil || fc.AggWithinGroup
 }

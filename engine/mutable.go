@@ -1,5 +1,12 @@
 package engine
 
+// mutable.go owns immutability: every expression of a transform must be
+// immutable, since rows are re-derived at different times — checkImmutable
+// (the functions and operators a view over the query depends on) and
+// checkMutability (PostgreSQL's index-expression test) — and queryError,
+// which turns PostgreSQL's complaint about a definition into a validation
+// error.
+
 import (
 	"context"
 	"errors"
@@ -164,4 +171,73 @@ func columnType(ctx context.Context, db DB, sources []Source, cn ColumnName) (in
 		}
 	}
 	return -1, "", nil
+}
+
+// checkImmutable refuses definitions that call volatile or stable functions
+// or operators: PostgreSQL records every function and operator a view uses in
+// pg_depend, so a throwaway temporary view inside a savepoint tells us.
+func checkImmutable(ctx context.Context, db DB, name, sql string) error {
+	if _, err := db.Exec(ctx, `SAVEPOINT trellis_check`); err != nil {
+		return err
+	}
+	defer db.Exec(ctx, `ROLLBACK TO SAVEPOINT trellis_check`) //nolint:errcheck
+	if _, err := db.Exec(ctx, `CREATE TEMPORARY VIEW trellis_check_view AS `+sql); err != nil {
+		return queryError(name, err)
+	}
+	rows, err := db.Query(ctx, `
+		SELECT DISTINCT p.oid::regprocedure::text, p.provolatile::text
+		FROM pg_depend d
+		JOIN pg_rewrite r ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+		LEFT JOIN pg_operator o ON d.refclassid = 'pg_operator'::regclass AND d.refobjid = o.oid
+		JOIN pg_proc p ON (d.refclassid = 'pg_proc'::regclass AND p.oid = d.refobjid) OR p.oid = o.oprcode
+		WHERE r.ev_class = 'trellis_check_view'::regclass AND p.provolatile <> 'i'
+		ORDER BY 1`)
+	if err != nil {
+		return fmt.Errorf("check volatility: %w", err)
+	}
+	defer rows.Close()
+	var bad []string
+	for rows.Next() {
+		var fn, vol string
+		if err := rows.Scan(&fn, &vol); err != nil {
+			return err
+		}
+		kind := "stable"
+		if vol == "v" {
+			kind = "volatile"
+		}
+		bad = append(bad, fn+" ("+kind+")")
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(bad) > 0 {
+		return terr.New(terr.Validation, "transform %q: the query calls %s; a transform may use only immutable functions and operators, because rows are re-derived at different times — remove the call or compute the value into a source column",
+			name, strings.Join(bad, ", "))
+	}
+	return nil
+}
+
+// queryError turns PostgreSQL's complaint about a definition into a
+// validation error that keeps PostgreSQL's own sentence.
+func queryError(name string, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		code := terr.Validation
+		// A missing table or column; a function that does not exist for
+		// these argument types (max(uuid)) is the query's own mistake.
+		if pgErr.Code == "42P01" || pgErr.Code == "42703" {
+			code = terr.NotFound
+		}
+		msg := pgErr.Message
+		if strings.HasPrefix(msg, "could not identify an equality operator for type") {
+			// GROUP BY or DISTINCT over a type without btree equality.
+			return terr.Wrap(terr.Validation, err, "transform %q: %s, so it cannot key a group: GROUP BY and DISTINCT need a type with equality — group by a cast to one that has it (json to jsonb, or to text)", name, msg)
+		}
+		if pgErr.Hint != "" {
+			msg += " (hint: " + pgErr.Hint + ")"
+		}
+		return terr.Wrap(code, err, "transform %q: PostgreSQL rejects the query: %s; fix the SELECT", name, msg)
+	}
+	return fmt.Errorf("transform %q: describe query: %w", name, err)
 }

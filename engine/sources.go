@@ -1,5 +1,10 @@
 package engine
 
+// sources.go owns the source tables in the catalog: a FROM item resolved to
+// a Source with its key (resolveSource, sourceKey), its columns (sourceColumn,
+// notNullColumn), the check before a rebuild that it is still the same table
+// (Revalidate), and the catalog checks below.
+//
 // Catalog checks PlanCreate makes of every source table (FROM item) before
 // it accepts a definition. Each refuses a definition the engine could
 // accept but not keep exact: the target would drift from its query without
@@ -147,4 +152,150 @@ func sourceColumn(ctx context.Context, db DB, src Source, name string) (column, 
 	}
 	c.found = true
 	return c, nil
+}
+
+// resolveSource finds a FROM table in the catalog with its key.
+func resolveSource(ctx context.Context, db DB, name, instanceSchema string, t TableRef) (Source, error) {
+	lookup := pgx.Identifier{t.Name}.Sanitize()
+	if t.Schema != "" {
+		lookup = pgx.Identifier{t.Schema, t.Name}.Sanitize()
+	}
+	var src Source
+	var relkind string
+	err := db.QueryRow(ctx, `SELECT c.oid, n.nspname, c.relname, c.relkind::text FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)`, lookup).
+		Scan(&src.OID, &src.Schema, &src.Name, &relkind)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return src, terr.New(terr.NotFound, "transform %q: FROM table %s does not exist; create it first or fix the name", name, lookup)
+	}
+	if err != nil {
+		return src, fmt.Errorf("resolve source %s: %w", lookup, err)
+	}
+	if relkind != "r" && relkind != "p" {
+		return src, terr.New(terr.Validation, "transform %q: FROM %s is not a table (relkind %q); a transform reads ordinary or partitioned tables", name, lookup, relkind)
+	}
+	if instanceSchema != "" && src.Schema == instanceSchema {
+		return src, terr.New(terr.Validation, "transform %q: FROM %s is in the trellis-repl instance schema; transforms read user tables", name, lookup)
+	}
+	// Primary key (or replica identity index) of the source.
+	if src.Key, err = sourceKey(ctx, db, src.OID); err != nil {
+		return src, err
+	}
+	if len(src.Key) == 0 {
+		return src, terr.New(terr.Validation, "transform %q: FROM table %s has no primary key; add one (ALTER TABLE %s ADD PRIMARY KEY (...)), or make a unique index over NOT NULL columns its replica identity (ALTER TABLE %[2]s REPLICA IDENTITY USING INDEX ...), so changed rows can be identified (REPLICA IDENTITY FULL names no key)",
+			name, src.Ident(), src.Ident())
+	}
+	if err := checkWholeSource(ctx, db, name, src.OID, src.Ident(), t.Only); err != nil {
+		return src, err
+	}
+	src.Ref = t.RefName()
+	src.From = src.Ident() + " AS " + pgx.Identifier{src.Ref}.Sanitize()
+	if t.Only {
+		src.From = "ONLY " + src.From
+	}
+	return src, nil
+}
+
+// sourceKey returns the primary key (else replica identity index) columns of
+// a table in index order, with their types.
+func sourceKey(ctx context.Context, db DB, oid uint32) ([]Col, error) {
+	rows, err := db.Query(ctx, `
+		WITH idx AS (
+			SELECT i.indexrelid, i.indkey FROM pg_index i
+			WHERE i.indrelid = $1 AND (i.indisprimary OR i.indisreplident)
+			ORDER BY i.indisprimary DESC LIMIT 1)
+		SELECT a.attname, format_type(a.atttypid, a.atttypmod)
+		FROM idx, unnest(idx.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
+		JOIN pg_attribute a ON a.attrelid = $1 AND a.attnum = k.attnum
+		ORDER BY k.ord`, oid)
+	if err != nil {
+		return nil, fmt.Errorf("read key of table %d: %w", oid, err)
+	}
+	defer rows.Close()
+	var out []Col
+	for rows.Next() {
+		var c Col
+		if err := rows.Scan(&c.Name, &c.Type); err != nil {
+			return nil, err
+		}
+		c.NotNull = true
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// notNullColumn reports whether a column reference (ref "" when
+// unqualified) always has a value: a NOT NULL column of a source that no
+// outer join NULL-extends. An unqualified name is resolved as PostgreSQL
+// does, to the one source that has such a column.
+func notNullColumn(ctx context.Context, db DB, sources []Source, ref, column string) (bool, error) {
+	found := false
+	for _, src := range sources {
+		if ref != "" && src.Ref != ref {
+			continue
+		}
+		col, err := sourceColumn(ctx, db, src, column)
+		if err != nil {
+			return false, err
+		}
+		if !col.found {
+			continue
+		}
+		if found {
+			return false, nil // ambiguous: PostgreSQL refuses the query anyway
+		}
+		found = true
+		if !col.notNull || src.Nullable {
+			return false, nil
+		}
+	}
+	return found, nil
+}
+
+// Revalidate checks, before a rebuild, that a stored plan still matches the
+// database: the source exists with the same identity and key.
+func Revalidate(ctx context.Context, db DB, name string, p *Plan) error {
+	for _, src := range p.Tables() {
+		if err := revalidateSource(ctx, db, name, src); err != nil {
+			return err
+		}
+	}
+	var ok bool
+	if err := db.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, p.Target.Ident()).Scan(&ok); err != nil {
+		return err
+	}
+	if !ok {
+		return terr.New(terr.NotFound, "transform %q: its target table %s was dropped; DROP TRANSFORM %s and create it again", name, p.Target.Ident(), name)
+	}
+	return nil
+}
+
+// revalidateSource checks that one source table still exists with the
+// same identity and key.
+func revalidateSource(ctx context.Context, db DB, name string, src Source) error {
+	var oid uint32
+	err := db.QueryRow(ctx, `SELECT coalesce(to_regclass($1)::oid, 0)`, src.Ident()).Scan(&oid)
+	if err != nil {
+		return fmt.Errorf("look for source: %w", err)
+	}
+	if oid == 0 {
+		return terr.New(terr.NotFound, "transform %q: its FROM table %s.%s no longer exists; recreate it, or DROP TRANSFORM %s",
+			name, src.Schema, src.Name, name)
+	}
+	if oid != src.OID {
+		return terr.New(terr.Validation, "transform %q: its FROM table %s.%s was dropped and recreated; DROP TRANSFORM %s and create it again",
+			name, src.Schema, src.Name, name)
+	}
+	key, err := sourceKey(ctx, db, oid)
+	if err != nil {
+		return err
+	}
+	same := len(key) == len(src.Key)
+	for i := 0; same && i < len(key); i++ {
+		same = key[i].Name == src.Key[i].Name && key[i].Type == src.Key[i].Type
+	}
+	if !same {
+		return terr.New(terr.Validation, "transform %q: the primary key of %s.%s changed; DROP TRANSFORM %s and create it again", name, src.Schema, src.Name, name)
+	}
+	return nil
 }

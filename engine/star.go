@@ -1,5 +1,8 @@
 package engine
 
+// star.go owns * and t.*: a select list that has them (selectsStar) and
+// their expansion by PostgreSQL when a definition is applied.
+
 import (
 	"context"
 	"errors"
@@ -8,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	pg_query "github.com/pganalyze/pg_query_go/v5"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/trellis-repl/trellis-repl/internal/terr"
 )
@@ -155,4 +159,31 @@ func visibleSubquery(rv *pg_query.RangeVar, cols []string) *pg_query.Node {
 	}
 	return &pg_query.Node{Node: &pg_query.Node_RangeSubselect{RangeSubselect: &pg_query.RangeSubselect{
 		Subquery: &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: sel}}, Alias: alias}}}
+}
+
+// selectsStar reports whether a select list (of the query or of a
+// subquery in its FROM) has * or t.*.
+func selectsStar(sel *pg_query.SelectStmt) bool {
+	found := false
+	walk(sel.ProtoReflect(), func(m proto.Message) bool {
+		if rt, ok := m.(*pg_query.ResTarget); ok && rt.Val != nil {
+			if cr := rt.Val.GetColumnRef(); cr != nil && hasStar(cr) {
+				found = true
+			}
+		}
+		if _, ok := m.(*pg_query.SubLink); ok {
+			return false
+		}
+		return !found
+	})
+	return found
+}
+
+func hasStar(cr *pg_query.ColumnRef) bool {
+	for _, f := range cr.Fields {
+		if f.GetAStar() != nil {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,126 @@
+package engine
+
+// groupby.go owns GROUP BY: ordinals and output names resolved to
+// expressions, each select item tied to its group expression (groupBy), and
+// the catalog check that a name resolved through an output alias does not
+// also name a source column (checkGroupAliases).
+
+import (
+	"context"
+	"fmt"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
+
+	"github.com/trellis-repl/trellis-repl/internal/terr"
+)
+
+// groupBy resolves and validates GROUP BY, then ties every select item to
+// its group expression or aggregate.
+func (c *selectChecker) groupBy(sel *pg_query.SelectStmt, items []*selectItem, q *Query) error {
+	var keys []string
+	for j, g := range sel.GroupClause {
+		if gs := g.GetGroupingSet(); gs != nil {
+			if gs.Kind == pg_query.GroupingSetKind_GROUPING_SET_EMPTY {
+				return c.errf(gs.Location, "GROUP BY item %d: GROUP BY () is not supported; omit GROUP BY for a one-row aggregate", j+1)
+			}
+			return c.errf(gs.Location, "GROUP BY item %d: GROUPING SETS, ROLLUP and CUBE are not supported in a transform; GROUP BY plain expressions (one transform per grouping)", j+1)
+		}
+		text, err := c.deparse(g, fmt.Sprintf("GROUP BY item %d", j+1))
+		if err != nil {
+			return err
+		}
+		clause := fmt.Sprintf("GROUP BY item %d (%s)", j+1, text)
+		expr, alias := g, ""
+		if ac := g.GetAConst(); ac != nil && ac.GetIval() != nil {
+			k := ac.GetIval().Ival
+			if k < 1 || int(k) > len(items) {
+				return c.errf(ac.Location, "%s: GROUP BY position %d is not in select list; the select list has %d items", clause, k, len(items))
+			}
+			expr = items[k-1].node
+		} else if name := bareName(g); name != "" {
+			for _, it := range items {
+				if it.t.Name == name && it.t.Column != name {
+					expr, alias = it.node, name
+					break
+				}
+			}
+		}
+		if err := c.checkExpr(expr, clause, "aggregate functions are not allowed in GROUP BY (%s); group by plain expressions and select the aggregate as its own item"); err != nil {
+			return err
+		}
+		key, err := c.compareKey(expr, clause)
+		if err != nil {
+			return err
+		}
+		dup := false
+		for _, k := range keys {
+			dup = dup || k == key
+		}
+		if dup {
+			continue // GROUP BY a, a groups like GROUP BY a
+		}
+		deparsed, err := c.deparse(expr, clause)
+		if err != nil {
+			return err
+		}
+		if expr.GetAConst() != nil {
+			// An ordinal naming a constant select item: PostgreSQL reads a
+			// bare constant in GROUP BY as an ordinal (or refuses it), so the
+			// grouping is written as a call that keeps the constant's type.
+			deparsed = "COALESCE(" + deparsed + ")"
+		}
+		keys = append(keys, key)
+		q.GroupBy = append(q.GroupBy, deparsed)
+		q.GroupByAlias = append(q.GroupByAlias, alias)
+	}
+	c.groupKeys = keys
+	q.Aggregate = len(q.GroupBy) > 0 || sel.HavingClause != nil
+	for _, it := range items {
+		q.Aggregate = q.Aggregate || it.t.Agg != nil || it.composed
+	}
+	if !q.Aggregate {
+		return nil
+	}
+	for _, it := range items {
+		if it.t.Agg != nil || it.composed {
+			continue
+		}
+		for k, key := range keys {
+			if key == it.key {
+				it.t.Group = k
+				break
+			}
+		}
+		if it.t.Group < 0 {
+			// An expression over GROUP BY expressions (region || '!'): kept
+			// as a projection of the group's state, as PostgreSQL computes
+			// it per group; composedItems refuses a column outside them.
+			it.composed, it.grouped = true, true
+		}
+	}
+	// A GROUP BY expression the select list does not name is kept in a
+	// hidden column of the target: it is part of the target's key.
+	return nil
+}
+
+// checkGroupAliases refuses a GROUP BY name that the parser resolved to an
+// output alias when a source also has a column of that name: PostgreSQL
+// would group by the column, so the definition would not mean what it says.
+func checkGroupAliases(ctx context.Context, db DB, name string, sources []Source, q *Query) error {
+	for _, alias := range q.GroupByAlias {
+		if alias == "" {
+			continue
+		}
+		for _, src := range sources {
+			col, err := sourceColumn(ctx, db, src, alias)
+			if err != nil {
+				return err
+			}
+			if col.found {
+				return terr.New(terr.Validation, "transform %q: GROUP BY %s is ambiguous: it names both a column of FROM table %s and an output column; PostgreSQL groups by the table column — write the expression itself in GROUP BY, or rename the output column",
+					name, alias, src.Ident())
+			}
+		}
+	}
+	return nil
+}

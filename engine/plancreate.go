@@ -1,0 +1,258 @@
+package engine
+
+// plancreate.go owns PlanCreate: a CREATE TRANSFORM validated against the
+// database and its plan decided — sources, outer-join mirrors, probes,
+// types, the row shape's identity or the aggregate shape's groups — and the
+// hidden surrogate key (setSurrogate). What it calls lives by concern:
+// sources.go, outerjoin.go, describe.go, mutable.go, groupby.go, planagg.go,
+// indexgaps.go.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/trellis-repl/trellis-repl/internal/terr"
+)
+
+// PlanCreate validates a CREATE TRANSFORM against the database and decides
+// its plan. It reads only; DDL is done by Install. schema is the resolved
+// target schema.
+func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *Statement) (*Plan, error) {
+	name := st.Name
+	if st.Query.Star {
+		q, err := expandStar(ctx, db, name, st.Query.SQL, nil)
+		if err != nil {
+			return nil, err
+		}
+		st.Query = q
+	}
+	q := st.Query
+	for _, l := range q.Levels {
+		if l.Target.Name == "" {
+			// Apply creates the levels and binds them first (ADR 0018).
+			return nil, terr.New(terr.Internal, "transform %q: its derived table %s is an inner level that was not created; define it through Apply", name, l.Alias)
+		}
+	}
+	fail := func(format string, args ...any) error {
+		return terr.New(terr.Validation, "transform %q: "+format, append([]any{name}, args...)...)
+	}
+	if err := systemColumnError(name, systemColumnRefs(q.columns)); err != nil {
+		return nil, err
+	}
+	var searchPath string
+	if err := db.QueryRow(ctx, `SELECT current_setting('search_path')`).Scan(&searchPath); err != nil {
+		return nil, err
+	}
+	target := name
+	if st.TargetName != "" {
+		target = st.TargetName
+	}
+	p := &Plan{SearchPath: searchPath, Target: Rel{Schema: schema, Name: target}, Where: q.Where, Outer: q.Outer, Cover: q.Cover}
+	var schemas []string
+	for i, t := range q.Tables {
+		// A level's target is in the instance schema: only the query it
+		// was created for may read it (ADR 0018).
+		inst := instanceSchema
+		if q.levelAt(i) != nil {
+			inst = ""
+		}
+		src, err := resolveSource(ctx, db, name, inst, t)
+		if err != nil {
+			return nil, err
+		}
+		p.Sources = append(p.Sources, src)
+		schemas = append(schemas, src.Schema)
+	}
+	for _, oj := range q.Outer {
+		for _, pair := range oj.Sides() {
+			for _, i := range pair[1] {
+				p.Sources[i].Nullable = true
+			}
+		}
+	}
+	for k, oj := range q.Outer {
+		filtered, err := filteredAbove(ctx, db, p.Sources, oj)
+		if err != nil {
+			return nil, err
+		}
+		if filtered {
+			// Its matches are kept in a mirror (ADR 0010): the stored rows
+			// no longer record every match the join made.
+			inner, err := q.InnerSQL(oj, schemas)
+			if err != nil {
+				return nil, terr.Wrap(terr.Internal, err, "transform %q: %v", name, err)
+			}
+			p.Outer[k].Inner = inner
+			p.Outer[k].Mirror = &Rel{Schema: instanceSchema, Name: fmt.Sprintf("mirror_%d", k)}
+		}
+	}
+	p.NoSourceIndex = st.WithoutSourceIndex
+	if p.Multi() {
+		probes, err := planProbes(ctx, db, p.Sources, q.Equalities)
+		if err != nil {
+			return nil, err
+		}
+		p.Probes = probes
+		from, err := q.FromSQL(schemas)
+		if err != nil {
+			return nil, terr.Wrap(terr.Internal, err, "transform %q: %v", name, err)
+		}
+		p.From = from
+		for i := range p.Sources {
+			for j := range p.Sources[i].Key {
+				p.Sources[i].Lineage = append(p.Sources[i].Lineage, fmt.Sprintf("__s%d_%d", i, j))
+			}
+		}
+	}
+	for _, t := range q.Targets {
+		p.Visible = append(p.Visible, t.Name)
+	}
+	if err := checkImmutable(ctx, db, name, p.selectSQL(q)); err != nil {
+		return nil, err
+	}
+	p.Select = p.selectSQL(q)
+	if len(q.Levels) > 0 {
+		// What the target must equal, over the base tables: each level's
+		// query in place of its target (ADR 0018).
+		from, err := q.fullFrom(p.Sources)
+		if err != nil {
+			return nil, terr.Wrap(terr.Internal, err, "transform %q: %v", name, err)
+		}
+		p.Full = p.selectFrom(q, from)
+	}
+	// Types of the visible columns, as PostgreSQL types the user's query.
+	outTypes, err := describeStored(ctx, db, p.selectSQL(q))
+	if err != nil {
+		return nil, queryError(name, err)
+	}
+	if err := checkMutability(ctx, db, name, p, q); err != nil {
+		return nil, err
+	}
+	// Planned, not only analyzed: a query PostgreSQL parses but cannot
+	// plan (a FULL JOIN on a condition that is neither merge- nor
+	// hash-joinable) would be accepted and then fail at every read.
+	if _, err := db.Exec(ctx, "EXPLAIN (COSTS OFF) "+p.selectSQL(q)); err != nil {
+		return nil, queryError(name, err)
+	}
+	if !q.Aggregate {
+		p.Shape = ShapeRow
+		for i, t := range q.Targets {
+			c := Col{Name: t.Name, Type: outTypes[i].name, Collation: outTypes[i].collation, Expr: t.Expr}
+			if t.Column != "" {
+				// A NOT NULL source column stays NOT NULL in the target, so a
+				// transform reading the target can group by it (a chain).
+				if c.NotNull, err = notNullColumn(ctx, db, p.Sources, t.ColumnRef, t.Column); err != nil {
+					return nil, err
+				}
+			}
+			p.Cols = append(p.Cols, c)
+		}
+		if p.Multi() {
+			for _, src := range p.Sources {
+				for j, k := range src.Key {
+					p.Cols = append(p.Cols, Col{Name: src.Lineage[j], Type: k.Type, Expr: pgx.Identifier{src.Ref, k.Name}.Sanitize()})
+					p.Identity = append(p.Identity, src.Lineage[j])
+				}
+			}
+			p.setSurrogate()
+			return p, nil
+		}
+		ref := p.Sources[0].Ref
+		for _, k := range p.Sources[0].Key {
+			idc := ""
+			for _, t := range q.Targets {
+				if t.Column == k.Name {
+					idc = t.Name
+					break
+				}
+			}
+			if idc == "" {
+				idc = "__k_" + k.Name
+				p.Cols = append(p.Cols, Col{Name: idc, Type: k.Type,
+					Expr: pgx.Identifier{ref, k.Name}.Sanitize()})
+			}
+			p.Identity = append(p.Identity, idc)
+		}
+		return p, nil
+	}
+	p.Shape = ShapeAggregate
+	if err := checkGroupAliases(ctx, db, name, p.Sources, q); err != nil {
+		return nil, err
+	}
+	p.Ledger = &Rel{Schema: instanceSchema, Name: "ledger_" + sanitizeName(schema+"_"+name)}
+	p.GroupIndexLater = true
+	// Group key columns: visible ones take the select item's name.
+	gtypes := []colType{}
+	if len(q.GroupBy) > 0 {
+		exprs := make([]string, len(q.GroupBy))
+		copy(exprs, q.GroupBy)
+		gtypes, err = describeStored(ctx, db, "SELECT "+strings.Join(exprs, ", ")+" FROM "+p.FromSQL())
+		if err != nil {
+			return nil, queryError(name, err)
+		}
+	}
+	seenGroup := map[int]string{}
+	for _, t := range q.Targets {
+		if t.Agg != nil || t.Group < 0 {
+			continue
+		}
+		if first, dup := seenGroup[t.Group]; dup {
+			return nil, fail("select list items %q and %q are the same GROUP BY expression; select it once (copy the column when you read the target)", first, t.Name)
+		}
+		seenGroup[t.Group] = t.Name
+	}
+	for gi, g := range q.GroupBy {
+		col := Col{Name: fmt.Sprintf("__g%d", gi), Type: gtypes[gi].name, Collation: gtypes[gi].collation, Expr: g}
+		for _, t := range q.Targets {
+			if t.Group == gi && t.Agg == nil {
+				col.Name = t.Name
+				break
+			}
+		}
+		for _, t := range q.Targets {
+			if t.Group != gi || t.Column == "" {
+				continue
+			}
+			nn, err := notNullColumn(ctx, db, p.Sources, t.ColumnRef, t.Column)
+			if err != nil {
+				return nil, err
+			}
+			col.NotNull = col.NotNull || nn
+		}
+		p.Groups = append(p.Groups, col)
+	}
+	if err := p.planAggregates(ctx, db, name, q, outTypes); err != nil {
+		return nil, err
+	}
+	p.setSurrogate()
+	return p, nil
+}
+
+// setSurrogate gives the plan the hidden surrogate key when its target
+// would otherwise have no NOT NULL key (ADR 0018 for inner levels, ADR
+// 0019 for every transform): an aggregate without GROUP BY or with a
+// group column that may be NULL, a row transform whose lineage an outer
+// join may leave NULL. A chain reads a target by such a key, and whether
+// one will is not known when the target is made.
+func (p *Plan) setSurrogate() {
+	if p.needsSurrogate() {
+		p.Surrogate = SurrogateCol
+	}
+}
+
+// needsSurrogate reports whether the target's own key (its group key or
+// identity) may be NULL, or is missing: see setSurrogate.
+func (p *Plan) needsSurrogate() bool {
+	if p.Shape == ShapeAggregate {
+		return len(p.Groups) == 0 || !p.groupsNotNull()
+	}
+	for _, src := range p.Sources {
+		if src.Nullable {
+			return true
+		}
+	}
+	return false
+}

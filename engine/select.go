@@ -1,0 +1,162 @@
+package engine
+
+// select.go owns the SELECT checker's core: selectChecker, the state one
+// transform's query is validated in, and parseSelect (ParseQuery), which runs
+// the checks clause by clause — refuse.go, flatten.go and level.go, from.go,
+// expr.go, selectlist.go, groupby.go, aggparse.go — and gathers what they
+// refuse into one error.
+
+import (
+	"fmt"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
+
+	"github.com/trellis-repl/trellis-repl/internal/terr"
+)
+
+// selectChecker validates one transform's SELECT against the supported
+// subset. Node locations are byte offsets into the SELECT's text, which
+// starts at byte base of script.
+type selectChecker struct {
+	label  string
+	script string
+	base   int
+	tables []TableRef
+	outer  []OuterJoin
+	cover  []int
+	// groupKeys are the GROUP BY expressions' comparison keys.
+	groupKeys []string
+	// equalities are the column equalities of WHERE and the joins.
+	equalities []Equality
+	// joinConds are the joins' ON conditions, deparsed.
+	joinConds []string
+	// levels are the derived tables kept as inner levels (ADR 0018); rvs
+	// the parsed table of each entry of tables, to find the placeholders.
+	levels []*Level
+	rvs    []*pg_query.RangeVar
+	// unread are the computed outputs of flattened derived tables that
+	// the outer query never reads (unreadOutput).
+	unread []Unread
+	// fromRefused: a FROM item was refused, so tables lists only part of
+	// FROM and a qualifier it lacks may name a table it never reached —
+	// not a mistake of its own to report.
+	fromRefused bool
+}
+
+// single: the query reads one table, so an unqualified column and one
+// qualified by the table's name are the same column.
+func (c *selectChecker) single() bool { return len(c.tables) == 1 }
+
+// refNames are the names FROM tables are referred to by.
+func (c *selectChecker) refNames() []string {
+	out := make([]string, len(c.tables))
+	for i, t := range c.tables {
+		out[i] = t.RefName()
+	}
+	return out
+}
+
+// errf builds a validation error; loc < 0 means no position is known.
+func (c *selectChecker) errf(loc int32, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if loc >= 0 {
+		msg += " (" + position(c.script, c.base+int(loc)) + ")"
+	}
+	return terr.New(terr.Validation, "%s: %s", c.label, msg)
+}
+
+func parseSelect(label, script string, base, end int) (*Query, error) {
+	src := script[base:end]
+	tree, err := pg_query.Parse(src)
+	if err != nil {
+		return nil, pgError(label, script, base, src, err)
+	}
+	c := &selectChecker{label: label, script: script, base: base}
+	if len(tree.Stmts) != 1 {
+		return nil, c.errf(0, "expected a single SELECT after AS")
+	}
+	sel := tree.Stmts[0].GetStmt().GetSelectStmt()
+	if sel == nil {
+		return nil, c.errf(0, "the query after AS must be a SELECT")
+	}
+	// The definition as written is what the catalog shows; the rewrites
+	// below only change how it is kept.
+	original, err := pg_query.Deparse(tree)
+	if err != nil {
+		return nil, terr.Wrap(terr.Internal, err, "%s: deparse the query: %v", label, err)
+	}
+	if selectsStar(sel) {
+		// * and t.* name the columns the tables have when the definition
+		// is applied: PostgreSQL expands them (ExpandStar) and the expanded
+		// query is validated then. Its clauses are checked now (a plain
+		// DISTINCT is rewritten after the expansion).
+		distinct := sel.DistinctClause
+		if len(distinct) == 1 && distinct[0].GetNode() == nil {
+			sel.DistinctClause = nil
+		}
+		err := c.checkClauses(sel)
+		sel.DistinctClause = distinct
+		if err != nil {
+			return nil, err
+		}
+		return &Query{SQL: original, Star: true}, nil
+	}
+	// Every unsupported part is found before refusing, so one error names
+	// them all; checks that depend on an earlier part only run when it
+	// passed.
+	var errs []error
+	keep := func(err error) bool {
+		errs = append(errs, err)
+		return err == nil
+	}
+	if err := c.distinctAsGroupBy(sel); err != nil {
+		return nil, err
+	}
+	if !keep(c.checkClauses(sel)) && (len(sel.FromClause) == 0 || sel.Larg != nil) {
+		return nil, joinRefusals(errs)
+	}
+	fromOK := keep(c.flattenDerived(sel)) && keep(c.checkFrom(sel))
+	c.fromRefused = !fromOK
+	q := &Query{Tables: c.tables, Outer: c.outer, Cover: c.cover, from: sel.FromClause, OrderBy: len(sel.SortClause) > 0, Equalities: c.equalities, joinConds: c.joinConds, unread: c.unread, tree: tree}
+	for _, l := range c.levels {
+		for i, rv := range c.rvs {
+			if rv == l.rv {
+				l.Table = i
+				q.Levels = append(q.Levels, l)
+			}
+		}
+	}
+	if sel.WhereClause != nil {
+		if keep(c.checkExpr(sel.WhereClause, "WHERE", "aggregate functions are not allowed in WHERE (%s); WHERE filters source rows before grouping, remove the aggregate")) {
+			if q.Where, err = c.deparse(sel.WhereClause, "WHERE"); err != nil {
+				return nil, err
+			}
+		}
+	}
+	items, err := c.selectList(sel)
+	if keep(err) && fromOK && joinRefusals(errs) == nil {
+		if keep(c.groupBy(sel, items, q)) && q.Aggregate {
+			keep(c.composedItems(sel, items, c.groupKeys, q))
+		}
+	}
+	if err := joinRefusals(errs); err != nil {
+		return nil, err
+	}
+	for _, it := range items {
+		q.Targets = append(q.Targets, it.t)
+	}
+	for _, cn := range columnNames(&pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: sel}}) {
+		q.columns = append(q.columns, cn.Column)
+	}
+	q.SQL = original
+	if q.Rewritten, err = pg_query.Deparse(tree); err != nil {
+		return nil, terr.Wrap(terr.Internal, err, "%s: deparse the query: %v", label, err)
+	}
+	return q, nil
+}
+
+// ParseQuery parses and validates one SELECT, as the query of CREATE
+// TRANSFORM name AS … (the expanded form of a definition with *).
+func ParseQuery(name, sql string) (*Query, error) {
+	return parseSelect(fmt.Sprintf("transform %q", name), sql, 0, len(sql))
+}
