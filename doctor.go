@@ -32,6 +32,10 @@ type DoctorReport struct {
 	// Privileges says, for the source tables of the instance's transforms,
 	// which capture setups the role's privileges allow (README, Privileges).
 	Privileges []Finding `json:"privileges"`
+	// Connections compares the runner's connection budget
+	// (Config.MaxConnections) with the server's max_connections, its
+	// reserved slots and the connections in use.
+	Connections Finding `json:"connections"`
 }
 
 // Doctor checks, without changing anything, whether logical replication
@@ -71,6 +75,13 @@ func Doctor(ctx context.Context, cfg Config) (*DoctorReport, error) {
 		return nil, err
 	}
 	r.Privileges = privs
+	budget, err := splitBudget(cfg.MaxConnections, cfg.PoolSize)
+	if err != nil {
+		return nil, err
+	}
+	if r.Connections, err = budgetFinding(ctx, conn, budget); err != nil {
+		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
+	}
 	switch {
 	case avail.Possible() && cfg.Publication == "" && !pub && trig:
 		r.AutoMode, r.Reason = CaptureTrigger, "logical replication is available, but the role may not publish every source and has TRIGGER on all of them"

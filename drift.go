@@ -2,6 +2,7 @@ package trellis
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,23 +12,35 @@ import (
 	"github.com/trellis-repl/trellis-repl/internal/retry"
 )
 
-// driftInterval is how often the runner compares every running
-// transform's plan with the catalog. The stream's Relation messages ask
-// for a check at once; the periodic one catches what the stream cannot
-// show (a source dropped with no further change, trigger capture).
+// driftInterval is how often the runner looks for DDL on what running
+// transforms read. The stream's Relation messages ask for a look at once;
+// the periodic one catches what the stream cannot show (a source dropped
+// with no further change, trigger capture).
 const driftInterval = 2 * time.Second
 
 // watchDrift pauses transforms whose sources or definition changed under
 // them, with capture_failure.kind = capture and the columns involved (or
 // halt, when the definition fails to plan for a reason other than DDL on
 // a source: a function it calls dropped), until ctx ends.
+//
+// A look costs one statement for the whole instance (catalogSignatures):
+// a signature of each source's catalog rows and of the user-defined
+// objects a definition may call. Only the transforms that read a source
+// whose signature changed (all of them when user objects changed, and
+// each transform the first time it is seen) are checked against the
+// catalog in full (engine.CheckDrift): an idle instance with a thousand
+// transforms does not describe a thousand queries every interval.
 func (r *runner) watchDrift(ctx context.Context) {
 	tick := time.NewTicker(driftInterval)
 	defer tick.Stop()
 	// A check that keeps failing logs when it starts and when it ends,
 	// not every driftInterval.
 	partitions := retry.NewEpisode(r.t.log, "check the partitions of the sources fails; retrying", "check the partitions of the sources recovered")
+	looks := retry.NewEpisode(r.t.log, "look for DDL on the sources fails; retrying", "look for DDL on the sources recovered")
 	checks := map[int64]*retry.Episode{}
+	var last map[uint32]string // the signatures of the last look
+	lastObjects := ""
+	checked := map[int64]bool{} // transforms checked in full since they started
 	for {
 		select {
 		case <-ctx.Done():
@@ -46,6 +59,12 @@ func (r *runner) watchDrift(ctx context.Context) {
 		} else {
 			partitions.Recover()
 		}
+		type running struct {
+			tr   *catalog.Transform
+			plan *engine.Plan
+		}
+		var rs []running
+		var oids []uint32
 		for _, tr := range ts {
 			if catalog.Frozen(tr.State) {
 				continue
@@ -54,20 +73,99 @@ func (r *runner) watchDrift(ctx context.Context) {
 			if err != nil {
 				continue
 			}
-			e := checks[tr.ID]
-			if e == nil {
-				e = retry.NewEpisode(r.t.log.With("transform", tr.Name), "check the transform against the catalog fails; retrying", "check the transform against the catalog recovered")
-				checks[tr.ID] = e
+			rs = append(rs, running{tr, p})
+			for _, src := range p.Tables() {
+				oids = append(oids, src.OID)
 			}
-			if _, err := r.pauseOnDrift(ctx, tr.ID, tr.Name, p); err != nil {
+		}
+		sigs, objects, err := catalogSignatures(ctx, r.t.pool, oids)
+		if err != nil {
+			if ctx.Err() == nil {
+				looks.Fail(err, driftInterval)
+			}
+			// Blind: every transform is checked in full, as if all changed.
+			checked = map[int64]bool{}
+		} else {
+			looks.Recover()
+		}
+		seen := map[int64]bool{}
+		for _, x := range rs {
+			id := x.tr.ID
+			seen[id] = true
+			changed := !checked[id] || objects != lastObjects
+			for _, src := range x.plan.Tables() {
+				changed = changed || sigs[src.OID] != last[src.OID]
+			}
+			if !changed {
+				continue
+			}
+			e := checks[id]
+			if e == nil {
+				e = retry.NewEpisode(r.t.log.With("transform", x.tr.Name), "check the transform against the catalog fails; retrying", "check the transform against the catalog recovered")
+				checks[id] = e
+			}
+			if _, err := r.pauseOnDrift(ctx, id, x.tr.Name, x.plan); err != nil {
 				if ctx.Err() == nil {
 					e.Fail(err, driftInterval)
 				}
-			} else {
-				e.Recover()
+				checked[id] = false // checked again at the next look
+				continue
+			}
+			e.Recover()
+			checked[id] = true
+		}
+		for id := range checked {
+			if !seen[id] {
+				delete(checked, id)
+				delete(checks, id)
 			}
 		}
+		last, lastObjects = sigs, objects
 	}
+}
+
+// catalogSignatures reads, in one statement, a signature of each source's
+// catalog rows (its name, schema, kind and replica identity; its columns'
+// names, types, modifiers, NOT NULL and collations; its primary, unique
+// and replica-identity indexes), "missing" for a dropped one, and a
+// signature of the user-defined functions, types, operators and schemas
+// a definition may depend on. DDL that could make a transform drift
+// changes one of them.
+func catalogSignatures(ctx context.Context, q catalog.Querier, oids []uint32) (map[uint32]string, string, error) {
+	rows, err := q.Query(ctx, `
+		SELECT s.oid, coalesce((
+			SELECT md5(concat_ws('|', c.relname, c.relnamespace, c.relkind, c.relreplident,
+				(SELECT string_agg(concat_ws(':', a.attname, a.atttypid, a.atttypmod, a.attnotnull, a.attcollation), ',' ORDER BY a.attnum)
+					FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
+				(SELECT string_agg(concat_ws(':', i.indexrelid, i.indisprimary, i.indisreplident, i.indisunique, i.indkey), ',' ORDER BY i.indexrelid)
+					FROM pg_index i WHERE i.indrelid = c.oid AND (i.indisprimary OR i.indisreplident OR i.indisunique))))
+			FROM pg_class c WHERE c.oid = s.oid), 'missing')
+		FROM (SELECT DISTINCT unnest($1::oid[]) AS oid) s
+		UNION ALL
+		SELECT 0, md5(concat_ws('|',
+			(SELECT concat_ws(':', count(*), sum(xmin::text::bigint)) FROM pg_proc WHERE pronamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace)),
+			(SELECT concat_ws(':', count(*), sum(xmin::text::bigint)) FROM pg_type WHERE typnamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace) AND typtype <> 'c'),
+			(SELECT concat_ws(':', count(*), sum(xmin::text::bigint)) FROM pg_operator WHERE oprnamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace)),
+			(SELECT concat_ws(':', count(*), sum(xmin::text::bigint)) FROM pg_namespace)))`, oids)
+	if err != nil {
+		return nil, "", fmt.Errorf("read the catalog signatures of %d sources: %w", len(oids), err)
+	}
+	defer rows.Close()
+	sigs := map[uint32]string{}
+	objects := ""
+	for rows.Next() {
+		var oid uint32
+		var sig string
+		if err := rows.Scan(&oid, &sig); err != nil {
+			return nil, "", err
+		}
+		if oid == 0 {
+			objects = sig
+		} else {
+			sigs[oid] = sig
+		}
+	}
+	return sigs, objects, rows.Err()
 }
 
 // pauseOnDrift checks one transform against the catalog and, when DDL

@@ -30,6 +30,26 @@ func partitionTree(ctx context.Context, q catalog.Querier, oid uint32) ([]uint32
 	return pgx.CollectRows(rows, pgx.RowTo[uint32])
 }
 
+// partitionTrees are the partition trees (partitionTree) of the roots
+// that are partitioned tables, read in one statement.
+func partitionTrees(ctx context.Context, q catalog.Querier, roots []uint32) (map[uint32][]uint32, error) {
+	rows, err := q.Query(ctx, `SELECT c.oid, t.relid::oid FROM pg_class c, pg_partition_tree(c.oid) t
+		WHERE c.oid = ANY($1) AND c.relkind = 'p' ORDER BY c.oid, t.level, t.relid`, roots)
+	if err != nil {
+		return nil, fmt.Errorf("read the partition trees of the sources: %w", err)
+	}
+	defer rows.Close()
+	out := map[uint32][]uint32{}
+	for rows.Next() {
+		var root, node uint32
+		if err := rows.Scan(&root, &node); err != nil {
+			return nil, err
+		}
+		out[root] = append(out[root], node)
+	}
+	return out, rows.Err()
+}
+
 // ancestorsOf maps each source of the plans that is a partition to its
 // partitioned ancestors (intake.addRoute).
 func ancestorsOf(ctx context.Context, q catalog.Querier, ps ...*engine.Plan) (map[uint32][]uint32, error) {
@@ -108,14 +128,17 @@ func (r *runner) checkPartitions(ctx context.Context, ts []*catalog.Transform) e
 			tables[t.OID] = t
 		}
 	}
-	for root, trs := range readers {
-		tree, err := partitionTree(ctx, r.t.pool, root)
-		if err != nil || tree == nil {
-			if err != nil {
-				return err
-			}
-			continue
-		}
+	roots := make([]uint32, 0, len(readers))
+	for root := range readers {
+		roots = append(roots, root)
+	}
+	// One statement for every source: most are not partitioned.
+	trees, err := partitionTrees(ctx, r.t.pool, roots)
+	if err != nil {
+		return err
+	}
+	for root, tree := range trees {
+		trs := readers[root]
 		have, err := r.t.cat.PartitionNodes(ctx, r.t.pool, root)
 		if err != nil {
 			return err
@@ -230,7 +253,7 @@ func (w *worker) correct(ctx context.Context, a *engine.Applier) error {
 		return err
 	}
 	for _, k := range ks {
-		if err := w.correctNode(ctx, a, k); err != nil {
+		if err := w.turn(ctx, a, false, func() error { return w.correctNode(ctx, a, k) }); err != nil {
 			w.corrections.Store(true)
 			return err
 		}

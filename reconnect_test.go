@@ -353,7 +353,7 @@ func testReconnect(t *testing.T, bin, mode string) {
 		}
 	}
 	ds := []disruption{
-		{name: "appliers terminated", do: kill(`application_name LIKE 'trellis-repl applier %'`)},
+		{name: "appliers terminated", do: kill(`application_name LIKE 'trellis-repl applier%'`)},
 		{name: "pool sessions terminated", do: kill(`application_name = 'trellis-repl' AND backend_type = 'client backend'`)},
 		{name: "lock session terminated", do: kill(`application_name LIKE 'trellis-repl runner %'`), restarts: true,
 			warns: "lost the connection to PostgreSQL; restarting the run"},

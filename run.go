@@ -42,6 +42,10 @@ type runner struct {
 
 	mu      sync.Mutex
 	workers map[int64]*worker
+	// appliers lends the workers the sessions they apply on (ADR 0028);
+	// version is the server's, which the applier statements depend on.
+	appliers sessionLender
+	version  int
 
 	confirmed atomic.Uint64
 
@@ -121,6 +125,11 @@ func (t *Trellis) runMode(ctx context.Context, lockConn *pgx.Conn, streamFn stre
 	}
 	defer store.Close()
 	r.store = store
+	if err := t.pool.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&r.version); err != nil {
+		return terr.Wrap(terr.Unavailable, err, "read the server version: %v", err)
+	}
+	r.appliers = t.lender()
+	defer r.appliers.close()
 	t.ready.startRun(mode)
 	logical := capture.NewLogical(capture.LogicalConfig{
 		DSN: t.cfg.DSN, Slot: slot, Publication: t.publication(), OwnedPublication: t.cfg.Publication != "", Pool: t.pool,
@@ -391,14 +400,23 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 			signal(r.jobWake)
 		}
 	}()
-	go func() { // reconcile, confirm, heartbeat
+	go func() { // reconcile, confirm, heartbeat, idle progress
 		defer wg.Done()
 		tick := time.NewTicker(500 * time.Millisecond)
 		defer tick.Stop()
+		// The idle positions and the backlog counts are written by this
+		// one goroutine: each statement updates many progress rows, and
+		// two of them at once could lock them in opposite orders.
+		progress := time.NewTicker(r.t.cfg.ProgressInterval)
+		defer progress.Stop()
+		idle := retry.NewEpisode(r.t.log, "record the progress of idle transforms fails; retrying", "record the progress of idle transforms recovered")
 		for {
 			select {
 			case <-ctx.Done():
 				return
+			case <-progress.C:
+				r.recordIdleProgress(ctx, idle)
+				continue
 			case <-r.reconcileNow:
 			case <-tick.C:
 				r.updateConfirmed()
@@ -417,6 +435,7 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 		defer wg.Done()
 		r.pruneVisibility(ctx)
 	}()
+
 	go func() { // the slot stream
 		defer wg.Done()
 		errc <- r.stream(ctx)
@@ -552,14 +571,43 @@ func (r *runner) heartbeat(ctx context.Context) {
 	}
 	r.heartbeatFailing.Recover()
 	ws := r.workerList()
+	ids, ns := make([]int64, 0, len(ws)), make([]int64, 0, len(ws))
 	for _, w := range ws {
-		n, err := r.store.Pending(w.id)
-		if err != nil {
-			continue
+		if n, err := r.store.Pending(w.id); err == nil {
+			ids, ns = append(ids, w.id), append(ns, n)
 		}
-		_ = r.t.cat.SetKeysWaiting(ctx, r.t.pool, w.id, n)
 	}
+	_ = r.t.cat.SetKeysWaiting(ctx, r.t.pool, ids, ns)
 	r.reportBacklog(ctx, ws)
+}
+
+// recordIdleProgress records, in one statement for the whole instance,
+// the applied positions workers reached without writing (worker.reached):
+// called once per ProgressInterval, an idle instance costs the primary
+// one statement per interval whatever the number of transforms.
+func (r *runner) recordIdleProgress(ctx context.Context, failing *retry.Episode) {
+	var ids []int64
+	var lsns []uint64
+	var ws []*worker
+	for _, w := range r.workerList() {
+		if l := w.reached.Load(); l > w.persisted.Load() {
+			ids, lsns, ws = append(ids, w.id), append(lsns, l), append(ws, w)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	if err := r.t.cat.RecordIdleProgress(ctx, r.t.pool, ids, lsns); err != nil {
+		if ctx.Err() == nil {
+			failing.Fail(err, r.t.cfg.ProgressInterval)
+		}
+		return
+	}
+	failing.Recover()
+	for i, w := range ws {
+		w.recorded(lsns[i])
+	}
+	r.t.progressed.fire()
 }
 
 // workerList is a snapshot of the running workers.

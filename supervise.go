@@ -49,6 +49,14 @@ func (t *Trellis) Run(ctx context.Context) error {
 // capture failures (an undecodable slot) that a real server cannot be
 // made to produce on demand.
 func (t *Trellis) run(ctx context.Context, streamFn streamFunc) error {
+	if err := t.budget.runnable(); err != nil {
+		return err
+	}
+	t.log.Info("connection budget", "max_connections", t.budget.Total, "control", t.budget.Control,
+		"appliers", t.budget.Appliers, "builds_at_most", t.budget.Builds)
+	if f, err := budgetFinding(ctx, t.pool, t.budget); err == nil && f.Result != "ok" {
+		t.log.Warn(f.Detail, "fix", f.Fix)
+	}
 	s := &supervisor{t: t, stream: streamFn,
 		lost: retry.NewEpisode(t.log, "lost the connection to PostgreSQL; restarting the run", "reconnected to PostgreSQL")}
 	defer t.setRunner(RunnerStopped, "")

@@ -111,9 +111,17 @@ type Config struct {
 	// longer interval costs busy writers less at the price of that much
 	// latency. See docs/tuning.md.
 	TriggerPollInterval time.Duration
-	// PoolSize is the size of the shared connection pool (default 8):
-	// catalog, status and capture control. Each transform's applier and
-	// the capture stream have connections of their own.
+	// MaxConnections caps every connection this instance opens to
+	// PostgreSQL, whatever the number of transforms (default
+	// DefaultMaxConnections; ADR 0028): Run's lock session, its capture
+	// (replication connection or trigger drain), the control pool
+	// (catalog, status, reconcile, self-check reads) and the applier
+	// sessions transforms take turns on, builds holding at most half of
+	// them. A runner needs at least MinRunnerConnections; a process that
+	// only reads (status, await) runs on 1.
+	MaxConnections int
+	// PoolSize, when > 0, is the control pool's share of MaxConnections
+	// (default: a quarter of what lock and capture leave, 1 to 4).
 	PoolSize int
 	// Metrics, when set, receives Run's Prometheus metrics (docs/metrics.md).
 	// Open binds a Metrics not bound yet (Metrics.ForInstance) to the
@@ -168,8 +176,11 @@ const (
 type Trellis struct {
 	cfg  Config
 	pool *pgxpool.Pool
-	cat  catalog.Catalog
-	log  *slog.Logger
+	// budget splits Config.MaxConnections among the connections this
+	// process opens (budget.go, ADR 0028); pool is its control share.
+	budget connBudget
+	cat    catalog.Catalog
+	log    *slog.Logger
 	// ready is what Run in this process is doing (readiness.go).
 	ready readiness
 	// selfCheckHook, when set (tests only, export_test.go), is called
@@ -253,10 +264,12 @@ func Open(ctx context.Context, cfg Config) (*Trellis, error) {
 	if cfg.ReadOnly {
 		pcfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
 	}
-	pcfg.MaxConns = 8
-	if cfg.PoolSize > 0 {
-		pcfg.MaxConns = int32(cfg.PoolSize)
+	budget, err := splitBudget(cfg.MaxConnections, cfg.PoolSize)
+	if err != nil {
+		return nil, err
 	}
+	pcfg.MaxConns = int32(budget.Control)
+	pcfg.MinConns = 0
 	if pcfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		// Names trellis-repl's sessions in pg_stat_activity; the runner's
 		// own (lock, appliers, capture) say which they are.
@@ -286,7 +299,7 @@ func Open(ctx context.Context, cfg Config) (*Trellis, error) {
 		return nil, terr.Wrap(terr.Unavailable, err, "cannot connect to PostgreSQL at %s:%d: %v; check --dsn and that the server is running",
 			pcfg.ConnConfig.Host, pcfg.ConnConfig.Port, err)
 	}
-	t := &Trellis{cfg: cfg, pool: pool, cat: catalog.New(cfg.Schema), log: cfg.Logger}
+	t := &Trellis{cfg: cfg, pool: pool, cat: catalog.New(cfg.Schema), log: cfg.Logger, budget: budget}
 	if cfg.ReadOnly {
 		if err := t.checkCatalog(ctx); err != nil {
 			pool.Close()

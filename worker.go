@@ -41,10 +41,12 @@ type worker struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 
-	// persisted is the applied position recorded in PostgreSQL.
+	// persisted is the applied position recorded in PostgreSQL; reached
+	// is one the worker reached without writing, which the runner records
+	// for every idle worker at once (runner.recordIdleProgress).
 	persisted atomic.Uint64
+	reached   atomic.Uint64
 	applied   uint64
-	lastSaved time.Time
 	// lastTake is when the worker last took a batch of changes, and
 	// lastKeys how many keys it had: the coalescing window counts from it.
 	lastTake time.Time
@@ -76,6 +78,9 @@ type worker struct {
 	// requests are work the worker runs between live batches (a
 	// self-check's repair, selfcheck_run.go).
 	requests chan workerRequest
+	// onSession: the worker's applier is attached to a session of the
+	// runner's applier pool (turn).
+	onSession bool
 }
 
 // buildAttemptLimit is how many build steps in a row may fail before the
@@ -169,11 +174,9 @@ func (w *worker) log() interface {
 func (w *worker) run(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		a, err := engine.NewApplier(ctx, w.r.t.connConfig(), w.r.t.cat, w.id, w.plan, w.r.t.log)
-		if err == nil {
-			err = w.session(ctx, a)
-			a.Close(context.Background())
-		}
+		a := engine.NewDetachedApplier(w.r.t.cat, w.id, w.plan, w.r.version, w.r.t.log)
+		err := w.session(ctx, a)
+		a.Close(context.Background())
 		if ctx.Err() != nil {
 			return
 		}
@@ -358,28 +361,36 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 			signal(w.r.reconcileNow) // reports the state
 			w.log().Info("building transform")
 		case catalog.StateBackfilling:
+			// One build step (and a batch of the changes meanwhile) per
+			// turn on a session, counted in the builds' share.
 			a.LedgerOnly = w.ledgerOnly(tr)
-			if err := w.groupIndex(ctx, a); err != nil {
+			var done bool
+			if err := w.turn(ctx, a, true, func() error {
+				if err := w.groupIndex(ctx, a); err != nil {
+					return err
+				}
+				if _, err := w.drain(ctx, a, false); err != nil {
+					return err
+				}
+				var err error
+				if done, err = w.buildStep(ctx, a, tr); err != nil {
+					return &buildError{err}
+				}
+				if !done {
+					return nil
+				}
+				a.LedgerOnly = false
+				if err := w.groupIndex(ctx, a); err != nil {
+					return err
+				}
+				return a.AnalyzeStored(ctx)
+			}); err != nil {
 				return err
-			}
-			if _, err := w.drain(ctx, a, false); err != nil {
-				return err
-			}
-			done, err := w.buildStep(ctx, a, tr)
-			if err != nil {
-				return &buildError{err}
 			}
 			if err := w.succeeded(ctx, true); err != nil {
 				return err
 			}
 			if done {
-				a.LedgerOnly = false
-				if err := w.groupIndex(ctx, a); err != nil {
-					return err
-				}
-				if err := a.AnalyzeStored(ctx); err != nil {
-					return err
-				}
 				if _, err := w.r.t.cat.SetState(ctx, w.r.t.pool, w.id, catalog.StateBackfilling, catalog.StateLive); err != nil {
 					return err
 				}
@@ -390,8 +401,10 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 			}
 		case catalog.StateLive:
 			a.LedgerOnly = false
-			if err := w.groupIndex(ctx, a); err != nil {
-				return err
+			if !w.groupIndexed {
+				if err := w.turn(ctx, a, false, func() error { return w.groupIndex(ctx, a) }); err != nil {
+					return err
+				}
 			}
 			if tr.Replaces != 0 {
 				// A redefinition takes the old transform's place once live.
@@ -411,6 +424,29 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 	return nil
 }
 
+// turn runs fn with the worker's applier attached to a session the
+// runner's applier pool lends it (ADR 0028): a build step (build) or a
+// batch. A turn inside a turn runs on the session the outer one holds.
+func (w *worker) turn(ctx context.Context, a *engine.Applier, build bool, fn func() error) error {
+	if w.onSession {
+		return fn()
+	}
+	l, err := w.r.appliers.acquire(ctx, w.id, build)
+	if err != nil {
+		return err
+	}
+	if err := a.Attach(ctx, l.s); err != nil {
+		l.release(true)
+		return err
+	}
+	w.onSession = true
+	err = fn()
+	w.onSession = false
+	a.Detach()
+	l.release(brokenBy(l.s, err))
+	return err
+}
+
 // live drains dirty keys until stopped (a PAUSE stops the worker through
 // reconcile) or until its catalog row may have changed.
 func (w *worker) live(ctx context.Context, a *engine.Applier) error {
@@ -422,8 +458,8 @@ func (w *worker) live(ctx context.Context, a *engine.Applier) error {
 		if err := w.correct(ctx, a); err != nil {
 			return err
 		}
-		if err := w.saveIdle(ctx); err != nil {
-			return err
+		if w.applied > w.persisted.Load() {
+			w.reached.Store(w.applied)
 		}
 		w.failing.Recover()
 		if more {
@@ -433,7 +469,7 @@ func (w *worker) live(ctx context.Context, a *engine.Applier) error {
 			case <-w.changed:
 				return nil
 			case req := <-w.requests:
-				req.done <- req.fn(ctx, a)
+				req.done <- w.turn(ctx, a, false, func() error { return req.fn(ctx, a) })
 			default:
 			}
 			continue
@@ -444,7 +480,7 @@ func (w *worker) live(ctx context.Context, a *engine.Applier) error {
 			return nil // the session reads the catalog row again
 		case <-w.wake:
 		case req := <-w.requests:
-			req.done <- req.fn(ctx, a)
+			req.done <- w.turn(ctx, a, false, func() error { return req.fn(ctx, a) })
 		case <-time.After(w.r.t.cfg.ProgressInterval / 2):
 		}
 	}
@@ -489,6 +525,10 @@ func coalesceWait(cfg Config, since time.Duration, lastKeys int, pending int64) 
 	return wait
 }
 
+// sessionWait is how long a worker may wait for an applier session
+// before it takes its batch again, with what arrived meanwhile.
+const sessionWait = 2 * time.Millisecond
+
 // liveTurn is how long a live drain applies batches before it lets the
 // worker serve its other work (repairs, partition corrections, catalog
 // changes): under writers that never pause the dirty set is never empty.
@@ -518,32 +558,52 @@ func (w *worker) drain(ctx context.Context, a *engine.Applier, live bool) (more 
 			}
 			return false, nil
 		}
-		xids, err := w.xidsUpTo(b.MaxLSN())
-		if err != nil {
-			return false, err
-		}
-		if len(b.Truncated) > 0 {
-			// A TRUNCATE changed every row: re-derive every stored identity,
-			// from snapshots that see the TRUNCATE.
-			if err := w.rederiveStored(ctx, a, xids); err != nil {
-				return false, err
-			}
-		}
-		units := make([]unit, 0, len(b.Keys))
-		for _, e := range b.Keys {
-			k, err := checkpoint.DecodeKey(e.Key)
-			if err != nil {
-				return false, fmt.Errorf("decode stored key: %w", err)
-			}
-			// A self-join reads the table as two sources: both re-derive.
-			units = append(units, unit{table: e.Table, keyID: e.Key, key: k, sources: w.plan.SourcesOf(e.Table)})
-		}
+		var xids []uint32
 		var lsn uint64
-		if b.All {
-			lsn = b.UpTo
+		var n int64
+		var start time.Time
+		asked := time.Now()
+		err = w.turn(ctx, a, false, func() error {
+			if time.Since(asked) > sessionWait {
+				// Changes went on arriving while the worker waited for a
+				// session: take them too (the wait makes the batch).
+				var err error
+				if b, err = w.r.store.Take(w.id, w.r.t.cfg.BatchSize); err != nil {
+					return err
+				}
+				w.lastKeys = len(b.Keys)
+			}
+			start = time.Now()
+			var err error
+			if xids, err = w.xidsUpTo(b.MaxLSN()); err != nil {
+				return err
+			}
+			units := make([]unit, 0, len(b.Keys))
+			for _, e := range b.Keys {
+				k, err := checkpoint.DecodeKey(e.Key)
+				if err != nil {
+					return fmt.Errorf("decode stored key: %w", err)
+				}
+				// A self-join reads the table as two sources: both re-derive.
+				units = append(units, unit{table: e.Table, keyID: e.Key, key: k, sources: w.plan.SourcesOf(e.Table)})
+			}
+			lsn = 0
+			if b.All {
+				lsn = b.UpTo
+			}
+			if len(b.Truncated) > 0 {
+				// A TRUNCATE changed every row: re-derive every stored
+				// identity, from snapshots that see the TRUNCATE.
+				if err := w.rederiveStored(ctx, a, xids); err != nil {
+					return err
+				}
+			}
+			n, err = w.applyUnits(ctx, a, units, xids, lsn, nil)
+			return err
+		})
+		if ctx.Err() != nil {
+			return false, ctx.Err()
 		}
-		start := time.Now()
-		n, err := w.applyUnits(ctx, a, units, xids, lsn, nil)
 		if errors.Is(err, errHalted) {
 			return false, err
 		}
@@ -568,8 +628,7 @@ func (w *worker) drain(ctx context.Context, a *engine.Applier, live bool) (more 
 		}
 		if lsn > 0 {
 			w.applied = lsn
-			w.persisted.Store(lsn)
-			w.lastSaved = time.Now()
+			w.recorded(lsn)
 			w.advanced()
 		}
 		if !live || time.Since(turn) >= liveTurn {
@@ -613,18 +672,15 @@ func (w *worker) xidsUpTo(lsn uint64) ([]uint32, error) {
 	return out, nil
 }
 
-// saveIdle records an applied position reached without writes, at most once
-// per ProgressInterval (each record is itself a small write).
-func (w *worker) saveIdle(ctx context.Context) error {
-	if w.applied <= w.persisted.Load() || time.Since(w.lastSaved) < w.r.t.cfg.ProgressInterval {
-		return nil
+// recorded notes that PostgreSQL holds lsn as the transform's applied
+// position (never moving it back: a batch and the idle recorder race).
+func (w *worker) recorded(lsn uint64) {
+	for {
+		p := w.persisted.Load()
+		if lsn <= p || w.persisted.CompareAndSwap(p, lsn) {
+			return
+		}
 	}
-	if err := w.r.t.cat.RecordProgress(ctx, w.r.t.pool, w.id, w.applied, 0); err != nil {
-		return err
-	}
-	w.persisted.Store(w.applied)
-	w.lastSaved = time.Now()
-	return nil
 }
 
 const buildChunk = 5000

@@ -398,6 +398,7 @@ func (l *Logical) Stream(ctx context.Context, sink Sink, disrupted func(context.
 	for {
 		err := c.Stream(ctx, replication.Config{
 			DSN: c.DSN, Slot: c.Slot, Publication: c.Publication, Logger: c.Logger,
+			Catalog:     c.Pool,
 			StartLSN:    c.Position.ReceivedLSN,
 			FlushLSN:    c.Confirmed,
 			Streaming:   func() { c.Health(true, "") },

@@ -34,15 +34,21 @@ var sessionSettings = [][2]string{
 	{"jit", "off"},
 }
 
-// Applier re-derives keys of one transform on its own connection. Exactly
-// one Applier writes a transform's target and ledger (docs/architecture.md §3.8).
+// Applier re-derives keys of one transform. It works on a Session it is
+// attached to for a turn (Attach), or on one of its own (NewApplier).
+// Exactly one Applier writes a transform's target and ledger
+// (docs/architecture.md §3.8).
 type Applier struct {
 	ID    int64
 	Plan  *Plan
 	Stmts *Statements
 	cat   catalog.Catalog
-	conn  *pgx.Conn
 	log   *slog.Logger
+	// conn is the attached session's connection (nil when detached);
+	// owned is the session NewApplier opened for this applier alone.
+	conn    *pgx.Conn
+	session *Session
+	owned   *Session
 
 	// LedgerOnly, set by the worker while an aggregate's fresh build runs,
 	// leaves the target alone: the apply writes the ledger only, and the
@@ -53,60 +59,75 @@ type Applier struct {
 	stale *staleReader
 }
 
-// NewApplier connects and prepares the session (settings, temp tables).
+// NewApplier opens a session of the applier's own and attaches to it:
+// for a process that re-derives one transform (a self-check's repair, a
+// test). Close ends the session.
 func NewApplier(ctx context.Context, cfg *pgx.ConnConfig, cat catalog.Catalog, id int64, p *Plan, log *slog.Logger) (*Applier, error) {
-	cfg = cfg.Copy()
-	if cfg.RuntimeParams == nil {
-		cfg.RuntimeParams = map[string]string{}
-	}
-	cfg.RuntimeParams["application_name"] = fmt.Sprintf("trellis-repl applier %s", p.Target.Name)
-	// Unnamed statements are planned at every execution. A named prepared
-	// statement without parameters keeps the plan made when the target was
-	// empty: a hash over the whole table to join a few thousand keys.
-	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	s, err := OpenSession(ctx, cfg, fmt.Sprintf("trellis-repl applier %s", p.Target.Name))
 	if err != nil {
 		return nil, fmt.Errorf("connect applier for %s: %w", p.Target.Name, err)
 	}
-	var version int
-	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
-		conn.Close(ctx)
-		return nil, fmt.Errorf("read server version: %w", err)
-	}
-	a := &Applier{ID: id, Plan: p, Stmts: BuildStatements(p, version), cat: cat, conn: conn, log: log}
-	for _, kv := range sessionSettings {
-		if _, err := conn.Exec(ctx, `SELECT set_config($1, $2, false)`, kv[0], kv[1]); err != nil {
-			conn.Close(ctx)
-			return nil, fmt.Errorf("set %s: %w", kv[0], err)
-		}
-	}
-	if _, err := conn.Exec(ctx, `SELECT set_config('search_path', $1, false)`, p.SearchPath); err != nil {
-		conn.Close(ctx)
-		return nil, fmt.Errorf("set search_path: %w", err)
-	}
-	if plant.Active(plant.StaleRead) {
-		side, err := pgx.ConnectConfig(ctx, cfg)
-		if err != nil {
-			conn.Close(ctx)
-			return nil, err
-		}
-		a.stale = &staleReader{conn: side}
-	}
-	for _, s := range a.Stmts.Setup {
-		if _, err := conn.Exec(ctx, s); err != nil {
-			conn.Close(ctx)
-			return nil, fmt.Errorf("prepare applier session for %s: %w", p.Target.Name, err)
-		}
+	a := NewDetachedApplier(cat, id, p, s.Version(), log)
+	a.owned = s
+	if err := a.Attach(ctx, s); err != nil {
+		s.Close(ctx)
+		return nil, err
 	}
 	return a, nil
 }
 
-// Close ends the applier's session.
+// NewDetachedApplier is transform id's applier without a session: Attach
+// gives it one for a turn. version is the server's (Session.Version).
+func NewDetachedApplier(cat catalog.Catalog, id int64, p *Plan, version int, log *slog.Logger) *Applier {
+	st := BuildStatements(p, version)
+	st.forTransform(id)
+	return &Applier{ID: id, Plan: p, Stmts: st, cat: cat, log: log}
+}
+
+// Attach gives the applier session s until Detach, preparing s for its
+// transform (search_path, temporary tables) where it is not already.
+func (a *Applier) Attach(ctx context.Context, s *Session) error {
+	if err := s.prepare(ctx, a); err != nil {
+		return err
+	}
+	if plant.Active(plant.StaleRead) && a.stale == nil {
+		// The planted bug's side session is outside any budget: test
+		// builds only.
+		side, err := pgx.ConnectConfig(ctx, s.cfg)
+		if err != nil {
+			return err
+		}
+		a.stale = &staleReader{conn: side}
+	}
+	a.session, a.conn = s, s.conn
+	return nil
+}
+
+// clear empties the applier's temporary tables at the start of tx: a
+// committed transaction leaves its rows there (Statements.Clear).
+func (a *Applier) clear(ctx context.Context, tx pgx.Tx) error {
+	if a.Stmts.Clear == "" {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, a.Stmts.Clear); err != nil {
+		return fmt.Errorf("empty the temporary tables of %s: %w", a.Plan.Target.Name, err)
+	}
+	return nil
+}
+
+// Detach ends the applier's turn on its session.
+func (a *Applier) Detach() { a.session, a.conn = nil, nil }
+
+// Close ends the session NewApplier opened (and the planted bug's side
+// session); an applier attached to a lent session leaves it open.
 func (a *Applier) Close(ctx context.Context) error {
 	if a.stale != nil {
 		a.stale.conn.Close(ctx)
 	}
-	return a.conn.Close(ctx)
+	if a.owned != nil {
+		return a.owned.Close(ctx)
+	}
+	return nil
 }
 
 // staleReader plants the stale_read bug: each apply transaction reads the
@@ -175,6 +196,9 @@ func (a *Applier) Apply(ctx context.Context, b Batch) (int64, error) {
 		return 0, fmt.Errorf("begin apply: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
+	if err := a.clear(ctx, tx); err != nil {
+		return 0, err
+	}
 	if len(b.Xids) > 0 && !plant.Active(plant.SkipVisibilityWait) {
 		if err := waitVisible(ctx, tx, b.Xids); err != nil {
 			return 0, err
@@ -377,7 +401,7 @@ func (a *Applier) queueKeys(batch *pgx.Batch, keys [][]string, ints []int64) err
 	// Real row counts for the key table: unanalyzed, the planner assumes
 	// thousands of keys and scans whole tables to re-derive a few (80x
 	// slower for 30 keys of a 100k-row table).
-	batch.Queue("ANALYZE " + keysTable)
+	batch.Queue(a.Stmts.AnalyzeKeys)
 	if a.Stmts.LoadBounds != "" {
 		batch.Queue(a.Stmts.LoadBounds)
 	}
@@ -571,6 +595,9 @@ func (a *Applier) Reconcile(ctx context.Context) error {
 		return err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
+	if err := a.clear(ctx, tx); err != nil {
+		return err
+	}
 	for _, s := range a.Stmts.Reconcile {
 		if _, err := tx.Exec(ctx, s); err != nil {
 			return fmt.Errorf("reconcile %s with its ledger: %w", a.Plan.Target.Name, err)

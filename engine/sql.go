@@ -10,6 +10,9 @@ import (
 type Statements struct {
 	// Setup creates the applier session's temporary tables.
 	Setup []string
+	// Clear empties them at the start of a transaction, when they are not
+	// emptied at every commit (forTransform; "" otherwise).
+	Clear string
 	// IntKey: the source key is one integer column, and the applier passes
 	// a batch's keys as one sorted, distinct bigint[] and its first and
 	// last key as bigint bounds (see intKey).
@@ -27,6 +30,8 @@ type Statements struct {
 	// parameters, when the key type does not qualify, or when no step
 	// reads them).
 	LoadBounds string
+	// AnalyzeKeys counts the key table's rows after LoadKeys.
+	AnalyzeKeys string
 	// Apply re-derives the loaded keys and writes ledger and target, in order.
 	Apply []Step
 	// Enum are the build's walks, one per phase (ADR 0010): the keys of
@@ -39,6 +44,10 @@ type Statements struct {
 	// RangeBuild, when set, copies the first build phase's chunks by key
 	// range (ADR 0020).
 	RangeBuild *RangeBuild
+
+	// temps are the temporary tables Setup creates, once named after a
+	// transform (forTransform).
+	temps []string
 }
 
 // Enum lists one source's keys in key order, as text: First is the first
@@ -263,6 +272,7 @@ func loadKeyTable(s *Statements, p *Plan) {
 		ucols = append(ucols, fmt.Sprintf("c%d", i))
 	}
 	s.Setup = append(s.Setup, "CREATE TEMP TABLE IF NOT EXISTS __trellis_k ("+strings.Join(kcols, ", ")+") ON COMMIT DELETE ROWS")
+	s.AnalyzeKeys = "ANALYZE " + keysTable
 	if s.IntKey {
 		s.LoadKeys = "INSERT INTO " + keysTable + " SELECT __u FROM unnest($1::bigint[]) AS __u"
 	} else {

@@ -24,9 +24,13 @@ import (
 // Config configures Run.
 type Config struct {
 	// DSN is a normal libpq connection string (URL or keyword/value). Run
-	// uses it as is for a short catalog check at each connect, and with
-	// replication=database added for the streaming connection.
-	DSN         string
+	// uses it as is for a short catalog check at each connect (unless
+	// Catalog is set), and with replication=database added for the
+	// streaming connection.
+	DSN string
+	// Catalog, when set, runs that check instead of a connection of its
+	// own: a runner's connection budget has no share for it (ADR 0028).
+	Catalog     Querier
 	Slot        string
 	Publication string
 	// StartLSN is called at each (re)connect and returns where to resume:
@@ -206,15 +210,19 @@ type serverFacts struct {
 // error before START_REPLICATION hides it behind a less clear one or
 // silently skips changes.
 func preflight(ctx context.Context, cfg *Config, start uint64) (serverFacts, error) {
-	conn, err := pgx.Connect(ctx, cfg.DSN)
-	if err != nil {
-		return serverFacts{}, fmt.Errorf("replication: connect: %w", err)
+	conn := cfg.Catalog
+	if conn == nil {
+		own, err := pgx.Connect(ctx, cfg.DSN)
+		if err != nil {
+			return serverFacts{}, fmt.Errorf("replication: connect: %w", err)
+		}
+		defer func() {
+			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
+			own.Close(closeCtx)
+		}()
+		conn = own
 	}
-	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		conn.Close(closeCtx)
-	}()
 	var (
 		f         serverFacts
 		wstMillis int64
@@ -223,7 +231,7 @@ func preflight(ctx context.Context, cfg *Config, start uint64) (serverFacts, err
 		walStatus *string
 		confirmed *string
 	)
-	err = conn.QueryRow(ctx, `
+	err := conn.QueryRow(ctx, `
 		SELECT current_setting('server_version_num')::int,
 		       (SELECT setting::bigint FROM pg_settings WHERE name = 'wal_sender_timeout'),
 		       EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $2),

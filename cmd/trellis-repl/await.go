@@ -28,7 +28,7 @@ func cmdAwait(ctx context.Context, args []string, stdout io.Writer) error {
 	if *timeout < 0 {
 		return usageError{"--timeout must not be negative"}
 	}
-	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, ReadOnly: true})
+	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, ReadOnly: true, MaxConnections: 1})
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ func cmdDefinitions(ctx context.Context, args []string, stdout io.Writer) error 
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, ReadOnly: true})
+	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, ReadOnly: true, MaxConnections: 1})
 	if err != nil {
 		return err
 	}

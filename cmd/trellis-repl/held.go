@@ -29,7 +29,7 @@ func cmdHeld(ctx context.Context, args []string, stdout io.Writer) error {
 	if fs.NArg() > 1 {
 		return usageError{"held takes at most one transform name"}
 	}
-	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, ReadOnly: true})
+	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, ReadOnly: true, MaxConnections: 1})
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func cmdQuarantine(ctx context.Context, args []string, stdout io.Writer) error {
 	if fs.NArg() > 1 {
 		return usageError{"quarantine takes at most one transform name"}
 	}
-	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, ReadOnly: true})
+	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, ReadOnly: true, MaxConnections: 1})
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -36,6 +37,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	trellis "github.com/trellis-repl/trellis-repl"
+	"github.com/trellis-repl/trellis-repl/internal/fault"
 	"github.com/trellis-repl/trellis-repl/internal/redact"
 )
 
@@ -265,7 +267,8 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, mask *redact.M
 	syncEvery := fs.Duration("store-sync-interval", trellis.DefaultStoreSyncInterval, "fsync the local store's recorded changes at most this often (0s: every group commit); bounds how far the slot's confirmed position trails")
 	triggerPoll := fs.Duration("trigger-poll-interval", trellis.DefaultTriggerPollInterval, "trigger capture: how long the drain waits after a drain that moved rows (longer: fewer drain transactions on a busy primary, that much more latency)")
 	progressEvery := fs.Duration("progress-interval", time.Second, "how often an idle transform records its applied position (what status and self-check wait for)")
-	poolSize := fs.Int("pool-size", 8, "connections of the shared pool (catalog, status, capture control); each transform's applier has its own")
+	maxConns := fs.Int("max-connections", trellis.DefaultMaxConnections, "every connection the runner opens, whatever the number of transforms: 1 lock, 1 capture, a control pool, and applier sessions the transforms share (at least 4)")
+	poolSize := fs.Int("pool-size", 0, "the control pool's share of --max-connections (catalog, status, capture control; 0: a quarter of what lock and capture leave, 1 to 4)")
 	selfChecks := selfCheckRunFlags(fs)
 	pprofOn := fs.Bool("pprof", false, "also serve Go's profiler at /debug/pprof/ on --metrics-addr (for tuning; see docs/tuning.md)")
 	if err := parse(fs, args); err != nil {
@@ -297,17 +300,20 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, mask *redact.M
 			return usageError{d.name + " must not be negative"}
 		}
 	}
-	if *batchSize < 1 || *coalesceKeys < 1 || *poolSize < 2 || *triggerPoll <= 0 {
-		return usageError{"--batch-size and --coalesce-keys must be at least 1, --pool-size at least 2, --trigger-poll-interval more than 0s"}
+	if *batchSize < 1 || *coalesceKeys < 1 || *poolSize < 0 || *triggerPoll <= 0 {
+		return usageError{"--batch-size and --coalesce-keys must be at least 1, --pool-size at least 0, --trigger-poll-interval more than 0s"}
+	}
+	if *maxConns < trellis.MinRunnerConnections {
+		return usageError{fmt.Sprintf("--max-connections must be at least %d (1 lock session, 1 capture, 1 control, 1 applier session)", trellis.MinRunnerConnections)}
 	}
 	cfg := trellis.Config{DSN: c.dsn, Schema: c.schema, DataDir: *dataDir, Capture: *capture,
 		Confirm: *confirm, Logger: log, Metrics: m, MaxRetainedWAL: maxRetainedBytes, Publication: *publication, QuarantineAfter: *quarantineAfter,
 		BatchSize: *batchSize, CoalesceWindow: orNone(*coalesce), CoalesceKeys: *coalesceKeys, StoreSyncInterval: orNone(*syncEvery),
-		ProgressInterval: *progressEvery, PoolSize: *poolSize, TriggerPollInterval: *triggerPoll}
+		ProgressInterval: *progressEvery, MaxConnections: *maxConns, PoolSize: *poolSize, TriggerPollInterval: *triggerPoll}
 	if err := selfChecks.apply(&cfg); err != nil {
 		return err
 	}
-	t, err := trellis.Open(ctx, cfg)
+	t, err := openRunner(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -332,6 +338,36 @@ func orNone(d time.Duration) time.Duration {
 	return d
 }
 
+// openRunner opens the instance for run. A server that is starting up or
+// shutting down, that has no connection slot free (SQLSTATE 53300), or
+// that dropped the connection is waited for with backoff, logged once: a
+// runner started beside a restarting or crowded primary comes up when it
+// can rather than exiting. Anything else (a wrong address or password, a
+// missing database) fails at once.
+func openRunner(ctx context.Context, cfg trellis.Config, log *slog.Logger) (*trellis.Trellis, error) {
+	backoff := 100 * time.Millisecond
+	warned := false
+	for {
+		t, err := trellis.Open(ctx, cfg)
+		if err == nil || !fault.TransientConnect(err) || ctx.Err() != nil {
+			if err == nil && warned {
+				log.Info("connected to PostgreSQL")
+			}
+			return t, err
+		}
+		if !warned {
+			log.Warn("PostgreSQL is not accepting the runner yet; retrying", "err", err, "retry_in", backoff)
+			warned = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
 // cmdDoctor prints each capture check, the mode --capture=auto would pick
 // and why, and what to change to get logical replication.
 func cmdDoctor(ctx context.Context, args []string, stdout io.Writer) error {
@@ -339,13 +375,17 @@ func cmdDoctor(ctx context.Context, args []string, stdout io.Writer) error {
 	var c common
 	c.register(fs)
 	asJSON := fs.Bool("json", false, "print a JSON object")
+	maxConns := fs.Int("max-connections", trellis.DefaultMaxConnections, "the runner's connection budget to compare with the server's max_connections")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError{"doctor takes no arguments"}
 	}
-	r, err := trellis.Doctor(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema})
+	if *maxConns < trellis.MinRunnerConnections {
+		return usageError{fmt.Sprintf("--max-connections must be at least %d", trellis.MinRunnerConnections)}
+	}
+	r, err := trellis.Doctor(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, MaxConnections: *maxConns})
 	if err != nil {
 		return err
 	}
@@ -370,6 +410,10 @@ func cmdDoctor(ctx context.Context, args []string, stdout io.Writer) error {
 				fmt.Fprintf(stdout, "    fix: %s\n", f.Fix)
 			}
 		}
+	}
+	fmt.Fprintf(stdout, "\nConnections: %s (%s)\n", r.Connections.Result, r.Connections.Detail)
+	if r.Connections.Fix != "" {
+		fmt.Fprintf(stdout, "  fix: %s\n", r.Connections.Fix)
 	}
 	fmt.Fprintf(stdout, "\n--capture=auto would use: %s (%s)\n", r.AutoMode, r.Reason)
 	if len(r.ToGetLogical) > 0 {

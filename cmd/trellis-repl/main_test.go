@@ -61,7 +61,7 @@ func TestCLI(t *testing.T) {
 	t.Run("usage errors", func(t *testing.T) {
 		for _, args := range [][]string{{}, {"frobnicate"}, {"apply", "--dsn", dsn}, {"apply", "--dsn", dsn, "-e", "x", "-f", "y"}, {"run", "--bogus"},
 			{"run", "--dsn", dsn, "--coalesce-window", "-1s"}, {"run", "--dsn", dsn, "--store-sync-interval", "-5ms"},
-			{"run", "--dsn", dsn, "--batch-size", "0"}, {"run", "--dsn", dsn, "--pool-size", "1"}, {"run", "--dsn", dsn, "--trigger-poll-interval", "0s"}, {"run", "--dsn", dsn, "--coalesce-window", "soon"}} {
+			{"run", "--dsn", dsn, "--batch-size", "0"}, {"run", "--dsn", dsn, "--max-connections", "3"}, {"run", "--dsn", dsn, "--trigger-poll-interval", "0s"}, {"run", "--dsn", dsn, "--coalesce-window", "soon"}} {
 			code, _, stderr := cli(args...)
 			if code != 2 || !strings.HasPrefix(stderr, "validation: ") && len(args) > 0 {
 				t.Errorf("%v: exit %d, stderr %q; want exit 2 and a validation sentence", args, code, stderr)

@@ -95,7 +95,7 @@ func cmdStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	if *maxLag < 0 {
 		return usageError{"--max-lag must not be negative"}
 	}
-	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, ReadOnly: true})
+	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, ReadOnly: true, MaxConnections: 1})
 	if err != nil {
 		return err
 	}

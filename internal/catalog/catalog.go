@@ -676,9 +676,35 @@ func (c Catalog) RecordProgress(ctx context.Context, q Querier, id int64, lsn ui
 	return nil
 }
 
-// SetKeysWaiting records the dirty-key backlog count reported by status.
-func (c Catalog) SetKeysWaiting(ctx context.Context, q Querier, id int64, n int64) error {
-	_, err := q.Exec(ctx, `UPDATE `+c.T("progress")+` SET keys_waiting = $2 WHERE transform_id = $1 AND keys_waiting <> $2`, id, n)
+// RecordIdleProgress records the applied positions transforms reached
+// without writes (ids[i] reached lsns[i]), all in one statement: an idle
+// instance writes once per interval, not once per transform.
+func (c Catalog) RecordIdleProgress(ctx context.Context, q Querier, ids []int64, lsns []uint64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	texts := make([]string, len(lsns))
+	for i, l := range lsns {
+		texts[i] = FormatLSN(l)
+	}
+	_, err := q.Exec(ctx, `UPDATE `+c.T("progress")+` p SET applied_lsn = v.lsn::pg_lsn, applied_at = now()
+		FROM unnest($1::bigint[], $2::text[]) AS v(id, lsn)
+		WHERE p.transform_id = v.id AND v.lsn::pg_lsn > p.applied_lsn`, ids, texts)
+	if err != nil {
+		return fmt.Errorf("record the progress of %d transforms: %w", len(ids), err)
+	}
+	return nil
+}
+
+// SetKeysWaiting records the dirty-key backlog counts status reports
+// (ids[i] has ns[i] keys waiting), in one statement for every transform.
+func (c Catalog) SetKeysWaiting(ctx context.Context, q Querier, ids []int64, ns []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := q.Exec(ctx, `UPDATE `+c.T("progress")+` p SET keys_waiting = v.n
+		FROM unnest($1::bigint[], $2::bigint[]) AS v(id, n)
+		WHERE p.transform_id = v.id AND p.keys_waiting <> v.n`, ids, ns)
 	return err
 }
 

@@ -93,6 +93,23 @@ func Disconnected(err error) bool {
 		errors.As(err, &op) || errors.As(err, &dns)
 }
 
+// TransientConnect reports whether a connection attempt failed for a reason that
+// passes by itself: the server is starting up or shutting down (57P01–
+// 57P03), has no connection slot free (53300), or dropped the connection
+// (EOF, reset). A refused or unresolvable address, or an authentication
+// failure, is not: retrying would only hide the mistake.
+func TransientConnect(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "53300", "57P01", "57P02", "57P03":
+			return true
+		}
+		return false
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
 // SQLState is the SQLSTATE of err, or "" when PostgreSQL did not send it.
 func SQLState(err error) string {
 	var pe *pgconn.PgError

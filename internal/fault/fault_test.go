@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -63,6 +64,27 @@ func TestDisconnected(t *testing.T) {
 	} {
 		if got := Disconnected(c.err); got != c.want {
 			t.Errorf("Disconnected(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+func TestTransientConnect(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&pgconn.PgError{Code: "53300"}, true},
+		{&pgconn.PgError{Code: "57P03"}, true},
+		{fmt.Errorf("connect: %w", &pgconn.PgError{Code: "57P01"}), true},
+		{fmt.Errorf("read: %w", syscall.ECONNRESET), true},
+		{io.ErrUnexpectedEOF, true},
+		{&pgconn.PgError{Code: "28P01"}, false}, // password authentication failed
+		{&pgconn.PgError{Code: "3D000"}, false}, // database does not exist
+		{fmt.Errorf("dial: %w", syscall.ECONNREFUSED), false},
+		{errors.New("no such host"), false},
+	} {
+		if got := TransientConnect(tc.err); got != tc.want {
+			t.Errorf("TransientConnect(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
 }

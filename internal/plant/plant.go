@@ -45,6 +45,10 @@ const (
 	// flattened into it, so a computed output or WHERE one level down is
 	// pulled up past the outer join (issue 28).
 	FlattenNullableComputed = "flatten_nullable_computed"
+	// ApplierConnectionPerTransform: every transform's worker keeps an
+	// applier connection of its own again, outside the connection budget
+	// (ADR 0028).
+	ApplierConnectionPerTransform = "applier_connection_per_transform"
 )
 
 // EnvVar names the environment variable that selects a planted bug.
