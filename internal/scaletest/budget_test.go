@@ -123,8 +123,11 @@ func TestConnectionBudget(t *testing.T) {
 		}(k, conn)
 	}
 
-	// What the runner holds, sampled throughout.
+	// What the runner holds, sampled throughout; above the budget the
+	// test ends at once (over).
 	var most atomic.Int64
+	overCtx, over := context.WithCancel(ctx)
+	defer over()
 	sampleCtx, stopSample := context.WithCancel(ctx)
 	sampled := make(chan error, 1)
 	go func() {
@@ -145,6 +148,9 @@ func TestConnectionBudget(t *testing.T) {
 				if n > most.Load() {
 					most.Store(n)
 				}
+				if n > trellis.DefaultMaxConnections {
+					over()
+				}
 				time.Sleep(20 * time.Millisecond)
 			}
 			return nil
@@ -164,13 +170,16 @@ func TestConnectionBudget(t *testing.T) {
 	// Built and live while the application writes, then some more writes.
 	await := func(when string) {
 		t.Helper()
-		actx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		actx, cancel := context.WithTimeout(overCtx, 5*time.Minute)
 		defer cancel()
 		tok, err := tr.WatermarkToken(actx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := tr.AwaitConverged(actx, tok); err != nil {
+			if overCtx.Err() != nil {
+				t.Fatalf("%s: the runner held %d connections, more than its budget of %d", when, most.Load(), trellis.DefaultMaxConnections)
+			}
 			t.Fatalf("%s: %v", when, err)
 		}
 	}
