@@ -65,9 +65,10 @@ func (t *Trellis) Apply(ctx context.Context, script string) ([]Result, error) {
 		return nil, terr.Wrap(terr.Unavailable, err, "lock the catalog: %v", err)
 	}
 	var out []Result
+	view := &defineView{}
 	for i := range sts {
 		st := &sts[i]
-		r, err := t.applyOne(ctx, tx, st)
+		r, err := t.applyOne(ctx, tx, st, view)
 		if err != nil {
 			return nil, err
 		}
@@ -82,7 +83,9 @@ func (t *Trellis) Apply(ctx context.Context, script string) ([]Result, error) {
 	return out, nil
 }
 
-func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement) (Result, error) {
+// applyOne applies one statement of a script; view is what the script's
+// definitions know of the transforms (see defineView).
+func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement, view *defineView) (Result, error) {
 	res := Result{Statement: kindNames[st.Kind], Name: st.Name}
 	schema := st.Schema
 	if schema == "" {
@@ -107,7 +110,7 @@ func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement)
 	switch st.Kind {
 	case engine.CreateTransform:
 		if existing != nil && st.OrReplace {
-			notes, err := t.redefine(ctx, tx, schema, st, existing)
+			notes, err := t.redefine(ctx, tx, schema, st, existing, view)
 			if err != nil {
 				return res, err
 			}
@@ -127,7 +130,7 @@ func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement)
 		if schema == t.cat.Schema {
 			return res, terr.New(terr.Validation, "transform %q: schema %q is trellis-repl's instance schema; put the target in another schema", st.Name, schema)
 		}
-		if _, err := t.create(ctx, tx, schema, st, 0); err != nil {
+		if _, err := t.create(ctx, tx, schema, st, 0, view); err != nil {
 			return res, err
 		}
 		res.Action = "created"
@@ -162,6 +165,7 @@ func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement)
 		if err := t.resumeWith(ctx, tx, all, existing); err != nil {
 			return res, err
 		}
+		view.discard() // a re-typed plan
 		res.Action = "resumed"
 	case engine.DropTransform:
 		if existing == nil {
@@ -188,6 +192,7 @@ func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement)
 		if err := t.dropTransform(ctx, tx, all, existing); err != nil {
 			return res, err
 		}
+		view.discard()
 		res.Action = "dropped"
 	}
 	return res, nil
@@ -196,14 +201,14 @@ func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement)
 // create plans and installs a transform, and first the inner levels its
 // derived tables need (ADR 0018); replaces is the transform a redefinition
 // replaces (0 for none), whose shadow is st.TargetName.
-func (t *Trellis) create(ctx context.Context, tx pgx.Tx, schema string, st *engine.Statement, replaces int64) (*engine.Plan, error) {
+func (t *Trellis) create(ctx context.Context, tx pgx.Tx, schema string, st *engine.Statement, replaces int64, view *defineView) (*engine.Plan, error) {
 	// * is expanded first: the derived tables it reads are known then.
+	// * over a target means its visible columns.
 	if st.Query != nil && st.Query.Star {
-		targets, err := t.targets(ctx, tx)
-		if err != nil {
+		if err := view.load(ctx, t, tx); err != nil {
 			return nil, err
 		}
-		if err := engine.ExpandStar(ctx, tx, st, targets); err != nil {
+		if err := engine.ExpandStar(ctx, tx, st, view.targets()); err != nil {
 			return nil, asTerr(err)
 		}
 	}
@@ -214,45 +219,35 @@ func (t *Trellis) create(ctx context.Context, tx pgx.Tx, schema string, st *engi
 			return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
 		}
 	}
-	k := 0
-	return t.install(ctx, tx, schema, st, replaces, id, 0, &k)
+	return t.install(ctx, tx, schema, st, replaces, id, 0, &defining{view: view})
 }
 
-// targets are the target tables of every transform (levels' included):
-// * over one of them means its visible columns.
-func (t *Trellis) targets(ctx context.Context, tx pgx.Tx) ([]engine.Rel, error) {
-	all, err := t.cat.List(ctx, tx)
-	if err != nil {
-		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
-	}
-	var out []engine.Rel
-	for _, o := range all {
-		if p, err := engine.Decode(o.Plan); err == nil {
-			out = append(out, p.Target)
-		}
-	}
-	return out, nil
+// defining is one definition's install: the script's view of the
+// transforms, and the levels made so far.
+type defining struct {
+	view *defineView
+	// levels is the number of the last level made.
+	levels int
 }
 
 // install plans and installs st as transform id (0: a new id) owned by
 // owner (0: none), after its levels; levels are named by the id of the
 // transform that owns them all (root: id for a user's definition, owner
-// for a level), numbered on from *k.
-func (t *Trellis) install(ctx context.Context, tx pgx.Tx, schema string, st *engine.Statement, replaces, id, owner int64, k *int) (*engine.Plan, error) {
+// for a level), numbered on from d.levels.
+func (t *Trellis) install(ctx context.Context, tx pgx.Tx, schema string, st *engine.Statement, replaces, id, owner int64, d *defining) (*engine.Plan, error) {
 	if hasLevels(st.Query) {
 		root := id
 		if owner != 0 {
 			root = owner
 		}
-		if err := t.createLevels(ctx, tx, st, root, k); err != nil {
+		if err := t.createLevels(ctx, tx, st, root, d); err != nil {
 			return nil, err
 		}
 	}
-	all, err := t.cat.List(ctx, tx)
-	if err != nil {
-		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
+	if err := d.view.load(ctx, t, tx); err != nil {
+		return nil, err
 	}
-	if err := checkChainSources(ctx, tx, st, all); err != nil {
+	if err := checkChainSources(ctx, tx, st, d.view); err != nil {
 		return nil, err
 	}
 	p, err := engine.PlanCreate(ctx, tx, t.cat.Schema, schema, st)
@@ -267,8 +262,9 @@ func (t *Trellis) install(ctx context.Context, tx pgx.Tx, schema string, st *eng
 	if err != nil {
 		return nil, terr.Wrap(terr.Internal, err, "%v", err)
 	}
-	id, err = t.cat.Insert(ctx, tx, &catalog.Transform{ID: id, Schema: schema, Name: p.Target.Name, Definition: st.Query.SQL,
-		Shape: p.Shape, Plan: raw, SourceTable: strings.Join(names, ", "), SourceOID: p.Sources[0].OID, Replaces: replaces, Owner: owner})
+	row := &catalog.Transform{ID: id, Schema: schema, Name: p.Target.Name, Definition: st.Query.SQL, Shape: p.Shape, Plan: raw,
+		State: catalog.StateWaiting, SourceTable: strings.Join(names, ", "), SourceOID: p.Sources[0].OID, Replaces: replaces, Owner: owner}
+	id, err = t.cat.Insert(ctx, tx, row)
 	if err != nil {
 		return nil, asTerr(err)
 	}
@@ -281,6 +277,8 @@ func (t *Trellis) install(ctx context.Context, tx pgx.Tx, schema string, st *eng
 	if err := t.cat.SetPlan(ctx, tx, id, raw); err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
 	}
+	row.ID, row.Plan = id, raw
+	d.view.created(row, p)
 	return p, nil
 }
 

@@ -22,8 +22,8 @@ import (
 // checkChainSources refuses a definition that reads the target of a
 // transform whose rows have no NOT NULL key (a plan stored before ADR
 // 0019): its changes could not be routed to the rows they affect. The
-// refusal says how to give that transform one.
-func checkChainSources(ctx context.Context, tx pgx.Tx, st *engine.Statement, all []*catalog.Transform) error {
+// refusal says how to give that transform one. view is loaded.
+func checkChainSources(ctx context.Context, tx pgx.Tx, st *engine.Statement, view *defineView) error {
 	if st.Query == nil {
 		return nil
 	}
@@ -43,14 +43,10 @@ func checkChainSources(ctx context.Context, tx pgx.Tx, st *engine.Statement, all
 		if err != nil {
 			return terr.Wrap(terr.Unavailable, err, "resolve %s: %v", name.Sanitize(), err)
 		}
-		for _, o := range all {
-			op, err := engine.Decode(o.Plan)
-			if err != nil || op.Target.Schema != schema || op.Target.Name != rel {
-				continue
-			}
-			if why := unkeyedTarget(op); why != "" {
+		for _, o := range view.targetOf(schema, rel) {
+			if why := unkeyedTarget(view.plans[o.ID]); why != "" {
 				return terr.New(terr.Validation, "transform %q: FROM %s is the target of transform %q, whose rows have no key a change can be found by (%s): %s was defined before such targets got a hidden surrogate key; %s",
-					st.Name, name.Sanitize(), o.Name, why, o.Name, rekeyAdvice(all, o, st.Name))
+					st.Name, name.Sanitize(), o.Name, why, o.Name, rekeyAdvice(view.rows, o, st.Name))
 			}
 		}
 	}

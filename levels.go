@@ -31,14 +31,14 @@ func levelName(owner int64, k int) string { return fmt.Sprintf("level_%d_%d", ow
 func hasLevels(q *engine.Query) bool { return q != nil && len(q.Levels) > 0 }
 
 // createLevels creates the levels of st's query (their own levels first),
-// owned by owner and numbered on from *k, and binds the query to their
-// targets.
-func (t *Trellis) createLevels(ctx context.Context, tx pgx.Tx, st *engine.Statement, owner int64, k *int) error {
+// owned by owner and numbered on from d.levels, and binds the query to
+// their targets.
+func (t *Trellis) createLevels(ctx context.Context, tx pgx.Tx, st *engine.Statement, owner int64, d *defining) error {
 	for i, l := range st.Query.Levels {
-		*k++
-		lst := &engine.Statement{Kind: engine.CreateTransform, Schema: t.cat.Schema, Name: levelName(owner, *k),
+		d.levels++
+		lst := &engine.Statement{Kind: engine.CreateTransform, Schema: t.cat.Schema, Name: levelName(owner, d.levels),
 			Query: l.Query, WithoutSourceIndex: st.WithoutSourceIndex}
-		p, err := t.install(ctx, tx, t.cat.Schema, lst, 0, 0, owner, k)
+		p, err := t.install(ctx, tx, t.cat.Schema, lst, 0, 0, owner, d)
 		if err != nil {
 			return levelError(err, st.Name, l.Alias, lst.Name)
 		}

@@ -25,7 +25,7 @@ func shadowName(id int64) string { return fmt.Sprintf("__trellis_next_%d", id) }
 
 // redefine applies CREATE OR REPLACE TRANSFORM to an existing transform
 // and returns what its swap will not carry over.
-func (t *Trellis) redefine(ctx context.Context, tx pgx.Tx, schema string, st *engine.Statement, existing *catalog.Transform) ([]string, error) {
+func (t *Trellis) redefine(ctx context.Context, tx pgx.Tx, schema string, st *engine.Statement, existing *catalog.Transform, view *defineView) ([]string, error) {
 	if existing.Replaces != 0 {
 		return nil, terr.New(terr.Validation, "transform %q is itself a redefinition in progress; redefine the transform it replaces", st.Name)
 	}
@@ -41,9 +41,10 @@ func (t *Trellis) redefine(ctx context.Context, tx pgx.Tx, schema string, st *en
 	if err := t.dropRedefinitions(ctx, tx, all, existing.ID); err != nil {
 		return nil, err
 	}
+	view.discard() // it may hold the redefinitions just dropped
 	shadow := *st
 	shadow.TargetName = shadowName(existing.ID)
-	p, err := t.create(ctx, tx, schema, &shadow, existing.ID)
+	p, err := t.create(ctx, tx, schema, &shadow, existing.ID, view)
 	if err != nil {
 		return nil, err
 	}

@@ -124,18 +124,59 @@ func containsInt(list []int, v int) bool {
 // serves: one whose first column is one of the probe's columns. It reads
 // the catalog as it is now, so an index created later closes the gap.
 func IndexGaps(ctx context.Context, db interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }, p *Plan) ([]IndexGap, error) {
+	var oids []uint32
+	for _, pr := range p.Probes {
+		oids = append(oids, p.Sources[pr.Source].OID)
+	}
+	lead, err := LeadingIndexColumns(ctx, db, oids)
+	if err != nil {
+		return nil, err
+	}
+	return GapsOf(p, lead), nil
+}
+
+// LeadingIndexColumns reads, in one statement, the first column of every
+// valid, non-partial index of the tables oids: what GapsOf needs to judge
+// the probes of any number of plans over them.
+func LeadingIndexColumns(ctx context.Context, db interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}, oids []uint32) (map[uint32]map[string]bool, error) {
+	out := map[uint32]map[string]bool{}
+	if len(oids) == 0 {
+		return out, nil
+	}
+	rows, err := db.Query(ctx, `SELECT i.indrelid, a.attname FROM pg_index i JOIN pg_attribute a
+		ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+		WHERE i.indrelid = ANY ($1::oid[]) AND i.indisvalid AND i.indpred IS NULL`, oids)
+	if err != nil {
+		return nil, fmt.Errorf("read source indexes: %w", err)
+	}
+	var oid uint32
+	var col string
+	if _, err := pgx.ForEachRow(rows, []any{&oid, &col}, func() error {
+		if out[oid] == nil {
+			out[oid] = map[string]bool{}
+		}
+		out[oid][col] = true
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read source indexes: %w", err)
+	}
+	return out, nil
+}
+
+// GapsOf is IndexGaps with the indexes read already (LeadingIndexColumns
+// of at least p's probed tables).
+func GapsOf(p *Plan, leading map[uint32]map[string]bool) []IndexGap {
 	out := []IndexGap{}
 	seen := map[string]bool{}
 	for _, pr := range p.Probes {
 		src := p.Sources[pr.Source]
-		var served bool
-		if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a
-			ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
-			WHERE i.indrelid = $1 AND i.indisvalid AND i.indpred IS NULL AND a.attname = ANY ($2::text[]))`,
-			src.OID, pr.Columns).Scan(&served); err != nil {
-			return nil, fmt.Errorf("read indexes of %s: %w", src.Ident(), err)
+		served := false
+		for _, c := range pr.Columns {
+			served = served || leading[src.OID][c]
 		}
 		key := src.Ident() + "|" + strings.Join(pr.Columns, ",")
 		if served || seen[key] {
@@ -145,5 +186,5 @@ func IndexGaps(ctx context.Context, db interface {
 		out = append(out, IndexGap{Table: src.Ident(), Columns: pr.Columns, Role: pr.Role, OptedOut: p.NoSourceIndex,
 			Fix: "CREATE INDEX ON " + src.Ident() + " (" + identList(pr.Columns) + ")"})
 	}
-	return out, nil
+	return out
 }

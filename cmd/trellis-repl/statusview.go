@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -123,7 +124,15 @@ func cmdStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	st := v.st
 	if watch.on {
-		return watchStatus(ctx, stdout, fetch, watch.interval)
+		// The first frame shows what was just read: reading 1,000
+		// transforms twice before it would double the wait for it.
+		var shown atomic.Bool
+		return watchStatus(ctx, stdout, func(ctx context.Context) (statusView, error) {
+			if !shown.Swap(true) {
+				return v, nil
+			}
+			return fetch(ctx)
+		}, watch.interval)
 	}
 	switch {
 	case *asJSON:
