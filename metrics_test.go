@@ -295,3 +295,124 @@ func TestMetricsObserver(t *testing.T) {
 		t.Errorf("instance b's errors start at 0: %v %v", v, ok)
 	}
 }
+
+// exposed counts the series reg exposes the way /metrics writes them (a
+// histogram's buckets, +Inf, _sum and _count each a line): all trellis_
+// series, and those of transform tr.
+func exposed(t *testing.T, reg *prometheus.Registry, tr string) (all, of int) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), "trellis_") {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			n := 1
+			if h := m.GetHistogram(); h != nil {
+				n = len(h.GetBucket()) + 3
+			}
+			all += n
+			if hasLabel(m, "transform", tr) {
+				of += n
+			}
+		}
+	}
+	return all, of
+}
+
+// TestMetricsInstanceOnly: each transform adds the series docs/metrics.md
+// counts (47, 48 with self-check audits) and the instance's totals
+// follow its transforms; InstanceOnly (run --metrics-per-transform=false)
+// keeps the same totals and no series per transform, so its series do not
+// grow with the transforms.
+func TestMetricsInstanceOnly(t *testing.T) {
+	// An unbound Metrics keeps no totals, and takes every event.
+	driveAll(trellis.NewMetrics(prometheus.NewRegistry()))
+	driveAll(trellis.NewMetrics(prometheus.NewRegistry()).InstanceOnly())
+	for _, only := range []bool{false, true} {
+		reg := prometheus.NewRegistry()
+		m := trellis.NewMetrics(reg).ForInstance("db/trellis")
+		if only {
+			m = m.InstanceOnly()
+		}
+		if m.PerTransform() == only {
+			t.Fatalf("PerTransform() = %v with InstanceOnly %v", m.PerTransform(), only)
+		}
+		drive := func(tr, state string, waiting int64, lag time.Duration) {
+			m.TransformState(tr, state)
+			m.BatchApplied(tr, trellis.AppliedBatch{Keys: 3, Rows: 4, Duration: 5 * time.Millisecond})
+			m.BatchApplied(tr, trellis.AppliedBatch{Keys: 10, Rows: 10, Duration: time.Millisecond, Build: true})
+			m.ApplyFailed(tr)
+			m.KeyHeld(tr)
+			m.HeldKeys(tr, 1)
+			m.KeysWaiting(tr, waiting)
+			m.BuildRowsRemaining(tr, 0)
+			m.LatencyObserved(tr, 30*time.Millisecond)
+			m.ApplyLag(tr, lag)
+		}
+		drive("t1", "live", 7, 2*time.Second)
+		one, of1 := exposed(t, reg, "t1")
+		drive("t2", "live", 5, 5*time.Second)
+		drive("t3", "paused", 0, time.Second)
+		three, of3 := exposed(t, reg, "t3")
+		perTransform := (three - one) / 2
+		t.Logf("instance only %v: %d series with one transform, %d with three; %d of t3's", only, one, three, of3)
+		want := 47
+		if only {
+			want = 0
+		}
+		if perTransform != want || of1 != want || of3 != want {
+			t.Errorf("instance only %v: each transform adds %d series (t1 %d, t3 %d), want %d (docs/metrics.md)", only, perTransform, of1, of3, want)
+		}
+		m.SelfCheckAudited("t3", trellis.OutcomeDiverged, 2)
+		if _, of := exposed(t, reg, "t3"); !only && of != 48 {
+			t.Errorf("t3 audited: %d series, want 48", of)
+		}
+
+		in := func(kv ...string) map[string]string {
+			l := map[string]string{"trellis_instance": "db/trellis"}
+			for i := 0; i < len(kv); i += 2 {
+				l[kv[i]] = kv[i+1]
+			}
+			return l
+		}
+		expect := func(name string, labels map[string]string, want float64) {
+			t.Helper()
+			if v, ok := value(reg, name, labels); !ok || v != want {
+				t.Errorf("instance only %v: %s%v = %v (present %v), want %v", only, name, labels, v, ok, want)
+			}
+		}
+		expect("trellis_transforms_keys_waiting", in(), 12)
+		expect("trellis_transforms_keys_held", in(), 3)
+		expect("trellis_transforms_max_apply_lag_seconds", in(), 5)
+		expect("trellis_transforms_in_state", in("state", "live"), 2)
+		expect("trellis_transforms_in_state", in("state", "paused"), 1)
+		expect("trellis_transforms_in_state", in("state", "quarantined"), 0)
+		expect("trellis_transforms_keys_applied_total", in(), 39)
+		expect("trellis_transforms_rows_written_total", in(), 42)
+		expect("trellis_transforms_apply_errors_total", in(), 3)
+		expect("trellis_transforms_keys_held_total", in(), 3)
+		expect("trellis_transforms_latency_seconds", in(), 3)
+		expect("trellis_transforms_apply_duration_seconds", in(), 3) // builds are not timed
+		expect("trellis_selfcheck_diverged_transforms", in(), 1)
+
+		// The largest lag falls; a transform goes; a state changes.
+		m.ApplyLag("t2", 0)
+		expect("trellis_transforms_max_apply_lag_seconds", in(), 2)
+		m.TransformRemoved("t1")
+		expect("trellis_transforms_max_apply_lag_seconds", in(), 1)
+		expect("trellis_transforms_keys_waiting", in(), 5)
+		expect("trellis_transforms_in_state", in("state", "live"), 1)
+		m.TransformState("t3", "live")
+		expect("trellis_transforms_in_state", in("state", "live"), 2)
+		expect("trellis_transforms_in_state", in("state", "paused"), 0)
+		m.SelfCheckAudited("t3", trellis.OutcomeConverged, 0)
+		expect("trellis_selfcheck_diverged_transforms", in(), 0)
+		if _, of := exposed(t, reg, "t1"); of != 0 {
+			t.Errorf("instance only %v: removed t1 keeps %d series", only, of)
+		}
+	}
+}

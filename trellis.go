@@ -127,6 +127,11 @@ type Config struct {
 	// Open binds a Metrics not bound yet (Metrics.ForInstance) to the
 	// instance, labelling every series trellis_instance="<database>/<schema>".
 	Metrics *Metrics
+	// InstanceMetricsOnly keeps Metrics to the instance's series: none per
+	// transform (about 47 each, docs/metrics.md), only the instance's totals
+	// over its transforms (Metrics.InstanceOnly; run
+	// --metrics-per-transform=false). For instances of many transforms.
+	InstanceMetricsOnly bool
 	// Observer, when set, receives the runtime's events besides Metrics
 	// (FanOut combines several): for a program that routes them elsewhere
 	// (ADR 0017 §1).
@@ -372,6 +377,9 @@ func (t *Trellis) observe(ctx context.Context) error {
 				return terr.Wrap(terr.Unavailable, err, "identify the database: %v", err)
 			}
 			m = m.ForInstance(db + "/" + t.cat.Schema)
+		}
+		if t.cfg.InstanceMetricsOnly {
+			m = m.InstanceOnly()
 		}
 		obs = append(obs, m)
 	}

@@ -256,6 +256,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, mask *redact.M
 	capture := fs.String("capture", trellis.CaptureAuto, "capture mode: auto, logical or trigger")
 	confirm := fs.String("confirm", trellis.ConfirmLocal, "confirm mode: local or applied")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on HOST:PORT (/metrics)")
+	perTransform := fs.Bool("metrics-per-transform", true, "export each transform's series on /metrics (about 47 each); false: only the instance's totals (docs/metrics.md)")
 	var logs logFlags
 	logs.register(fs)
 	publication := fs.String("publication", "", "read this publication, created and managed by the source tables' owner (never altered); default: the instance's own <schema>_pub")
@@ -309,7 +310,8 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, mask *redact.M
 	cfg := trellis.Config{DSN: c.dsn, Schema: c.schema, DataDir: *dataDir, Capture: *capture,
 		Confirm: *confirm, Logger: log, Metrics: m, MaxRetainedWAL: maxRetainedBytes, Publication: *publication, QuarantineAfter: *quarantineAfter,
 		BatchSize: *batchSize, CoalesceWindow: orNone(*coalesce), CoalesceKeys: *coalesceKeys, StoreSyncInterval: orNone(*syncEvery),
-		ProgressInterval: *progressEvery, MaxConnections: *maxConns, PoolSize: *poolSize, TriggerPollInterval: *triggerPoll}
+		ProgressInterval: *progressEvery, MaxConnections: *maxConns, PoolSize: *poolSize, TriggerPollInterval: *triggerPoll,
+		InstanceMetricsOnly: !*perTransform}
 	if err := selfChecks.apply(&cfg); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -231,8 +232,16 @@ CREATE TRANSFORM kinds AS SELECT kind, count(*) AS n, max(price) AS top FROM ite
 		defer cancel()
 		var runErr bytes.Buffer
 		done := make(chan int, 1)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		// Only the instance's series: none per transform (issue 25).
 		go func() {
-			done <- runWithContext(runCtx, []string{"run", "--dsn", dsn, "--capture", "trigger", "--data-dir", t.TempDir(), "--log-level", "warn"}, io.Discard, &runErr)
+			done <- runWithContext(runCtx, []string{"run", "--dsn", dsn, "--capture", "trigger", "--data-dir", t.TempDir(), "--log-level", "warn",
+				"--metrics-addr", addr, "--metrics-per-transform=false"}, io.Discard, &runErr)
 		}()
 		deadline := time.Now().Add(60 * time.Second)
 		for {
@@ -249,6 +258,26 @@ CREATE TRANSFORM kinds AS SELECT kind, count(*) AS n, max(price) AS top FROM ite
 			}
 			if time.Now().After(deadline) {
 				t.Fatalf("no live transform in trigger mode: %v (run stderr: %s)", st, runErr.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		// The one transform live, counted in the instance's totals.
+		live := regexp.MustCompile(`(?m)^trellis_transforms_in_state\{state="live",trellis_instance="[^"]+"\} 1$`)
+		for {
+			resp, err := http.Get("http://" + addr + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(body), `transform="`) {
+				t.Fatalf("--metrics-per-transform=false exports series per transform:\n%s", body)
+			}
+			if live.Match(body) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/metrics does not count the live transform:\n%s", body)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
