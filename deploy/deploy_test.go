@@ -87,6 +87,7 @@ func TestDashboard(t *testing.T) {
 	}
 	vars := strings.NewReplacer("$__rate_interval", "5m", "$trellis_instance", ".*", "$transform", ".*", "$job", ".*")
 	known := exported(t)
+	perTransform := perTransformSeries(t)
 	queries := 0
 	for _, p := range d.Panels {
 		if p.Type == "row" {
@@ -97,7 +98,16 @@ func TestDashboard(t *testing.T) {
 		}
 		for _, q := range p.Targets {
 			queries++
-			checkSeries(t, known, "panel "+p.Title, vars.Replace(q.Expr))
+			expr := vars.Replace(q.Expr)
+			checkSeries(t, known, "panel "+p.Title, expr)
+			// A graph of one line per transform is unreadable with
+			// hundreds of transforms (issue 25): top-k, or the
+			// instance's totals. A table lists them.
+			if p.Type != "table" {
+				if e, err := parser.NewParser(parser.Options{}).ParseExpr(expr); err == nil && linePerTransform(e, perTransform) {
+					t.Errorf("panel %q draws one line per transform (%s); use topk(10, …) or an aggregation by instance", p.Title, q.Expr)
+				}
+			}
 		}
 	}
 	if queries == 0 {
@@ -124,6 +134,100 @@ func checkSeries(t *testing.T, known map[string]bool, where, expr string) {
 		}
 		return nil
 	})
+}
+
+// perTransformSeries are the series docs/metrics.md lists with a
+// transform label.
+func perTransformSeries(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile("../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, m := range docLabels.FindAllStringSubmatch(string(b), -1) {
+		if strings.Contains(m[3], "`transform`") {
+			out[m[1]] = true
+			if m[2] == "histogram" {
+				out[m[1]+"_bucket"], out[m[1]+"_sum"], out[m[1]+"_count"] = true, true, true
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("docs/metrics.md lists no series with a transform label")
+	}
+	return out
+}
+
+// docLabels is a row of docs/metrics.md: name, type, and its labels cell
+// up to the first |.
+var docLabels = regexp.MustCompile("(?m)^\\| `(trellis_[a-z0-9_]+)` \\| (counter|gauge|histogram) \\| ([^|]*)")
+
+// linePerTransform reports whether e's result may hold a series per
+// transform: it selects a per-transform series and keeps the transform
+// label, through no topk, bottomk or limitk.
+func linePerTransform(e parser.Node, perTransform map[string]bool) bool {
+	switch n := e.(type) {
+	case *parser.VectorSelector:
+		return perTransform[n.Name]
+	case *parser.MatrixSelector:
+		return linePerTransform(n.VectorSelector, perTransform)
+	case *parser.SubqueryExpr:
+		return linePerTransform(n.Expr, perTransform)
+	case *parser.ParenExpr:
+		return linePerTransform(n.Expr, perTransform)
+	case *parser.UnaryExpr:
+		return linePerTransform(n.Expr, perTransform)
+	case *parser.StepInvariantExpr:
+		return linePerTransform(n.Expr, perTransform)
+	case *parser.AggregateExpr:
+		switch n.Op {
+		case parser.TOPK, parser.BOTTOMK, parser.LIMITK, parser.LIMIT_RATIO:
+			return false
+		}
+		keeps := slices.Contains(n.Grouping, "transform")
+		if n.Without {
+			keeps = !keeps
+		}
+		return keeps && linePerTransform(n.Expr, perTransform)
+	case *parser.Call:
+		for _, a := range n.Args {
+			if linePerTransform(a, perTransform) {
+				return true
+			}
+		}
+		return false
+	case *parser.BinaryExpr:
+		// The result has the left side's labels (and, for or, the right
+		// side's too).
+		return linePerTransform(n.LHS, perTransform) || n.Op == parser.LOR && linePerTransform(n.RHS, perTransform)
+	}
+	return false
+}
+
+// TestLinePerTransform pins linePerTransform on the shapes the dashboard
+// uses.
+func TestLinePerTransform(t *testing.T) {
+	per := map[string]bool{"trellis_transform_keys_waiting": true, "trellis_transform_latency_seconds_bucket": true}
+	for expr, want := range map[string]bool{
+		`trellis_transform_keys_waiting`:                                                                                  true,
+		`trellis_transform_keys_waiting > 0`:                                                                              true,
+		`topk(10, trellis_transform_keys_waiting)`:                                                                        false,
+		`sum by (trellis_instance) (trellis_transform_keys_waiting)`:                                                      false,
+		`sum by (trellis_instance, transform) (trellis_transform_keys_waiting)`:                                           true,
+		`sum without (transform) (trellis_transform_keys_waiting)`:                                                        false,
+		`histogram_quantile(0.99, sum by (transform, le) (rate(trellis_transform_latency_seconds_bucket[5m])))`:           true,
+		`topk(10, histogram_quantile(0.99, sum by (transform, le) (rate(trellis_transform_latency_seconds_bucket[5m]))))`: false,
+		`trellis_transforms_keys_waiting`:                                                                                 false,
+	} {
+		e, err := parser.NewParser(parser.Options{}).ParseExpr(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := linePerTransform(e, per); got != want {
+			t.Errorf("linePerTransform(%s) = %v, want %v", expr, got, want)
+		}
+	}
 }
 
 var docSeries = regexp.MustCompile("(?m)^\\| `(trellis_[a-z0-9_]+)` \\| (counter|gauge|histogram) \\|")
