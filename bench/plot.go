@@ -26,7 +26,8 @@ import (
 //   - catch-up.png: the engine's rows/s as a ratio to pg_recvlogical's;
 //   - build.png: build time and CREATE TABLE AS time per shape;
 //   - refresh.png: REFRESH MATERIALIZED VIEW time over change-to-visible
-//     time, per round, with the goal.
+//     time, per round, with the goal;
+//   - many.png: the many scenario's build, idle cost and status times.
 func WritePlots(dir string, rep SuiteReport) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("bench: plot dir: %w", err)
@@ -96,6 +97,11 @@ func WritePlots(dir string, rep SuiteReport) ([]string, error) {
 		if err := save(ScenarioRefresh, p, err); err != nil {
 			return files, err
 		}
+	}
+	if f, err := writeManyPlot(dir, rep.Points); err != nil {
+		return files, err
+	} else if f != "" {
+		files = append(files, f)
 	}
 	return files, nil
 }

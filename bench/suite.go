@@ -18,6 +18,10 @@ package bench
 //   - build (build.go): building a target against CREATE TABLE AS.
 //   - refresh (build.go): a single-row change reflected in an aggregate,
 //     against REFRESH MATERIALIZED VIEW.
+//   - many (many.go): one runner subprocess with 1,000 transforms over 100
+//     tables: connections held, apply and build time, latency under a
+//     light workload, idle cost against ten transforms measured beside
+//     it, status times, /metrics series and peak RSS.
 
 import (
 	"context"
@@ -40,12 +44,13 @@ const (
 	ScenarioCatchUp  = "catch-up"
 	ScenarioBuild    = "build"
 	ScenarioRefresh  = "refresh"
+	ScenarioMany     = "many"
 )
 
 // Scenarios lists every scenario of the suite, in the order RunSuite runs
 // them.
 func Scenarios() []string {
-	return []string{ScenarioWriteTax, ScenarioLatency, ScenarioKeepUp, ScenarioCatchUp, ScenarioBuild, ScenarioRefresh}
+	return []string{ScenarioWriteTax, ScenarioLatency, ScenarioKeepUp, ScenarioCatchUp, ScenarioBuild, ScenarioRefresh, ScenarioMany}
 }
 
 // Point is one measured figure of a scenario: one configuration in one
@@ -181,7 +186,7 @@ type Goal struct {
 
 // Goals are the suite's goals (issue 11, and the write tax of issue 9).
 func Goals() []Goal {
-	return []Goal{
+	return append([]Goal{
 		{ScenarioWriteTax, PointTrellis2, "ratio_to_baseline", false, GoalTwoTransformsRatio, "TPS ≥ 0.85× no capture"},
 		{ScenarioWriteTax, writeTaxPointName(WorkloadRows1, PointTrellis1), "ratio_to_baseline", false, GoalLogicalRatio, "TPS ≥ 0.9× no capture"},
 		{ScenarioWriteTax, writeTaxPointName(WorkloadRows1, PointTrigger), "ratio_to_baseline", false, GoalTriggerRatio, "TPS ≥ 0.5× no capture"},
@@ -191,7 +196,7 @@ func Goals() []Goal {
 		{ScenarioBuild, "row", "ratio_to_baseline", true, 2, "build ≤ 2× CREATE TABLE AS"},
 		{ScenarioBuild, "agg", "ratio_to_baseline", true, 2, "build ≤ 2× CREATE TABLE AS"},
 		{ScenarioRefresh, PointRefresh, "ratio_to_baseline", false, 100, "≥ 100× faster than REFRESH MATERIALIZED VIEW"},
-	}
+	}, manyGoals()...)
 }
 
 // SuiteConfig configures RunSuite.
@@ -201,14 +206,15 @@ type SuiteConfig struct {
 	Scenarios []string
 	// Rounds is how many times each scenario is measured (default 2).
 	Rounds int
-	// WriteTax, Latency, KeepUp, CatchUp, Build and Refresh size the
-	// scenarios (zero fields: the defaults).
+	// WriteTax, Latency, KeepUp, CatchUp, Build, Refresh and Many size
+	// the scenarios (zero fields: the defaults).
 	WriteTax WriteTaxConfig
 	Latency  LatencyConfig
 	KeepUp   KeepUpConfig
 	CatchUp  CatchUpConfig
 	Build    BuildConfig
 	Refresh  RefreshConfig
+	Many     ManyConfig
 	// ProgressInterval is trellis.Config's (default 50ms): how late
 	// convergence is noticed.
 	ProgressInterval time.Duration
@@ -238,6 +244,8 @@ func QuickSuite() SuiteConfig {
 		CatchUp: CatchUpConfig{Rows: 5_000, Rows1: 500, Shapes: []string{"row"}},
 		Build:   BuildConfig{Rows: 20_000, Groups: 2_000},
 		Refresh: RefreshConfig{Rows: 20_000, Groups: 2_000, Changes: 3},
+		Many: ManyConfig{Tables: 3, Rows: 200, Workload: 2 * time.Second, Settle: time.Second, Idle: 3 * time.Second,
+			StatusRuns: 1},
 	}
 	c.defaults()
 	c.Logger, c.Progress = nil, nil
@@ -269,6 +277,7 @@ func (c *SuiteConfig) defaults() {
 	c.CatchUp.defaults()
 	c.Build.defaults()
 	c.Refresh.defaults()
+	c.Many.defaults()
 }
 
 // engineConfig is the Config the shared helpers (running.converge, verify)
@@ -349,6 +358,7 @@ func RunSuite(ctx context.Context, cfg SuiteConfig, dbs Databases) (SuiteReport,
 		ScenarioCatchUp:  s.catchUp,
 		ScenarioBuild:    s.build,
 		ScenarioRefresh:  s.refresh,
+		ScenarioMany:     s.many,
 	}
 	var errs []error
 	for _, sc := range Scenarios() {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,9 +17,10 @@ import (
 // its points with their figures and ratios, and render as JSON lines,
 // Markdown and charts. Timings and goals are not asserted.
 func TestQuickSuite(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	cfg := QuickSuite()
+	cfg.Many.Runner = trellisRepl(t)
 	var lines bytes.Buffer
 	enc := json.NewEncoder(&lines)
 	cfg.Emit = func(p Point) error { return enc.Encode(p) }
@@ -49,6 +51,7 @@ func TestQuickSuite(t *testing.T) {
 			BaselineName + " drain insert 1/commit": "rows_per_second"},
 		ScenarioBuild:   {"row": "build_seconds", "agg": "ctas_seconds"},
 		ScenarioRefresh: {PointRefresh: "refresh_ms"},
+		ScenarioMany:    {PointMany: "connections_max", PointFew: "idle_runner_cpu_percent", PointManySample: "transforms_live"},
 	}
 	got := map[[2]string]Point{}
 	for _, p := range rep.Points {
@@ -69,8 +72,20 @@ func TestQuickSuite(t *testing.T) {
 			}
 		}
 	}
+	if p, ok := got[[2]string{ScenarioMany, PointMany}]; ok {
+		for _, m := range []string{"apply_seconds", "build_seconds", "latency_p99_ms", "idle_transactions_per_second", "idle_runner_cpu_percent",
+			"peak_rss_mib", "status_seconds", "status_json_seconds", "status_watch_seconds", "status_library_seconds", "metrics_series_per_transform"} {
+			if v, ok := p.Metrics[m]; !ok || v <= 0 {
+				t.Errorf("many: %s missing or not positive: %+v", m, p)
+			}
+		}
+		if n := p.Metrics["connections_max"]; n > p.Metrics["connection_budget"] {
+			t.Errorf("many: the runner held %.0f connections, more than its budget %.0f", n, p.Metrics["connection_budget"])
+		}
+	}
 	for _, p := range rep.Points {
 		needRatio := (p.Scenario == ScenarioWriteTax && !isNonePoint(p.Point)) || p.Scenario == ScenarioBuild || p.Scenario == ScenarioRefresh ||
+			(p.Scenario == ScenarioMany && p.Point == PointMany) ||
 			(p.Scenario == ScenarioCatchUp && p.Labels["shape"] != BaselineName)
 		if needRatio && (p.Ratio == nil || *p.Ratio <= 0) {
 			t.Errorf("%s %s: no ratio to its baseline: %+v", p.Scenario, p.Point, p)
@@ -204,4 +219,16 @@ func TestPercentile(t *testing.T) {
 	if got := percentile(nil, 0.99); got != 0 {
 		t.Errorf("percentile of nothing = %v, want 0", got)
 	}
+}
+
+// trellisRepl builds the trellis-repl binary the many scenario runs as
+// its runner and commands (the CLI passes itself) into t's directory.
+func trellisRepl(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "trellis-repl")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/trellis-repl/trellis-repl/cmd/trellis-repl").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }

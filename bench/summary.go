@@ -46,6 +46,18 @@ var summaryColumns = map[string][]column{
 		{"source_rows", "source rows", "%.0f"}, {"groups", "groups", "%.0f"}, {"change_ms", "change -> visible ms", "%.1f"},
 		{"refresh_ms", "REFRESH ms", "%.0f"}, {"ratio_to_baseline", "REFRESH / change", "%.0f"},
 	},
+	ScenarioMany: {
+		{"transforms", "transforms", "%.0f"}, {"connections_max", "connections max", "%.0f"},
+		{"apply_seconds", "apply s", "%.2f"}, {"build_seconds", "build s", "%.1f"},
+		{"latency_p50_ms", "p50 ms", "%.1f"}, {"latency_p99_ms", "p99 ms", "%.1f"},
+		{"idle_transactions_per_second", "idle xact/s", "%.2f"}, {"idle_statements_per_second", "idle statements/s", "%.2f"},
+		{"idle_runner_cpu_percent", "idle runner CPU %", "%.2f"}, {"idle_backend_cpu_percent", "idle backends CPU %", "%.2f"},
+		{"ratio_to_baseline", "idle ratio", "%.2f"}, {"idle_runner_cpu_ratio", "idle CPU ratio", "%.2f"},
+		{"peak_rss_mib", "peak RSS MiB", "%.0f"},
+		{"status_seconds", "status s", "%.2f"}, {"status_json_seconds", "--json s", "%.2f"},
+		{"status_watch_seconds", "--watch s", "%.2f"}, {"status_watch_refresh_seconds", "refresh s", "%.2f"},
+		{"metrics_series_per_transform", "series/transform", "%.0f"},
+	},
 }
 
 // summaryText explains each scenario's table in one sentence.
@@ -56,6 +68,7 @@ var summaryText = map[string]string{
 	ScenarioCatchUp:  "Engine catching up with WAL written while Run was stopped, against pg_recvlogical draining the same WAL.",
 	ScenarioBuild:    "Building a target from scratch against CREATE TABLE AS of the same query.",
 	ScenarioRefresh:  "A single-row change reflected in the aggregate target against REFRESH MATERIALIZED VIEW of the same query.",
+	ScenarioMany:     "One runner subprocess (run's defaults) with ten transforms per source table: few is one table, many all of them; idle costs measured in the same window, ratios many over few.",
 }
 
 // metricOf is p's figure named metric.

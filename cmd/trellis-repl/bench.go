@@ -32,7 +32,7 @@ import (
 
 const benchUsage = `usage: trellis-repl bench [--quick] [--dsn URL] [--scenarios LIST] [--rounds N]
                           [--json-out FILE] [--markdown FILE] [--plot DIR] [size flags]
-scenarios: write-tax, latency, keep-up, catch-up, build, refresh (default: all).
+scenarios: write-tax, latency, keep-up, catch-up, build, refresh, many (default: all).
 --dsn is a superuser URL of a server with wal_level=logical; without it each run
 starts a throwaway PostgreSQL. --quick runs every scenario at small sizes (its
 timings mean little). See docs/performance.md.
@@ -123,6 +123,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	plotDir := fs.String("plot", "", "write one PNG chart per scenario into this directory")
 	serverLog := fs.String("server-log", "", "throwaway server only: copy its log to this file at the end")
 	sharedBuffers := fs.String("shared-buffers", "1GB", "throwaway server only: its shared_buffers (PostgreSQL's default, 128MB, is smaller than the join workload's tables)")
+	pgss := fs.Bool("pg-stat-statements", false, "throwaway server only: load pg_stat_statements, so that the many scenario counts idle statements, not only transactions (it costs writers a little)")
 	verbose := fs.Bool("v", false, "log the library's messages to stderr")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the embedded runners) to this file")
 	fs.DurationVar(&cfg.ProgressInterval, "progress-interval", cfg.ProgressInterval, "trellis ProgressInterval (how late convergence is noticed)")
@@ -164,6 +165,12 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&rf.Rows, "refresh-rows", rf.Rows, "refresh: source rows")
 	fs.IntVar(&rf.Groups, "refresh-groups", rf.Groups, "refresh: the aggregate's groups")
 	fs.IntVar(&rf.Changes, "refresh-changes", rf.Changes, "refresh: single-row changes (and refreshes) timed")
+	ma := &cfg.Many
+	fs.IntVar(&ma.Tables, "many-tables", ma.Tables, "many: source tables of the large instance, ten transforms each")
+	fs.IntVar(&ma.Rows, "many-rows", ma.Rows, "many: rows of each source table")
+	fs.DurationVar(&ma.Workload, "many-workload", ma.Workload, "many: how long the light workload writes")
+	fs.Float64Var(&ma.Rate, "many-rate", ma.Rate, "many: the light workload's commits per second")
+	fs.DurationVar(&ma.Idle, "many-idle", ma.Idle, "many: the idle window both instances are measured in")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -189,13 +196,22 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return usageError{fmt.Sprintf("--catchup-capture: unknown capture %q; use %s or %s", c, trellis.CaptureLogical, trellis.CaptureTrigger)}
 		}
 	}
+	if ma.Runner == "" {
+		// The many scenario runs this binary's `run`, `apply` and
+		// `status` as child processes.
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("bench: find this executable for the many scenario's runner: %w", err)
+		}
+		ma.Runner = exe
+	}
 	for _, w := range wt.Workloads {
 		if !slicesContains(bench.WriteTaxWorkloads(), w) {
 			return usageError{fmt.Sprintf("--workloads: unknown workload %q; use %s", w, strings.Join(bench.WriteTaxWorkloads(), ", "))}
 		}
 	}
-	if *dsn != "" && *serverLog != "" {
-		return usageError{"--server-log needs the throwaway server (no --dsn)"}
+	if *dsn != "" && (*serverLog != "" || *pgss) {
+		return usageError{"--server-log and --pg-stat-statements need the throwaway server (no --dsn)"}
 	}
 	if !memorySize.MatchString(*sharedBuffers) {
 		return usageError{fmt.Sprintf("--shared-buffers %q is not a size; give a number with kB, MB or GB (e.g. 1GB)", *sharedBuffers)}
@@ -232,7 +248,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	adminDSN, server := *dsn, "external (--dsn)"
 	if adminDSN == "" {
-		srv, err := pgserver.Start(ctx, pgserver.Options{ReapOnExit: true, Settings: map[string]string{"max_wal_size": "'4GB'", "shared_buffers": "'" + *sharedBuffers + "'"}})
+		settings := map[string]string{"max_wal_size": "'4GB'", "shared_buffers": "'" + *sharedBuffers + "'"}
+		if *pgss {
+			settings["shared_preload_libraries"] = "'pg_stat_statements'"
+		}
+		srv, err := pgserver.Start(ctx, pgserver.Options{ReapOnExit: true, Settings: settings})
 		if err != nil {
 			return &trellis.Error{Code: trellis.CodeUnavailable, Msg: fmt.Sprintf("cannot start a throwaway PostgreSQL (give --dsn instead): %v", err)}
 		}
@@ -306,11 +326,12 @@ func slicesContains(xs []string, x string) bool {
 // benchSizes describes the sizes a run used, for the summary.
 func benchSizes(c bench.SuiteConfig) string {
 	return fmt.Sprintf("write-tax scale %d, %d clients/%d threads, %s runs, points %s, workloads %s; latency %d writers, probe %s, %s per point; "+
-		"keep-up scale %d for %s; catch-up %d rows at 1000/commit and %d at 1/commit, shapes %s; build %d rows/%d groups; refresh %d rows/%d groups, %d changes",
+		"keep-up scale %d for %s; catch-up %d rows at 1000/commit and %d at 1/commit, shapes %s; build %d rows/%d groups; refresh %d rows/%d groups, %d changes; "+
+		"many %d tables of %d rows, %.0f commits/s for %s, idle %s",
 		c.WriteTax.Scale, c.WriteTax.Clients, c.WriteTax.Threads, c.WriteTax.Duration, strings.Join(c.WriteTax.Points, ","), strings.Join(c.WriteTax.Workloads, ","),
 		c.Latency.Writers, c.Latency.Probe, c.Latency.Duration, c.KeepUp.Scale, c.KeepUp.Duration,
 		c.CatchUp.Rows, c.CatchUp.Rows1, strings.Join(c.CatchUp.Shapes, ","), c.Build.Rows, c.Build.Groups,
-		c.Refresh.Rows, c.Refresh.Groups, c.Refresh.Changes)
+		c.Refresh.Rows, c.Refresh.Groups, c.Refresh.Changes, c.Many.Tables, c.Many.Rows, c.Many.Rate, c.Many.Workload, c.Many.Idle)
 }
 
 // benchSettings records which code was measured and where: figures are
