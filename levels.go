@@ -35,6 +35,13 @@ func hasLevels(q *engine.Query) bool { return q != nil && len(q.Levels) > 0 }
 // their targets.
 func (t *Trellis) createLevels(ctx context.Context, tx pgx.Tx, st *engine.Statement, owner int64, d *defining) error {
 	for i, l := range st.Query.Levels {
+		if l.SameAs != nil {
+			// The same rows as an earlier level: read its target.
+			if err := st.Query.BindLevel(i, l.SameAs.Target, l.SameAs.SQL); err != nil {
+				return terr.Wrap(terr.Internal, err, "transform %q: %v", st.Name, err)
+			}
+			continue
+		}
 		d.levels++
 		lst := &engine.Statement{Kind: engine.CreateTransform, Schema: t.cat.Schema, Name: levelName(owner, d.levels),
 			Query: l.Query, WithoutSourceIndex: st.WithoutSourceIndex}

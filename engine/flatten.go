@@ -169,8 +169,6 @@ func (c *selectChecker) flattenItem(item *pg_query.Node, top bool, using []strin
 			return nil, c.errf(-1, "%s combines queries (UNION, INTERSECT or EXCEPT), which arrives in a later version; select from its branches' tables directly", what)
 		case inner.LimitCount != nil || inner.LimitOffset != nil:
 			return nil, c.errf(-1, "%s uses LIMIT or OFFSET; a subquery in FROM with LIMIT arrives in a later version — remove the LIMIT", what)
-		case inner.WithClause != nil:
-			return nil, c.errf(-1, "%s has a WITH clause; common table expressions are not supported in a transform — write the query without WITH", what)
 		case len(inner.WindowClause) > 0 || hasWindow(inner):
 			return nil, c.errf(-1, "%s uses window functions, which are not supported in a transform; remove them", what)
 		case len(inner.LockingClause) > 0:
@@ -210,6 +208,10 @@ func (c *selectChecker) pullUp(rs *pg_query.RangeSubselect, inner *pg_query.Sele
 	// Its unqualified columns name its one table: qualified, they
 	// stay unambiguous in the outer query's wider scope.
 	qualifyColumns(inner)
+	// A table it reads by a name another FROM item of the query uses too
+	// (a CTE read twice, the same table in two derived tables) gets a
+	// name of its own, or the pulled-up references would collide.
+	c.renameShared(inner)
 	judged := inner
 	if plant.Active(plant.FlattenNullableComputed) {
 		judged = written // the rule judged before nesting is undone
@@ -384,6 +386,87 @@ func qualifyColumns(sel *pg_query.SelectStmt) {
 	if sel.WhereClause != nil {
 		sel.WhereClause = replaceNodes(sel.WhereClause, qualify)
 	}
+}
+
+// renameShared gives each table of a subquery about to be pulled up that
+// it reads under a name the statement uses for another FROM item too an
+// alias of its own, and rewrites the subquery's references to it (select
+// list, WHERE, join conditions).
+func (c *selectChecker) renameShared(sel *pg_query.SelectStmt) {
+	renames := map[string]string{}
+	for _, item := range sel.FromClause {
+		walk(item.ProtoReflect(), func(m proto.Message) bool {
+			switch x := m.(type) {
+			case *pg_query.RangeSubselect:
+				return false // its own scope, pulled up already or a level
+			case *pg_query.RangeVar:
+				if x.Alias != nil || c.refNameUses[x.Relname] < 2 {
+					return true
+				}
+				c.renamed++
+				alias := fmt.Sprintf("%s_%d", x.Relname, c.renamed)
+				for c.refNameUses[alias] > 0 {
+					c.renamed++
+					alias = fmt.Sprintf("%s_%d", x.Relname, c.renamed)
+				}
+				c.refNameUses[alias]++
+				x.Alias = &pg_query.Alias{Aliasname: alias}
+				renames[x.Relname] = alias
+			}
+			return true
+		})
+	}
+	if len(renames) == 0 {
+		return
+	}
+	rename := func(n *pg_query.Node) *pg_query.Node {
+		cr := n.GetColumnRef()
+		if cr == nil || len(cr.Fields) < 2 {
+			return nil
+		}
+		k := len(cr.Fields) - 2 // the table part of [schema.]table.column
+		alias, ok := renames[cr.Fields[k].GetString_().GetSval()]
+		if !ok {
+			return nil
+		}
+		q := proto.Clone(cr).(*pg_query.ColumnRef)
+		q.Fields = append([]*pg_query.Node{pg_query.MakeStrNode(alias)}, q.Fields[k+1:]...)
+		return &pg_query.Node{Node: &pg_query.Node_ColumnRef{ColumnRef: q}}
+	}
+	for _, t := range sel.TargetList {
+		if rt := t.GetResTarget(); rt != nil && rt.Val != nil {
+			rt.Val = replaceNodes(rt.Val, rename)
+		}
+	}
+	if sel.WhereClause != nil {
+		sel.WhereClause = replaceNodes(sel.WhereClause, rename)
+	}
+	for _, item := range sel.FromClause {
+		walk(item.ProtoReflect(), func(m proto.Message) bool {
+			if j, ok := m.(*pg_query.JoinExpr); ok && j.Quals != nil {
+				j.Quals = replaceNodes(j.Quals, rename)
+			}
+			_, sub := m.(*pg_query.RangeSubselect)
+			return !sub
+		})
+	}
+}
+
+// refNameUses counts the names FROM items of stmt are referred to by, in
+// every scope: a table's alias, else its name.
+func refNameUses(stmt *pg_query.Node) map[string]int {
+	uses := map[string]int{}
+	walk(stmt.ProtoReflect(), func(m proto.Message) bool {
+		if rv, ok := m.(*pg_query.RangeVar); ok {
+			if rv.Alias != nil {
+				uses[rv.Alias.Aliasname]++
+			} else {
+				uses[rv.Relname]++
+			}
+		}
+		return true
+	})
+	return uses
 }
 
 // groupSafe is a subquery output's expression as it may be pulled up: an

@@ -43,8 +43,13 @@ type Level struct {
 	// tables (for the owner's Plan.Full).
 	Target Rel
 	SQL    string
+	// SameAs is an earlier level of the query with the same query (a CTE
+	// read twice): this one is no transform of its own, it reads that
+	// level's target (Apply binds it to SameAs's).
+	SameAs *Level
 
-	rv *pg_query.RangeVar // the placeholder in the outer FROM tree
+	rv   *pg_query.RangeVar // the placeholder in the outer FROM tree
+	text string             // its query as deparsed, to find a SameAs
 }
 
 // placeholderName names the table that stands for level k until Apply
@@ -79,6 +84,22 @@ func (c *selectChecker) level(rs *pg_query.RangeSubselect, inner *pg_query.Selec
 	if err != nil {
 		return nil, terr.Wrap(terr.Validation, err, "%s: %s cannot be rendered back to SQL by the bundled deparser (%v); rewrite it", c.label, what, err)
 	}
+	placeholder := func(l *Level) *pg_query.Node {
+		rv := &pg_query.RangeVar{Relname: placeholderName(len(c.levels)), Inh: true, Relpersistence: "p", Location: -1}
+		if alias != "" {
+			rv.Alias = &pg_query.Alias{Aliasname: alias}
+		}
+		l.rv = rv
+		c.levels = append(c.levels, l)
+		return &pg_query.Node{Node: &pg_query.Node_RangeVar{RangeVar: rv}}
+	}
+	for _, l := range c.levels {
+		if l.text == text && l.SameAs == nil {
+			// The same rows read again (a CTE read twice): one level,
+			// which both places read.
+			return placeholder(&Level{Alias: alias, Query: l.Query, SameAs: l, text: text}), nil
+		}
+	}
 	q, err := parseSelect(c.label+": "+what, text, 0, len(text))
 	if err != nil {
 		// Positions would count in the subquery as deparsed, not in the
@@ -93,12 +114,7 @@ func (c *selectChecker) level(rs *pg_query.RangeSubselect, inner *pg_query.Selec
 		// The outer query's * is expanded before its levels are read.
 		return nil, c.errf(-1, "%s selects *; list its columns by name", what)
 	}
-	rv := &pg_query.RangeVar{Relname: placeholderName(len(c.levels)), Inh: true, Relpersistence: "p", Location: -1}
-	if alias != "" {
-		rv.Alias = &pg_query.Alias{Aliasname: alias}
-	}
-	c.levels = append(c.levels, &Level{Alias: alias, Query: q, rv: rv})
-	return &pg_query.Node{Node: &pg_query.Node_RangeVar{RangeVar: rv}}, nil
+	return placeholder(&Level{Alias: alias, Query: q, text: text}), nil
 }
 
 // aggregates reports whether a derived table's SELECT groups its rows:

@@ -435,7 +435,6 @@ func badCases() []badCase {
 		{"not a SELECT", "CREATE TRANSFORM x AS DELETE FROM t", `transform "x": the query after AS must be a SELECT`},
 
 		// Statement-level clauses.
-		{"WITH", "CREATE TRANSFORM x AS WITH c AS (SELECT a FROM t) SELECT a FROM c", `transform "x": WITH (common table expressions) is not supported yet; where the query reads c in FROM, write the subquery there in its place`},
 		{"WITH RECURSIVE", "CREATE TRANSFORM x AS WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) SELECT a FROM t", `WITH RECURSIVE is not supported in a transform`},
 		{"data-modifying WITH", "CREATE TRANSFORM x AS WITH d AS (DELETE FROM u RETURNING b) SELECT a FROM t", `WITH d holds a data-modifying statement (INSERT, UPDATE, DELETE or MERGE); a transform's query only reads, so remove it`},
 		{"UNION", "CREATE TRANSFORM x AS SELECT a FROM t UNION SELECT a FROM u", "UNION is not supported in a transform"},

@@ -1,7 +1,7 @@
 package engine
 
 // refuse.go owns refusals: the statement-level clauses outside the subset
-// (checkClauses: WITH, set operations, VALUES, INTO, DISTINCT ON, LIMIT,
+// (checkClauses: set operations, VALUES, INTO, DISTINCT ON, LIMIT,
 // locking, WINDOW, GROUP BY DISTINCT), the advice that names an accepted
 // rewrite (withRefusal, subLinkAdvice), and joinRefusals, which makes one
 // error of every refused part of a query.
@@ -20,9 +20,6 @@ import (
 func (c *selectChecker) checkClauses(sel *pg_query.SelectStmt) error {
 	var errs []error
 	add := func(err error) { errs = append(errs, err) }
-	if sel.WithClause != nil {
-		add(c.withRefusal(sel.WithClause))
-	}
 	if sel.Op != pg_query.SetOperation_SETOP_NONE && sel.Op != pg_query.SetOperation_SET_OPERATION_UNDEFINED {
 		op := strings.TrimPrefix(sel.Op.String(), "SETOP_")
 		add(c.errf(-1, "%s is not supported in a transform; define one transform per branch", op))
@@ -61,26 +58,20 @@ func (c *selectChecker) checkClauses(sel *pg_query.SelectStmt) error {
 	return joinRefusals(errs)
 }
 
-// withRefusal refuses a WITH clause with the advice that fits it: each
-// piece of advice is a query the engine accepts (testdata/definitions.sql
-// holds one of each).
+// withRefusal refuses a WITH clause the engine cannot keep (WITH
+// RECURSIVE, or a data-modifying statement in it) with the advice that
+// fits it; any other WITH is inlined (cte.go).
 func (c *selectChecker) withRefusal(w *pg_query.WithClause) error {
-	var names []string
 	for _, n := range w.Ctes {
 		cte := n.GetCommonTableExpr()
-		if cte == nil {
-			continue
-		}
-		names = append(names, quoteIdents([]string{cte.Ctename}))
-		if cte.Ctequery.GetSelectStmt() == nil {
+		if cte != nil && cte.Ctequery.GetSelectStmt() == nil {
 			return c.errf(cte.Location, "WITH %s holds a data-modifying statement (INSERT, UPDATE, DELETE or MERGE); a transform's query only reads, so remove it", quoteIdents([]string{cte.Ctename}))
 		}
 	}
 	if w.Recursive {
 		return c.errf(w.Location, "WITH RECURSIVE is not supported in a transform; a recursive query has no incremental form here — keep it as a view or a materialized view")
 	}
-	list := strings.Join(names, ", ")
-	return c.errf(w.Location, "WITH (common table expressions) is not supported yet; where the query reads %s in FROM, write the subquery there in its place (FROM (SELECT …) AS name), or define it as a transform of its own and read its target", list)
+	return c.errf(w.Location, "WITH: unexpected clause")
 }
 
 // subLinkAdvice says how to write a subquery in an expression with a

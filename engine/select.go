@@ -37,6 +37,10 @@ type selectChecker struct {
 	// unread are the computed outputs of flattened derived tables that
 	// the outer query never reads (unreadOutput).
 	unread []Unread
+	// refNameUses counts the statement's FROM item names, renamed the
+	// aliases renameShared gave: a pulled-up table must not collide.
+	refNameUses map[string]int
+	renamed     int
 	// fromRefused: a FROM item was refused, so tables lists only part of
 	// FROM and a qualifier it lacks may name a table it never reached —
 	// not a mistake of its own to report.
@@ -85,6 +89,11 @@ func parseSelect(label, script string, base, end int) (*Query, error) {
 	if err != nil {
 		return nil, terr.Wrap(terr.Internal, err, "%s: deparse the query: %v", label, err)
 	}
+	// WITH first: its CTEs become derived tables where they are read.
+	if _, err := c.inlineWith(tree.Stmts[0].Stmt, nil); err != nil {
+		return nil, err
+	}
+	c.refNameUses = refNameUses(tree.Stmts[0].Stmt)
 	if selectsStar(sel) {
 		// * and t.* name the columns the tables have when the definition
 		// is applied: PostgreSQL expands them (ExpandStar) and the expanded

@@ -82,7 +82,7 @@ CREATE TRANSFORM x AS SELECT d2, string_agg(s, ',') AS ss FROM fact GROUP BY d2;
 -- refuse validation: the query has 2 unsupported parts
 CREATE TRANSFORM x AS SELECT id, (SELECT max(w) FROM dim2) AS m FROM fact LIMIT 5;
 
--- Each refusal of a subquery in an expression, a WITH or a locking
+-- Each refusal of a subquery in an expression or a locking
 -- clause is followed by the rewrite its advice gives, accepted.
 
 -- refuse validation: WHERE: subqueries in expressions are not supported yet; for EXISTS, join the subquery's distinct rows instead
@@ -116,8 +116,12 @@ CREATE TRANSFORM x AS SELECT d.id, ARRAY(SELECT f.id FROM fact f WHERE f.d1 = d.
 -- accept
 CREATE TRANSFORM array_as_join AS SELECT d.id, s.a AS ids FROM dim d LEFT JOIN (SELECT d1, array_agg(id ORDER BY id) AS a FROM fact GROUP BY d1) AS s ON s.d1 = d.id;
 
--- refuse validation: WITH (common table expressions) is not supported yet; where the query reads c in FROM, write the subquery there
-CREATE TRANSFORM x AS WITH c AS (SELECT d1, count(*) AS n FROM fact GROUP BY d1) SELECT d1, n FROM c WHERE n > 1;
+-- accept
+CREATE TRANSFORM with_cte AS WITH c AS (SELECT d1, count(*) AS n FROM fact GROUP BY d1) SELECT d1, n FROM c WHERE n > 1;
+
+-- accept
+CREATE TRANSFORM with_cte_twice AS WITH c AS (SELECT d1, count(*) AS n FROM fact GROUP BY d1), w AS (SELECT id, d1 FROM fact WHERE v > 2)
+  SELECT w.id, c1.n, c2.n AS n_next FROM w JOIN c c1 ON c1.d1 = w.d1 LEFT JOIN c c2 ON c2.d1 = w.d1 + 1;
 
 -- accept
 CREATE TRANSFORM with_as_subquery AS SELECT d1, n FROM (SELECT d1, count(*) AS n FROM fact GROUP BY d1) AS c WHERE n > 1;
@@ -212,3 +216,6 @@ CREATE TRANSFORM gapped WITHOUT SOURCE INDEX AS SELECT f.id, e.w FROM fact f JOI
 -- accept
 CREATE TRANSFORM level1 AS SELECT f.id, d.name, f.v FROM fact f JOIN dim d ON d.id = f.d1;
 CREATE TRANSFORM level2 AS SELECT name, count(*) AS n, sum(v) AS s FROM level1 GROUP BY name;
+
+-- refuse validation: WITH RECURSIVE is not supported in a transform
+CREATE TRANSFORM x AS WITH RECURSIVE r(n) AS (SELECT d1 FROM fact WHERE d1 = 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) SELECT n FROM r;
