@@ -101,9 +101,10 @@
 // (WHERE, the ON of a join above it) may read its NULL-extended side too,
 // often as an anti-join (WHERE d.k IS NULL) or its opposite: the engine
 // keeps those joins' matches in a mirror (ADR 0010); the others read only
-// what no outer join NULL-extends. Not drawn: an alias on a join (refused);
-// a derived table joined to other FROM items; a dimension joined to two
-// facts (facts squared, for time).
+// what no outer join NULL-extends. Not drawn here: an alias on a join
+// (refused); a dimension joined to two facts (facts squared, for time).
+// Derived tables joined to the program's tables are drawn by the nested
+// stream (below).
 //
 // Writes hit every table: the usual statements (inserts, upserts, updates
 // of values, join columns and keys, deletes, TRUNCATE) pick the fact and
@@ -151,6 +152,52 @@
 //     and the engine keeps it as an inner level (ADR 0018; a nullable
 //     group key gets a surrogate). The fast lane's fixed cases draw none
 //     (a level costs each check a convergence round); random cases do.
+//   - Eight definitions in a hundred (featNestedPct; from a nested stream
+//     of its own, nestedSalt, drawn after every other stream drew the
+//     definition it replaces, so every other draw stays; nested.go) join a
+//     derived table nested one to three deep (two or three deep five times
+//     in six) to one of the program's tables (issue 28, ADR 0027). The
+//     innermost SELECT reads one table: the join columns (renamed now and
+//     then), maybe more columns (renamed, or cast), one to three computed
+//     outputs (a constant, coalesce, IS [NOT] NULL, CASE with or without
+//     ELSE, arithmetic, text and boolean expressions) and, one time in
+//     three, a WHERE. Each wrapper above it passes the outputs through as
+//     SELECT *, SELECT w.* or a column list (in any order, other than the
+//     join columns dropped or renamed now and then), or adds a computed
+//     output over them (SELECT w.*, x AS wc1); the derived table it wraps
+//     has an alias list naming its first columns one time in four, the
+//     wrapper a WHERE one time in six, and the outermost derived table an
+//     alias list one time in five. It is joined by LEFT, RIGHT or FULL JOIN
+//     (JOIN one time in seven), as the left or the right item, so it lands
+//     on the preserved side or the NULL-extended one, and one time in five
+//     the other item is a derived table too. In join programs, two times in
+//     three, the join follows a link of the join schema (a fact's
+//     references to a dimension, its parent column, a dimension's reference
+//     to the other) with the derived table at either end; otherwise a table
+//     is joined to a derived table over itself by its key, usually with an
+//     ON predicate, so that some rows are NULL-extended. When both sides
+//     name the join columns alike, USING replaces ON half the time. The
+//     query selects the derived table's computed outputs (the columns a
+//     NULL-extended row must show as NULL), columns and expressions of both
+//     sides and maybe USING's merged column, or, one time in three,
+//     aggregates its outputs (count, sum, avg, min, max), grouped by none or
+//     one column of the other side; a WHERE reads the preserved side, or
+//     (one time in six) tests a column of the derived table for NULL after
+//     the join, an anti-join. A computed output or a WHERE below a
+//     pass-through wrapper on the NULL-extended side would, pulled up,
+//     compute a value from the NULLs or filter the joined rows: the engine
+//     keeps such a derived table as an inner level, and the oracle
+//     (PostgreSQL running the query as written) judges it as every other
+//     definition. TestNestedPrograms checks that the programs draw each of
+//     these and that the fast lane's fixed cases draw an output that is not
+//     NULL over NULLs, read outside a NULL-extended derived table below a
+//     pass-through wrapper: join/234's t1, "Fact" LEFT JOIN (SELECT * FROM
+//     (SELECT d0k0, coalesce(…) AS v0, d0r IS NOT NULL AS v1 FROM dim0) w1)
+//     q(q0, q1, q2) … WHERE q.q1 IS NULL, which the planted
+//     flatten_nullable_computed gets wrong at the first check (concurrent/7
+//     draws two three deep, one on the NULL-extended side of a RIGHT JOIN).
+//     TestNestedDrawnApart checks that the stream changes only the
+//     definitions it lands on.
 //   - A quarter of the programs define a chain during their body (a quarter
 //     of those a second one): two or three levels, each reading the target
 //     of the one below (chains.go). A level read by another is keyed by NOT
@@ -307,9 +354,9 @@
 //   - Planted bugs: `go run ./generative/cmd/plantsweep` runs the fast lane
 //     under `-tags trellisplant` once per planted bug (internal/plant, the
 //     join bugs ignore_left_join_nulls and skip_dimension_change, the
-//     trigger drain's drain_skips_open_txn and the quarantine's
-//     hold_whole_batch included; -only restricts the sweep) and reports
-//     the catch rate.
+//     trigger drain's drain_skips_open_txn, the quarantine's
+//     hold_whole_batch and the flattening's flatten_nullable_computed
+//     included; -only restricts the sweep) and reports the catch rate.
 //
 // Other knobs: TRELLIS_GEN_SEED and TRELLIS_GEN_PROFILE reproduce one case
 // (TestSeed); TRELLIS_GEN_FILE replays one file (TestRegressions);

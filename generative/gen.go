@@ -95,16 +95,24 @@ func Generate(seed int64, prof Profile) *Program {
 
 // generate is Generate, with the generator it drew the program with.
 func generate(seed int64, prof Profile) (*Program, *gen) {
+	g := newGen(seed, prof)
+	return g.program(seed), g
+}
+
+// newGen is the generator of seed's program under prof, its streams
+// seeded.
+func newGen(seed int64, prof Profile) *gen {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))
 	g := &gen{r: r, prof: prof, defs: map[string]transformDef{}, paused: map[string]bool{},
 		fr: rand.New(rand.NewPCG(uint64(seed), 0x66656174)), chainPaused: map[string]string{},
 		cr: rand.New(rand.NewPCG(uint64(seed), captureSalt)), pr: rand.New(rand.NewPCG(uint64(seed), poisonSalt)),
 		dr: rand.New(rand.NewPCG(uint64(seed), ddlSalt)), lr: rand.New(rand.NewPCG(uint64(seed), levelSalt)),
-		nr: rand.New(rand.NewPCG(uint64(seed), nullChainSalt))}
+		nr: rand.New(rand.NewPCG(uint64(seed), nullChainSalt)), xr: rand.New(rand.NewPCG(uint64(seed), nestedSalt)),
+		nestedPct: featNestedPct}
 	// Whether it is a join program is drawn apart, so that the programs
 	// without joins are what they were before joins existed.
 	g.join = prof.Join > 0 && rand.New(rand.NewPCG(uint64(seed), 0x6a6f696e)).IntN(100) < prof.Join
-	return g.program(seed), g
+	return g
 }
 
 type gen struct {
@@ -147,6 +155,12 @@ type gen struct {
 	// aggregate, and what they aggregate (ADR 0018).
 	lr *rand.Rand
 	dd *ddlState
+	// xr is the nested stream (nested.go): which definitions are replaced
+	// by one joining a nested derived table (nestedPct in a hundred), and
+	// what it draws; nested the definitions it drew.
+	xr        *rand.Rand
+	nestedPct int
+	nested    []nestedDef
 }
 
 func (g *gen) pct(p int) bool { return g.r.IntN(100) < p }
@@ -340,10 +354,17 @@ func (g *gen) newDef(name string) transformDef {
 }
 
 // derived now and then (from the feature stream) replaces a drawn
-// definition by one over a derived table.
+// definition by one over a derived table, and now and then (from the
+// nested stream, after the others drew) by one joining a nested derived
+// table (nested.go). d keeps its table and join shape as drawn.
 func (g *gen) derived(d *transformDef) {
 	if g.fr.IntN(100) < featDerivedPct {
 		d.sql = g.derivedSelect(g.fr)
+	}
+	if g.xr.IntN(100) < g.nestedPct {
+		nd := g.nestedSelect(g.xr)
+		d.sql = nd.sql
+		g.nested = append(g.nested, nd)
 	}
 }
 

@@ -35,8 +35,11 @@ func (c Case) Program() (*Program, error) {
 // with mixed/1, drop_old_key (at store/3's nullable level) and
 // done_clears_redirtied_key with store/3, skip_visibility_wait with held/4,
 // skip_dimension_change with crash/2, ignore_left_join_nulls with join/234,
-// drain_skips_open_txn with trigger/2, hold_whole_batch with poison/214),
-// and each passes on the current code. store/3 and store/22 define chains
+// drain_skips_open_txn with trigger/2, hold_whole_batch with poison/214;
+// flatten_nullable_computed with join/234, whose t1 the nested stream
+// draws: a computed output below a pass-through wrapper on the
+// NULL-extended side of a LEFT JOIN, nestedSalt), and each passes on the
+// current code. store/3 and store/22 define chains
 // whose first level is keyed by columns that may be NULL, with a kill
 // between the levels (TestNullableChainPrograms; nullChainSalt is chosen so,
 // and so that mixed/1's chain is the one it drew before): an aggregate
@@ -63,7 +66,8 @@ func FastLaneCases() []Case {
 		// Join programs (crash/seed=2 is one too): together they draw every
 		// join shape (TestJoinPrograms); before the feature stream, 79
 		// caught skip_dimension_change, 234 both it and
-		// ignore_left_join_nulls (crash/seed=2 now catches both first).
+		// ignore_left_join_nulls (crash/seed=2 now catches both first);
+		// 234 catches flatten_nullable_computed at its first check.
 		{Seed: 79, Profile: "join"},
 		{Seed: 234, Profile: "join"},
 		// Trigger capture: starts in trigger mode, switches to logical
