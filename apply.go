@@ -204,7 +204,7 @@ func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement,
 func (t *Trellis) create(ctx context.Context, tx pgx.Tx, schema string, st *engine.Statement, replaces int64, view *defineView) (*engine.Plan, error) {
 	// * is expanded first: the derived tables it reads are known then.
 	// * over a target means its visible columns.
-	if st.Query != nil && st.Query.Star {
+	if st.Query != nil && st.Query.Expand {
 		if err := view.load(ctx, t, tx); err != nil {
 			return nil, err
 		}

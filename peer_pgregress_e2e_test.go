@@ -126,6 +126,15 @@ var pgrAggCases = []pgrCase{
 	// float8: NaN, ±Infinity, -0 (values chosen so the order of addition does not matter).
 	{name: "agg_float", query: `SELECT g, sum(f) AS s, avg(f) AS a FROM @w GROUP BY g`},
 	{name: "agg_interval", query: `SELECT g, sum(iv) AS s, avg(iv) AS a FROM @w GROUP BY g`},
+	// aggregates.sql's statistics, ordered-set and user-defined aggregates (ADR 0031): numeric
+	// statistics in any order, floating-point ones ordered inside the call.
+	{name: "agg_stat_numeric", query: `SELECT g, var_samp(n) AS vs, stddev_pop(n) AS sp, variance(i4) AS v4 FROM @w GROUP BY g`},
+	{name: "agg_stat_float", query: `SELECT g, stddev_pop(f ORDER BY id) AS sp, covar_pop(f, i4 ORDER BY id) AS cp,
+		regr_slope(f, i4 ORDER BY id) AS rs FROM @w GROUP BY g`},
+	{name: "agg_ordered_set", query: `SELECT g, percentile_cont(0.5) WITHIN GROUP (ORDER BY f) AS pc,
+		percentile_disc(0.5) WITHIN GROUP (ORDER BY s) AS pd, mode() WITHIN GROUP (ORDER BY i4) AS m,
+		rank(3) WITHIN GROUP (ORDER BY i4) AS r FROM @w GROUP BY g`},
+	{name: "agg_user", query: `SELECT g, pgr_sum(i4) AS s FROM @w GROUP BY g`},
 	// Every kind of aggregate without GROUP BY: one row, counts 0 and NULLs over no rows.
 	{name: "agg_empty_input", query: `SELECT count(*) AS n, sum(i8) AS s8, avg(i4) AS a4, sum(n) AS sn, avg(n) AS an, sum(f) AS sf,
 		sum(iv) AS siv, min(s) AS mn, bool_and(b) AS ba, bit_or(bits) AS bo, string_agg(s, ',' ORDER BY id) AS sa,
@@ -262,6 +271,16 @@ var pgrJCases = []pgrCase{
 	{name: "j_scalar_rewrite", query: `SELECT j1.id1, coalesce(s.m, 0) AS n FROM @j1 j1 LEFT JOIN (SELECT i, count(*) AS m FROM @j2 GROUP BY i) AS s ON s.i = j1.i`},
 	{name: "j_array_rewrite", query: `SELECT j1.id1, s.a FROM @j1 j1 CROSS JOIN
 		(SELECT array_agg(x.s ORDER BY x.s) AS a FROM (SELECT sum(i) AS s FROM @j2 GROUP BY k) AS x) AS s`},
+	// What those refusals were before ADR 0030, as written: a subquery in
+	// FILTER, in an aggregate's argument, and ARRAY(SELECT … GROUP BY …).
+	{name: "j_filter_in", query: `SELECT sum(j1.j) FILTER (WHERE j1.i IN (SELECT i FROM @j2 WHERE i < 100)) AS s_in, count(*) AS n FROM @j1 j1`},
+	{name: "j_scalar_in_aggregate", query: `SELECT max((SELECT j2.k FROM @j2 j2 WHERE j2.id2 = j1.id1)) AS m FROM @j1 j1`},
+	{name: "j_array_subquery", query: `SELECT j1.id1, ARRAY(SELECT sum(i) FROM @j2 GROUP BY k ORDER BY 1) AS a FROM @j1 j1`},
+	// A subquery in HAVING reading an aggregate of the outer query.
+	{name: "j_exists_in_having", query: `SELECT j1.i, sum(DISTINCT j1.j) AS s FROM @j1 j1 GROUP BY j1.i
+		HAVING EXISTS (SELECT 1 FROM @j2 j WHERE sum(DISTINCT j1.j) = j.k)`},
+	// GROUP BY (), accepted since ADR 0031: one row, as without GROUP BY.
+	{name: "j_group_by_empty", query: `SELECT count(*) AS n, sum(k) AS s FROM @j2 GROUP BY ()`},
 	// Chains: a join reading an aggregate's target, and an aggregate reading an outer join's.
 	{name: "j_keycount", query: `SELECT i, count(*) AS n FROM @j2 GROUP BY i`},
 	{name: "chain_j_keys", query: `SELECT j1.t, c.n FROM @j1 j1 LEFT JOIN j_keycount c ON c.i IS NOT DISTINCT FROM j1.i`},
@@ -708,19 +727,11 @@ func pgrRefusals() []pgrRefusal {
 	}
 	return []pgrRefusal{
 		// aggregates.sql: PostgreSQL's other aggregates.
-		{name: "stddev_pop", query: `SELECT stddev_pop(x) AS s FROM pgr_refuse.t`, code: v, want: unsupported("stddev_pop")},
-		{name: "var_samp", query: `SELECT var_samp(x::numeric) AS s FROM pgr_refuse.t`, code: v, want: unsupported("var_samp")},
-		{name: "regr_slope", query: `SELECT regr_slope(x, a) AS s FROM pgr_refuse.t`, code: v, want: unsupported("regr_slope")},
-		{name: "covar_pop", query: `SELECT covar_pop(x, a) AS s FROM pgr_refuse.t`, code: v, want: unsupported("covar_pop")},
+		// Floating-point statistics depend on the order rows are added in (ADR 0031).
+		{name: "stddev_pop", query: `SELECT stddev_pop(x) AS s FROM pgr_refuse.t`, code: v, want: "stddev_pop(x) depends on the order rows are aggregated in"},
+		{name: "regr_slope", query: `SELECT regr_slope(x, a) AS s FROM pgr_refuse.t`, code: v, want: "regr_slope(x, a) depends on the order rows are aggregated in"},
+		{name: "covar_pop", query: `SELECT covar_pop(x, a) AS s FROM pgr_refuse.t`, code: v, want: "covar_pop(x, a) depends on the order rows are aggregated in"},
 		{name: "json_agg", query: `SELECT json_agg(a ORDER BY a) AS j FROM pgr_refuse.t`, code: v, want: unsupported("json_agg")},
-		{name: "percentile_cont", query: `SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY x) AS p FROM pgr_refuse.t`, code: v,
-			want: "WITHIN GROUP (ordered-set aggregates) is not supported"},
-		{name: "mode", query: `SELECT a, mode() WITHIN GROUP (ORDER BY s) AS m FROM pgr_refuse.t GROUP BY a`, code: v,
-			want: "WITHIN GROUP (ordered-set aggregates) is not supported"},
-		{name: "hypothetical_rank", query: `SELECT rank(3) WITHIN GROUP (ORDER BY a) AS r FROM pgr_refuse.t`, code: v,
-			want: "WITHIN GROUP (ordered-set aggregates) is not supported"},
-		{name: "user_aggregate", query: `SELECT pgr_sum(a) AS s FROM pgr_refuse.t`, code: v, want: "calls a user-defined or extension aggregate or window function, which this version does not keep"},
-		{name: "user_aggregate_grouped", query: `SELECT b, pgr_sum(a) AS s FROM pgr_refuse.t GROUP BY b`, code: v, want: "(if it calls a user-defined or extension aggregate: the supported aggregates are count, sum"},
 		// PostgreSQL cannot plan this FULL JOIN (IS NOT DISTINCT FROM is neither merge- nor hash-joinable).
 		{name: "full_join_indf", query: `SELECT x.a AS xa, y.a AS ya FROM pgr_refuse.t x FULL JOIN pgr_refuse.t y ON x.a IS NOT DISTINCT FROM y.a`, code: v,
 			want: "FULL JOIN is only supported with merge-joinable or hash-joinable join conditions"},
@@ -735,15 +746,7 @@ func pgrRefusals() []pgrRefusal {
 			want: "array_agg without ORDER BY inside the call has no defined order"},
 		{name: "distinct_order_mismatch", query: `SELECT string_agg(DISTINCT s, ',' ORDER BY a) AS s FROM pgr_refuse.t`, code: v,
 			want: "in an aggregate with DISTINCT, ORDER BY expressions must appear in argument list"},
-		// Subqueries in FILTER, HAVING and aggregate arguments; LATERAL; ARRAY(SELECT …).
-		{name: "subquery_in_filter", query: `SELECT sum(a) FILTER (WHERE a IN (SELECT i FROM pgr_refuse.j1 WHERE i < 100)) AS s FROM pgr_refuse.t`, code: v,
-			want: "subqueries in expressions are not supported yet; for IN"},
-		{name: "exists_in_having", query: `SELECT b, sum(DISTINCT a) AS s FROM pgr_refuse.t a GROUP BY b
-			HAVING EXISTS (SELECT 1 FROM pgr_refuse.j1 j WHERE sum(DISTINCT a.a) = j.i)`, code: v, want: "subqueries in expressions are not supported yet; for EXISTS"},
-		{name: "subquery_in_aggregate", query: `SELECT max((SELECT j.i FROM pgr_refuse.j1 j WHERE j.id1 = o.id)) AS m FROM pgr_refuse.t o`, code: v,
-			want: "subqueries in expressions are not supported yet"},
-		{name: "array_subquery", query: `SELECT ARRAY(SELECT sum(i) FROM pgr_refuse.j1 GROUP BY j ORDER BY 1) AS a FROM pgr_refuse.t`, code: v,
-			want: "subqueries in expressions are not supported yet; for ARRAY (subquery)"},
+		// LATERAL.
 		{name: "lateral", query: `SELECT t.id, s.n FROM pgr_refuse.t t, LATERAL (SELECT count(*) AS n FROM pgr_refuse.j1 j WHERE j.i = t.a) s`, code: v,
 			want: "LATERAL subqueries are not supported"},
 		{name: "function_in_from", query: `SELECT t.id, g FROM pgr_refuse.t t, generate_series(1, 3) g`, code: v, want: "functions in FROM are not supported"},
@@ -760,7 +763,6 @@ func pgrRefusals() []pgrRefusal {
 		{name: "ambiguous_group_name", query: `SELECT a AS c, sum(b) AS c FROM pgr_refuse.t GROUP BY c`, code: v, want: `"c"`},
 		{name: "sum_star", query: `SELECT sum(*) AS s FROM pgr_refuse.t`, code: v, want: "only count accepts *"},
 		{name: "count_empty", query: `SELECT count() AS n FROM pgr_refuse.t`, code: v, want: "write count(*)"},
-		{name: "group_by_empty", query: `SELECT count(*) AS n FROM pgr_refuse.t GROUP BY ()`, code: v, want: "GROUP BY () is not supported"},
 		// Set-returning calls (docs: refused).
 		{name: "srf_row", query: `SELECT id, generate_series(1, 3) AS g FROM pgr_refuse.t`, code: v, want: "returns a set of rows"},
 		{name: "srf_beside_aggregate", query: `SELECT max(a) AS m, generate_series(1, 3) AS g FROM pgr_refuse.t`, code: v, want: "returns a set of rows",

@@ -14,12 +14,25 @@ import (
 )
 
 // supportedAggregates names the aggregates a transform keeps, for advice.
-const supportedAggregates = "count, sum, avg, min, max, bool_and, bool_or, every, bit_and, bit_or, bit_xor, string_agg, array_agg, jsonb_agg and jsonb_object_agg"
+const supportedAggregates = "count, sum, avg, min, max, bool_and, bool_or, every, bit_and, bit_or, bit_xor, string_agg, array_agg, jsonb_agg, jsonb_object_agg, " +
+	"stddev, stddev_samp, stddev_pop, variance, var_samp, var_pop, corr, covar_pop, covar_samp, the regr_* aggregates, " +
+	"percentile_cont, percentile_disc, mode, rank, dense_rank, percent_rank and cume_dist WITHIN GROUP, and user-defined aggregates"
 
-// supportedAggs are the aggregates this version can maintain.
+// supportedAggs are the built-in aggregates this version can maintain
+// (the ordered-set ones are withinGroupAggs).
 var supportedAggs = map[string]bool{"count": true, "sum": true, "avg": true, "min": true, "max": true,
 	"bool_and": true, "bool_or": true, "every": true, "bit_and": true, "bit_or": true, "bit_xor": true,
-	"string_agg": true, "array_agg": true, "jsonb_agg": true, "jsonb_object_agg": true}
+	"string_agg": true, "array_agg": true, "jsonb_agg": true, "jsonb_object_agg": true,
+	// The statistics are recomputed per group (ADR 0031).
+	"stddev": true, "stddev_samp": true, "stddev_pop": true, "variance": true, "var_samp": true, "var_pop": true,
+	"corr": true, "covar_pop": true, "covar_samp": true, "regr_avgx": true, "regr_avgy": true, "regr_count": true,
+	"regr_intercept": true, "regr_r2": true, "regr_slope": true, "regr_sxx": true, "regr_sxy": true, "regr_syy": true}
+
+// withinGroupAggs are the built-in ordered-set and hypothetical-set
+// aggregates, written name(direct arguments) WITHIN GROUP (ORDER BY …);
+// recomputed per group (ADR 0031).
+var withinGroupAggs = map[string]bool{"percentile_cont": true, "percentile_disc": true, "mode": true,
+	"rank": true, "dense_rank": true, "percent_rank": true, "cume_dist": true}
 
 // orderedAggs build their result in the order rows arrive: without ORDER
 // BY inside the call, PostgreSQL itself gives no defined result.
@@ -66,10 +79,17 @@ const stateRef = "__s"
 func (c *selectChecker) checkAgg(fc *pg_query.FuncCall, clause string) (*Agg, error) {
 	schema, name := funcName(fc)
 	builtin := schema == "" || schema == "pg_catalog"
+	if !builtin && isUserAggMarker(fc.AggFilter) {
+		// Set by userAggregates: the catalog says this is an aggregate.
+		fc = proto.Clone(fc).(*pg_query.FuncCall)
+		fc.AggFilter = nil
+	}
 	switch {
-	case fc.AggWithinGroup:
-		return nil, c.errf(fc.Location, "%s: WITHIN GROUP (ordered-set aggregates) is not supported in a transform; remove it", clause)
-	case !builtin || !supportedAggs[name]:
+	case builtin && fc.AggWithinGroup && !withinGroupAggs[name]:
+		return nil, c.errf(fc.Location, "%s: %s is not an ordered-set aggregate PostgreSQL knows; the WITHIN GROUP aggregates a transform keeps are percentile_cont, percentile_disc, mode, rank, dense_rank, percent_rank and cume_dist", clause, name)
+	case builtin && withinGroupAggs[name] && !fc.AggWithinGroup:
+		return nil, c.errf(fc.Location, "%s: %s is an ordered-set aggregate; write it with WITHIN GROUP, e.g. percentile_cont(0.5) WITHIN GROUP (ORDER BY x)", clause, name)
+	case builtin && !supportedAggs[name] && !withinGroupAggs[name]:
 		return nil, c.errf(fc.Location, "%s: aggregate %s is not supported yet; supported aggregates are "+supportedAggregates, clause, name)
 	case fc.FuncVariadic:
 		return nil, c.errf(fc.Location, "%s: VARIADIC is not supported in an aggregate call; pass the arguments one by one", clause)
@@ -89,8 +109,17 @@ func (c *selectChecker) checkAgg(fc *pg_query.FuncCall, clause string) (*Agg, er
 	if err != nil {
 		return nil, err
 	}
-	agg := &Agg{Func: name, Star: fc.AggStar, Text: text,
-		Plain: len(fc.Args) <= 1 && !fc.AggDistinct && len(fc.AggOrder) == 0 && fc.AggFilter == nil}
+	agg := &Agg{Func: name, Star: fc.AggStar, Text: text, User: !builtin, Ordered: len(fc.AggOrder) > 0,
+		Plain: builtin && len(fc.Args) <= 1 && !fc.AggDistinct && len(fc.AggOrder) == 0 && fc.AggFilter == nil && !fc.AggWithinGroup}
+	if !agg.Ordered && builtin && orderSensitiveAggs[name] {
+		// The advice of a refusal planAggregates may make once it knows
+		// the input types: the call ordered by the first source's key.
+		hint := proto.Clone(fc).(*pg_query.FuncCall)
+		hint.AggOrder = []*pg_query.Node{{Node: &pg_query.Node_SortBy{SortBy: &pg_query.SortBy{Node: columnRef(orderHintKey), Location: -1}}}}
+		if agg.OrderHint, err = deparseExpr(&pg_query.Node{Node: &pg_query.Node_FuncCall{FuncCall: hint}}); err != nil {
+			agg.OrderHint = ""
+		}
+	}
 	// The call over placeholders: each input becomes __trellis_in_<i>.
 	call := proto.Clone(fc).(*pg_query.FuncCall)
 	input := func(n *pg_query.Node) (*pg_query.Node, error) {
@@ -105,8 +134,24 @@ func (c *selectChecker) checkAgg(fc *pg_query.FuncCall, clause string) (*Agg, er
 		return columnRef(AggInput(len(agg.Inputs) - 1)), nil
 	}
 	for i, a := range call.Args {
+		if fc.AggWithinGroup {
+			break
+		}
 		if call.Args[i], err = input(a); err != nil {
 			return nil, err
+		}
+	}
+	if fc.AggWithinGroup {
+		// The direct arguments stay as written: a recompute reads the
+		// group's ledger rows without GROUP BY, where PostgreSQL allows
+		// only constants there.
+		for _, a := range fc.Args {
+			if err := c.checkExpr(a, clause, "aggregate calls cannot be nested (%s inside "+name+"); aggregate a plain expression"); err != nil {
+				return nil, err
+			}
+			if len(columnNames(a)) > 0 {
+				return nil, c.errf(fc.Location, "%s: the direct argument of %s reads a column; in a transform it must be a constant, e.g. %s(0.5) WITHIN GROUP (ORDER BY x) (one transform per fraction, or an array of fractions: percentile_cont(ARRAY[0.25, 0.5]))", clause, name, name)
+			}
 		}
 	}
 	for _, o := range call.AggOrder {
@@ -283,13 +328,17 @@ func (c *selectChecker) composedItems(sel *pg_query.SelectStmt, items []*selectI
 		}
 		s, err := c.overState(it.node, clause, items, keys, q)
 		if err != nil && it.grouped {
-			advice := "add it to GROUP BY or wrap it in an aggregate"
+			err = c.errf(it.loc, "%s is neither a GROUP BY expression nor an aggregate, nor computed from them (PostgreSQL: it must appear in the GROUP BY clause or be used in an aggregate function); add it to GROUP BY or wrap it in an aggregate", clause)
 			if hasFuncCall(it.node) {
 				// The parser knows aggregates by name: a user-defined one
-				// reads as a plain function over an ungrouped column.
-				advice += " (if it calls a user-defined or extension aggregate: the supported aggregates are " + supportedAggregates + ")"
+				// reads as a plain function over an ungrouped column, which
+				// only the catalog can tell (userAggregates).
+				if q.deferred == nil {
+					q.deferred = err
+				}
+				continue
 			}
-			return c.errf(it.loc, "%s is neither a GROUP BY expression nor an aggregate, nor computed from them (PostgreSQL: it must appear in the GROUP BY clause or be used in an aggregate function); %s", clause, advice)
+			return err
 		}
 		if err != nil {
 			return err
@@ -304,6 +353,12 @@ func (c *selectChecker) composedItems(sel *pg_query.SelectStmt, items []*selectI
 		return err
 	}
 	q.Having, err = c.overState(sel.HavingClause, "HAVING ("+strings.TrimSpace(q.HavingSQL)+")", items, keys, q)
+	if err != nil && hasFuncCall(sel.HavingClause) {
+		if q.deferred == nil {
+			q.deferred = err // perhaps a user-defined aggregate (userAggregates)
+		}
+		return nil
+	}
 	return err
 }
 

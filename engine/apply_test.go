@@ -129,6 +129,13 @@ func testApplyConverges(t *testing.T, version int) {
 		// Group keys that cannot be NULL: the target follows by MERGE.
 		`CREATE TRANSFORM kagg AS SELECT k, count(*) AS n, count(v) AS nv, sum(v) AS sv, avg(v) AS av, max(v) AS hi, min(g) AS lo FROM isrc GROUP BY k`,
 		`CREATE TRANSFORM sagg AS SELECT g, max(v) AS hi FROM ssrc GROUP BY g`,
+		// ADR 0031: grouping sets over the IntKey path, with the empty set
+		// (upsert) and without it over NOT NULL keys (MERGE); statistics.
+		`CREATE TRANSFORM iroll AS SELECT k, g, count(*) AS n, sum(v) AS sv, min(v) AS lo, var_samp(v) AS vs, GROUPING(k, g) AS gk FROM isrc GROUP BY ROLLUP (k, g)`,
+		`CREATE TRANSFORM kset AS SELECT k, count(*) AS n, max(v) AS hi, GROUPING(k) AS gk FROM isrc GROUP BY k`,
+		`CREATE TRANSFORM scube AS SELECT g, b, stddev(v) AS sd, var_pop(a) AS vp, corr(a, f ORDER BY a, b) AS c,
+			percentile_cont(0.5) WITHIN GROUP (ORDER BY v) AS med, count(*) AS n FROM src GROUP BY CUBE (g, b)`,
+		`CREATE TRANSFORM sstats AS SELECT regr_count(a, f) AS rc, stddev_pop(v) AS sp, covar_samp(a, f ORDER BY a, b) AS cs FROM src`,
 	}
 	cfg, _ := pgx.ParseConfig(dsn)
 	var appliers []*Applier
@@ -152,7 +159,7 @@ func testApplyConverges(t *testing.T, version int) {
 		}
 		for _, st := range a.Stmts.Apply {
 			merged := strings.HasPrefix(st.SQL, "MERGE")
-			if want := version == 0 && (p.Target.Name == "kagg" || p.Target.Name == "agg7"); st.Role == RoleTarget && merged != want {
+			if want := version == 0 && (p.Target.Name == "kagg" || p.Target.Name == "agg7" || p.Target.Name == "kset"); st.Role == RoleTarget && merged != want {
 				t.Fatalf("%s: target step by MERGE = %v, want %v", p.Target.Name, merged, want)
 			}
 		}

@@ -254,7 +254,8 @@ func storedTypes(ctx context.Context, db DB, p *Plan) (out []Retype, err error) 
 	if len(exprs) == 0 {
 		return nil, nil
 	}
-	outs, err = describe(ctx, db, "SELECT "+strings.Join(exprs, ", ")+" FROM "+p.FromSQL())
+	// Grouping-set columns read the sets' VALUES list (ADR 0031).
+	outs, err = describe(ctx, db, "SELECT "+strings.Join(exprs, ", ")+" FROM "+p.FromSQL()+p.setsJoin())
 	if err != nil {
 		return nil, err
 	}

@@ -41,9 +41,38 @@ var volatileFuncs = map[string]bool{
 func (c *selectChecker) checkExpr(n *pg_query.Node, clause, aggMsg string) error {
 	var errs []error
 	walk(n.ProtoReflect(), func(m proto.Message) bool {
+		if sl, ok := m.(*pg_query.SubLink); ok && (c.sublinks[sl.Location] || !c.qualified) {
+			// A kept subquery's own tables are checked by its level (and
+			// unqualified, when the expanded query is parsed again); its
+			// test expression (x IN …) is the outer query's, and what
+			// would read the clock is refused anywhere inside.
+			if sl.Testexpr != nil {
+				errs = append(errs, c.checkExpr(sl.Testexpr, clause, aggMsg))
+			}
+			errs = append(errs, c.checkVolatile(sl.Subselect, clause))
+			return false
+		}
 		if err := c.checkNode(m, clause, aggMsg); err != nil {
 			errs = append(errs, err)
 			return false // one refusal per offending node, not per part of it
+		}
+		return true
+	})
+	return joinRefusals(errs)
+}
+
+// checkVolatile refuses the calls inside n that read the clock or the
+// session (the deny-list; the catalog check runs at define).
+func (c *selectChecker) checkVolatile(n *pg_query.Node, clause string) error {
+	var errs []error
+	walk(n.ProtoReflect(), func(m proto.Message) bool {
+		switch x := m.(type) {
+		case *pg_query.FuncCall:
+			if schema, name := funcName(x); (schema == "" || schema == "pg_catalog") && volatileFuncs[name] {
+				errs = append(errs, c.errf(x.Location, "%s: %s() is not immutable (its result changes from call to call), so the target could never be kept equal to the query; remove it", clause, name))
+			}
+		case *pg_query.SQLValueFunction:
+			errs = append(errs, c.checkNode(m, clause, ""))
 		}
 		return true
 	})
@@ -75,8 +104,6 @@ func (c *selectChecker) checkNode(m proto.Message, clause, aggMsg string) error 
 		return c.checkColumnRef(x, clause)
 	case *pg_query.A_Star:
 		return c.errf(-1, "%s: * is not supported in a transform; name the columns you need", clause)
-	case *pg_query.GroupingFunc:
-		return c.errf(x.Location, "%s: GROUPING() is not supported in a transform (grouping sets are not supported)", clause)
 	case *pg_query.JsonObjectAgg:
 		return c.errf(-1, "%s: JSON_OBJECTAGG is not supported in a transform; write jsonb_object_agg(key, value ORDER BY …)", clause)
 	case *pg_query.JsonArrayAgg:

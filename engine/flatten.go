@@ -165,8 +165,6 @@ func (c *selectChecker) flattenItem(item *pg_query.Node, top bool, using []strin
 			return nil, c.errf(-1, "%s is LATERAL; LATERAL subqueries are not supported in a transform — join its tables in the outer FROM and put its conditions in WHERE", what)
 		case inner == nil:
 			return nil, c.errf(-1, "%s is not a SELECT; only a SELECT can be flattened into the outer query", what)
-		case inner.Op != pg_query.SetOperation_SETOP_NONE && inner.Op != pg_query.SetOperation_SET_OPERATION_UNDEFINED:
-			return nil, c.errf(-1, "%s combines queries (UNION, INTERSECT or EXCEPT), which arrives in a later version; select from its branches' tables directly", what)
 		case inner.LimitCount != nil || inner.LimitOffset != nil:
 			return nil, c.errf(-1, "%s uses LIMIT or OFFSET; a subquery in FROM with LIMIT arrives in a later version — remove the LIMIT", what)
 		case len(inner.WindowClause) > 0 || hasWindow(inner):
@@ -397,8 +395,8 @@ func (c *selectChecker) renameShared(sel *pg_query.SelectStmt) {
 	for _, item := range sel.FromClause {
 		walk(item.ProtoReflect(), func(m proto.Message) bool {
 			switch x := m.(type) {
-			case *pg_query.RangeSubselect:
-				return false // its own scope, pulled up already or a level
+			case *pg_query.RangeSubselect, *pg_query.SubLink:
+				return false // its own scope
 			case *pg_query.RangeVar:
 				if x.Alias != nil || c.refNameUses[x.Relname] < 2 {
 					return true
@@ -535,6 +533,9 @@ func hasAggregate(sel *pg_query.SelectStmt) bool {
 	found := false
 	for _, t := range sel.TargetList {
 		walk(t.ProtoReflect(), func(m proto.Message) bool {
+			if _, ok := m.(*pg_query.SubLink); ok {
+				return false // a subquery's aggregates are its own
+			}
 			if fc, ok := m.(*pg_query.FuncCall); ok && fc.Over == nil && isAggregate(fc) {
 				found = true
 			}
@@ -549,6 +550,9 @@ func hasWindow(sel *pg_query.SelectStmt) bool {
 	found := false
 	for _, t := range sel.TargetList {
 		walk(t.ProtoReflect(), func(m proto.Message) bool {
+			if _, ok := m.(*pg_query.SubLink); ok {
+				return false
+			}
 			if fc, ok := m.(*pg_query.FuncCall); ok && fc.Over != nil {
 				found = true
 			}

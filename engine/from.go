@@ -236,6 +236,9 @@ func renderFrom(from []*pg_query.Node, schemas []string, first int) (string, err
 	for k, it := range from {
 		items[k] = proto.Clone(it).(*pg_query.Node)
 		walk(items[k].ProtoReflect(), func(m proto.Message) bool {
+			if _, ok := m.(*pg_query.SubLink); ok {
+				return false // a subquery in ON names its own tables
+			}
 			if rv, ok := m.(*pg_query.RangeVar); ok {
 				if i < len(schemas) {
 					rv.Schemaname = schemas[i]

@@ -17,64 +17,78 @@ import (
 // groupBy resolves and validates GROUP BY, then ties every select item to
 // its group expression or aggregate.
 func (c *selectChecker) groupBy(sel *pg_query.SelectStmt, items []*selectItem, q *Query) error {
+	if groupingSetsUsed(sel) {
+		if err := c.groupingSets(sel, items, q); err != nil {
+			return err
+		}
+		return c.tieItems(sel, items, q)
+	}
 	var keys []string
 	for j, g := range sel.GroupClause {
-		if gs := g.GetGroupingSet(); gs != nil {
-			if gs.Kind == pg_query.GroupingSetKind_GROUPING_SET_EMPTY {
-				return c.errf(gs.Location, "GROUP BY item %d: GROUP BY () is not supported; omit GROUP BY for a one-row aggregate", j+1)
-			}
-			return c.errf(gs.Location, "GROUP BY item %d: GROUPING SETS, ROLLUP and CUBE are not supported in a transform; GROUP BY plain expressions (one transform per grouping)", j+1)
-		}
-		text, err := c.deparse(g, fmt.Sprintf("GROUP BY item %d", j+1))
+		key, deparsed, alias, err := c.groupItem(j, g, items)
 		if err != nil {
 			return err
 		}
-		clause := fmt.Sprintf("GROUP BY item %d (%s)", j+1, text)
-		expr, alias := g, ""
-		if ac := g.GetAConst(); ac != nil && ac.GetIval() != nil {
-			k := ac.GetIval().Ival
-			if k < 1 || int(k) > len(items) {
-				return c.errf(ac.Location, "%s: GROUP BY position %d is not in select list; the select list has %d items", clause, k, len(items))
-			}
-			expr = items[k-1].node
-		} else if name := bareName(g); name != "" {
-			for _, it := range items {
-				if it.t.Name == name && it.t.Column != name {
-					expr, alias = it.node, name
-					break
-				}
-			}
-		}
-		if err := c.checkExpr(expr, clause, "aggregate functions are not allowed in GROUP BY (%s); group by plain expressions and select the aggregate as its own item"); err != nil {
-			return err
-		}
-		key, err := c.compareKey(expr, clause)
-		if err != nil {
-			return err
-		}
-		dup := false
-		for _, k := range keys {
-			dup = dup || k == key
-		}
-		if dup {
+		if contains(keys, key) {
 			continue // GROUP BY a, a groups like GROUP BY a
-		}
-		deparsed, err := c.deparse(expr, clause)
-		if err != nil {
-			return err
-		}
-		if expr.GetAConst() != nil {
-			// An ordinal naming a constant select item: PostgreSQL reads a
-			// bare constant in GROUP BY as an ordinal (or refuses it), so the
-			// grouping is written as a call that keeps the constant's type.
-			deparsed = "COALESCE(" + deparsed + ")"
 		}
 		keys = append(keys, key)
 		q.GroupBy = append(q.GroupBy, deparsed)
 		q.GroupByAlias = append(q.GroupByAlias, alias)
 	}
 	c.groupKeys = keys
-	q.Aggregate = len(q.GroupBy) > 0 || sel.HavingClause != nil
+	return c.tieItems(sel, items, q)
+}
+
+// groupItem resolves GROUP BY item j (an ordinal, an output name or an
+// expression; also an element of a grouping set) and checks it: its
+// comparison key, its deparsed expression and the output name it was
+// resolved through ("" for none).
+func (c *selectChecker) groupItem(j int, g *pg_query.Node, items []*selectItem) (key, deparsed, alias string, err error) {
+	text, err := c.deparse(g, fmt.Sprintf("GROUP BY item %d", j+1))
+	if err != nil {
+		return "", "", "", err
+	}
+	clause := fmt.Sprintf("GROUP BY item %d (%s)", j+1, text)
+	expr := g
+	if ac := g.GetAConst(); ac != nil && ac.GetIval() != nil {
+		k := ac.GetIval().Ival
+		if k < 1 || int(k) > len(items) {
+			return "", "", "", c.errf(ac.Location, "%s: GROUP BY position %d is not in select list; the select list has %d items", clause, k, len(items))
+		}
+		expr = items[k-1].node
+	} else if name := bareName(g); name != "" {
+		for _, it := range items {
+			if it.t.Name == name && it.t.Column != name {
+				expr, alias = it.node, name
+				break
+			}
+		}
+	}
+	if err := c.checkExpr(expr, clause, "aggregate functions are not allowed in GROUP BY (%s); group by plain expressions and select the aggregate as its own item"); err != nil {
+		return "", "", "", err
+	}
+	if key, err = c.compareKey(expr, clause); err != nil {
+		return "", "", "", err
+	}
+	if deparsed, err = c.deparse(expr, clause); err != nil {
+		return "", "", "", err
+	}
+	if expr.GetAConst() != nil {
+		// An ordinal naming a constant select item: PostgreSQL reads a
+		// bare constant in GROUP BY as an ordinal (or refuses it), so the
+		// grouping is written as a call that keeps the constant's type.
+		deparsed = "COALESCE(" + deparsed + ")"
+	}
+	return key, deparsed, alias, nil
+}
+
+// tieItems marks the query aggregating and ties every select item to its
+// group expression (c.groupKeys) or aggregate.
+func (c *selectChecker) tieItems(sel *pg_query.SelectStmt, items []*selectItem, q *Query) error {
+	keys := c.groupKeys
+	// GROUP BY () groups too: one row, however many the source has.
+	q.Aggregate = len(sel.GroupClause) > 0 || sel.HavingClause != nil
 	for _, it := range items {
 		q.Aggregate = q.Aggregate || it.t.Agg != nil || it.composed
 	}

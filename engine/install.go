@@ -91,34 +91,36 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 			}
 		}
 		ddl = append(ddl, "CREATE TABLE "+S.Ident()+" ("+strings.Join(cols, ", ")+") WITH (fillfactor = 80)")
+		// The row that always exists, as in PostgreSQL's answer: an
+		// aggregate without GROUP BY has one row over no rows, and so has
+		// the empty grouping set (ADR 0031). Counts are 0, everything else
+		// NULL, or what a recomputed aggregate gives over no rows (below,
+		// once the ledger exists).
+		zero := []string{ident(RowsCol)}
+		for _, a := range p.Aggs {
+			// Recomputed counts too (DISTINCT, FILTER): count over
+			// no rows is 0 however it is kept.
+			if a.Mode == ModeCountStar || a.Mode == ModeCount || a.Func == "count" {
+				zero = append(zero, ident(a.Name))
+			}
+		}
+		zeroVals := strings.Split(strings.TrimSuffix(strings.Repeat("0, ", len(zero)), ", "), ", ")
+		zeroRow, zeroLedger := "", "" // none (a grouped table without the empty set)
 		if len(p.Groups) > 0 {
 			ddl = append(ddl, p.groupKey(S))
+			if m, ok := p.emptySet(); ok {
+				zero, zeroVals = append(zero, ident(SetCol)), append(zeroVals, fmt.Sprint(m))
+				for _, g := range p.Groups[1+len(p.Grouping.Exprs):] {
+					// GROUPING() calls: computed from __set alone.
+					zero, zeroVals = append(zero, ident(g.Name)), append(zeroVals, g.Expr)
+				}
+				zeroRow, zeroLedger = fmt.Sprintf("__s.%s = %d", ident(SetCol), m), fmt.Sprintf("__l.__g0 = %d", m)
+				ddl = append(ddl, "INSERT INTO "+S.Ident()+" ("+strings.Join(zero, ", ")+") SELECT "+strings.Join(zeroVals, ", ")+
+					" FROM (VALUES ("+fmt.Sprint(m)+")) AS "+setsRef+"("+ident(SetCol)+")")
+			}
 		} else {
-			// Like PostgreSQL's answer, an aggregate without GROUP BY always
-			// has its one row: counts are 0, everything else NULL.
-			zero := []string{ident(RowsCol)}
-			for _, a := range p.Aggs {
-				// Recomputed counts too (DISTINCT, FILTER): count over
-				// no rows is 0 however it is kept.
-				if a.Mode == ModeCountStar || a.Mode == ModeCount || a.Func == "count" {
-					zero = append(zero, ident(a.Name))
-				}
-			}
-			ddl = append(ddl, "INSERT INTO "+S.Ident()+" ("+strings.Join(zero, ", ")+") SELECT "+
-				strings.TrimSuffix(strings.Repeat("0, ", len(zero)), ", "))
-			if p.State != nil {
-				// Its projection, when it passes HAVING.
-				var tn, ts []string
-				for _, c := range p.Project {
-					tn, ts = append(tn, ident(c.Name)), append(ts, c.Expr)
-				}
-				having := "true"
-				if p.Having != "" {
-					having = p.Having
-				}
-				ddl = append(ddl, "INSERT INTO "+p.Target.Ident()+" ("+strings.Join(tn, ", ")+") SELECT "+strings.Join(ts, ", ")+
-					" FROM "+S.Ident()+" __s WHERE "+having)
-			}
+			zeroRow, zeroLedger = "true", "true"
+			ddl = append(ddl, "INSERT INTO "+S.Ident()+" ("+strings.Join(zero, ", ")+") SELECT "+strings.Join(zeroVals, ", "))
 		}
 		// The ledger: one row per source identity (per joined row: its
 		// lineage) that passes WHERE.
@@ -129,6 +131,9 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 			for _, k := range src.Key {
 				types = append(types, k.Type)
 			}
+		}
+		if p.Grouping != nil {
+			types = append(types, "integer") // the grouping set
 		}
 		for i, k := range keys {
 			notNull := " NOT NULL"
@@ -151,6 +156,9 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 				ddl = append(ddl, ix)
 			}
 		}
+		if zeroRow != "" {
+			ddl = append(ddl, p.zeroRowDDL(zeroRow, zeroLedger)...)
+		}
 	}
 	ddl = append(ddl, p.mirrorDDL(id)...)
 	for _, s := range ddl {
@@ -159,6 +167,38 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 		}
 	}
 	return nil
+}
+
+// zeroRowDDL completes the row that always exists (row: the condition
+// that selects it in the aggregate table; ledger: its ledger rows, none at
+// install): a recomputed aggregate takes its value over no rows, which is
+// not NULL for every aggregate (regr_count is 0, a user-defined one may
+// have an initial state), and a projected target gets the row's
+// projection when it passes HAVING.
+func (p *Plan) zeroRowDDL(row, ledger string) []string {
+	S := p.aggTarget().Ident()
+	var ddl, set []string
+	for _, a := range p.Aggs {
+		if a.Mode == ModeRecompute {
+			set = append(set, ident(a.Name)+" = (SELECT "+recomputeCall(p, a)+" FROM "+p.Ledger.Ident()+" __l WHERE "+ledger+")")
+		}
+	}
+	if len(set) > 0 {
+		ddl = append(ddl, "UPDATE "+S+" __s SET "+strings.Join(set, ", ")+" WHERE "+row)
+	}
+	if p.State != nil {
+		var tn, ts []string
+		for _, c := range p.Project {
+			tn, ts = append(tn, ident(c.Name)), append(ts, c.Expr)
+		}
+		having := "true"
+		if p.Having != "" {
+			having = p.Having
+		}
+		ddl = append(ddl, "INSERT INTO "+p.Target.Ident()+" ("+strings.Join(tn, ", ")+") SELECT "+strings.Join(ts, ", ")+
+			" FROM "+S+" __s WHERE "+row+" AND "+having)
+	}
+	return ddl
 }
 
 // groupIndexDDL creates the ledger's group-key index, or is "" when the

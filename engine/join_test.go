@@ -99,6 +99,18 @@ var joinDefs = []string{
 	`CREATE TRANSFORM j_anti_agg AS SELECT f.d2, count(*) AS n FROM fact f LEFT JOIN dim d ON d.id = f.d1 WHERE d.id IS NULL GROUP BY f.d2`,
 	`CREATE TRANSFORM j_nested_filter AS SELECT f.id, d.name, e.w FROM fact f LEFT JOIN dim d ON d.id = f.d1 LEFT JOIN dim2 e ON e.a = d.r AND e.b = f.s WHERE e.w IS NULL`,
 	`CREATE TRANSFORM j_agg_full AS SELECT d.r, count(f.id) AS n, avg(f.v) AS av FROM fact f FULL JOIN dim d ON d.id = f.d1 GROUP BY d.r`,
+	// ADR 0031: statistics, ordered-set and user-defined aggregates
+	// (recomputed), grouping sets (a ledger row per set).
+	`CREATE TRANSFORM j_stats AS SELECT f.d2, corr(f.v, d.r ORDER BY f.id) AS c, regr_slope(f.v, d.r ORDER BY f.id) AS rs,
+	   variance(f.v) AS va, stddev_pop(d.r) AS sp, regr_count(f.v, d.r) AS rc, my_sum(f.v) AS ms,
+	   percentile_cont(0.5) WITHIN GROUP (ORDER BY f.v) AS med, mode() WITHIN GROUP (ORDER BY d.name) AS mo
+	   FROM fact f JOIN dim d ON d.id = f.d1 GROUP BY f.d2`,
+	`CREATE TRANSFORM j_rollup AS SELECT d.name, f.d2, count(*) AS n, sum(f.v) AS s, min(f.v) AS lo, stddev(f.v) AS sd,
+	   GROUPING(d.name, f.d2) AS gg FROM fact f JOIN dim d ON d.id = f.d1 GROUP BY ROLLUP (d.name, f.d2)`,
+	`CREATE TRANSFORM j_cube_having AS SELECT d.r, f.s, count(*) AS n, max(f.v) AS hi, percentile_disc(0.5) WITHIN GROUP (ORDER BY f.v) AS md
+	   FROM fact f LEFT JOIN dim d ON d.id = f.d1 GROUP BY CUBE (d.r, f.s) HAVING count(*) > 2`,
+	`CREATE TRANSFORM j_sets_one AS SELECT f.s, count(*) AS n, avg(f.v) AS a, coalesce(f.s, 'all') AS label
+	   FROM fact f GROUP BY GROUPING SETS ((f.s), ())`,
 }
 
 // TestJoinsConverge writes randomly to every table of each join, the
@@ -113,6 +125,7 @@ func TestJoinsConverge(t *testing.T) {
 		CREATE TABLE dim (id int PRIMARY KEY, name text, r int);
 		CREATE TABLE dim2 (a int, b text, w int, PRIMARY KEY (a, b));
 		CREATE INDEX ON fact (d1); CREATE INDEX ON fact (d2, s); CREATE INDEX ON fact (v);
+		CREATE AGGREGATE my_sum(int) (stype = int8, sfunc = int4_sum);
 		INSERT INTO dim SELECT g, 'n' || (g % 4), g % 5 FROM generate_series(1, 12) g;
 		INSERT INTO dim2 SELECT g, b, g * 7 % 100 FROM generate_series(0, 5) g, unnest(ARRAY['x', 'y']) b;
 		INSERT INTO fact SELECT g, nullif(g % 14, 13), g % 7, (ARRAY['x', 'y', NULL])[1 + g % 3], g % 9 FROM generate_series(1, 60) g`); err != nil {

@@ -100,7 +100,7 @@ func (c *selectChecker) level(rs *pg_query.RangeSubselect, inner *pg_query.Selec
 			return placeholder(&Level{Alias: alias, Query: l.Query, SameAs: l, text: text}), nil
 		}
 	}
-	q, err := parseSelect(c.label+": "+what, text, 0, len(text))
+	q, err := parseSelect(c.label+": "+what, text, 0, len(text), c.qualified)
 	if err != nil {
 		// Positions would count in the subquery as deparsed, not in the
 		// script: the sentence names the subquery instead.
@@ -110,7 +110,7 @@ func (c *selectChecker) level(rs *pg_query.RangeSubselect, inner *pg_query.Selec
 		}
 		return nil, err
 	}
-	if q.Star {
+	if q.Expand {
 		// The outer query's * is expanded before its levels are read.
 		return nil, c.errf(-1, "%s selects *; list its columns by name", what)
 	}
@@ -168,6 +168,9 @@ func (q *Query) fullFrom(sources []Source) (string, error) {
 		items[k] = proto.Clone(it).(*pg_query.Node)
 		var err error
 		items[k] = replaceNodes(items[k], func(n *pg_query.Node) *pg_query.Node {
+			if n.GetSubLink() != nil {
+				return n // a subquery in ON names its own tables
+			}
 			rv := n.GetRangeVar()
 			if rv == nil {
 				return nil

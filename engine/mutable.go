@@ -37,11 +37,11 @@ func checkMutability(ctx context.Context, db DB, name string, p *Plan, q *Query)
 		exprs = append(exprs, expr{"JOIN … ON", j})
 	}
 	for i, t := range q.Targets {
-		if t.Agg == nil && t.Composed == "" {
+		if t.Agg == nil && t.Composed == "" && (q.Grouping == nil || t.Group < q.Grouping.Raw) {
 			exprs = append(exprs, expr{fmt.Sprintf("select list item %d", i+1), t.Expr})
 		}
 	}
-	for i, g := range q.GroupBy {
+	for i, g := range q.groupExprs() {
 		exprs = append(exprs, expr{fmt.Sprintf("GROUP BY item %d", i+1), g})
 	}
 	for _, a := range q.Aggs {
@@ -124,6 +124,11 @@ func overScratch(ctx context.Context, db DB, sources []Source, text string, cols
 	rt := tree.Stmts[0].GetStmt().GetSelectStmt().TargetList[0].GetResTarget()
 	var ferr error
 	out := replaceNodes(rt.Val, func(n *pg_query.Node) *pg_query.Node {
+		if n.GetSubLink() != nil {
+			// A subquery reads other tables: its level checks its own
+			// expressions (ADR 0030); here it stands for a value.
+			return &pg_query.Node{Node: &pg_query.Node_AConst{AConst: &pg_query.A_Const{Isnull: true, Location: -1}}}
+		}
 		cr := n.GetColumnRef()
 		if cr == nil || ferr != nil {
 			return nil

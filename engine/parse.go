@@ -181,7 +181,7 @@ func (p *stmtParser) parseCreate() (Statement, error) {
 	if p.i >= len(p.toks) {
 		return Statement{}, p.errHere("expected a SELECT after AS, found the end of the statement")
 	}
-	q, err := parseSelect(p.label, p.script, int(p.toks[p.i].Start), p.end)
+	q, err := parseSelect(p.label, p.script, int(p.toks[p.i].Start), p.end, false)
 	if err != nil {
 		return Statement{}, err
 	}

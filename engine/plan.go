@@ -85,6 +85,9 @@ type Plan struct {
 	State   *Rel   `json:"state,omitempty"`
 	Project []Col  `json:"project,omitempty"` // target columns, Expr over __s (the state row)
 	Having  string `json:"having,omitempty"`  // over __s
+	// Grouping, for GROUPING SETS, ROLLUP and CUBE, says how Groups
+	// stand for the sets (ADR 0031); nil for a plain GROUP BY.
+	Grouping *PlanGrouping `json:"grouping,omitempty"`
 
 	// Select is the user's query over the resolved sources, as kept: what
 	// the target must equal.
@@ -283,7 +286,10 @@ func (p *Plan) selectFrom(q *Query, from string) string {
 		b.WriteString(" WHERE ")
 		b.WriteString(q.Where)
 	}
-	if len(q.GroupBy) > 0 {
+	if q.Grouping != nil {
+		b.WriteString(" GROUP BY ")
+		b.WriteString(q.Grouping.Clause)
+	} else if len(q.GroupBy) > 0 {
 		b.WriteString(" GROUP BY ")
 		b.WriteString(strings.Join(q.GroupBy, ", "))
 	}

@@ -77,6 +77,13 @@ func (p *Plan) planAggregates(ctx context.Context, db DB, name string, q *Query,
 		if len(ins) > 0 {
 			a.Arg = ins[0]
 		}
+		var argOID uint32
+		if a.Arg >= 0 {
+			argOID = argOIDs[a.Arg]
+		}
+		if err := orderSensitive(name, kp.agg, argOID, p.Sources); err != nil {
+			return err
+		}
 		exact := a.Arg >= 0 && exactNumeric(argOIDs[a.Arg])
 		switch {
 		case !kp.agg.Plain:

@@ -22,13 +22,19 @@ import (
 // target schema.
 func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *Statement) (*Plan, error) {
 	name := st.Name
-	if st.Query.Star {
+	if st.Query.Expand {
 		q, err := expandStar(ctx, db, name, st.Query.SQL, nil)
 		if err != nil {
 			return nil, err
 		}
 		st.Query = q
 	}
+	// Calls the catalog knows as user-defined aggregates (ADR 0031).
+	uq, err := userAggregates(ctx, db, name, st.Query)
+	if err != nil {
+		return nil, err
+	}
+	st.Query = uq
 	q := st.Query
 	for _, l := range q.Levels {
 		if l.Target.Name == "" {
@@ -113,6 +119,14 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 	if err := checkImmutable(ctx, db, name, p.selectSQL(q)); err != nil {
 		return nil, err
 	}
+	for _, a := range q.Aggs {
+		if a.User {
+			if err := checkUserAggregates(ctx, db, name, p.selectSQL(q)); err != nil {
+				return nil, err
+			}
+			break
+		}
+	}
 	p.Select = p.selectSQL(q)
 	if len(q.Levels) > 0 {
 		// What the target must equal, over the base tables: each level's
@@ -186,13 +200,14 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 	p.GroupIndexLater = true
 	// Group key columns: visible ones take the select item's name.
 	gtypes := []colType{}
-	if len(q.GroupBy) > 0 {
-		exprs := make([]string, len(q.GroupBy))
-		copy(exprs, q.GroupBy)
+	if exprs := q.groupExprs(); len(exprs) > 0 {
 		gtypes, err = describeStored(ctx, db, "SELECT "+strings.Join(exprs, ", ")+" FROM "+p.FromSQL())
 		if err != nil {
 			return nil, queryError(name, err)
 		}
+	}
+	for len(gtypes) < len(q.GroupBy) {
+		gtypes = append(gtypes, colType{name: "integer"}) // GROUPING()
 	}
 	seenGroup := map[int]string{}
 	for _, t := range q.Targets {
@@ -223,6 +238,9 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 			col.NotNull = col.NotNull || nn
 		}
 		p.Groups = append(p.Groups, col)
+	}
+	if q.Grouping != nil {
+		p.groupingPlan(q.Grouping)
 	}
 	if err := p.planAggregates(ctx, db, name, q, outTypes); err != nil {
 		return nil, err

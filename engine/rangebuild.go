@@ -67,6 +67,12 @@ func rangeBuildAgg(p *Plan, where string) *RangeBuild {
 		cond = where + " AND " + inRange(key0)
 	}
 	lcols, lsel := []string{"__k0"}, []string{key0}
+	keyCols, from := []string{key0}, src.From+p.setsJoin()
+	if p.Grouping != nil {
+		// One ledger row per source row per grouping set (ADR 0031).
+		lcols, lsel = append(lcols, p.ledgerSetCol()), append(lsel, setsRef+"."+ident(SetCol))
+		keyCols = append(keyCols, setsRef+"."+ident(SetCol))
+	}
 	for i, g := range p.Groups {
 		lcols, lsel = append(lcols, fmt.Sprintf("__g%d", i)), append(lsel, g.Expr)
 	}
@@ -75,11 +81,11 @@ func rangeBuildAgg(p *Plan, where string) *RangeBuild {
 	}
 	L := p.Ledger.Ident()
 	return &RangeBuild{Next: rangeNext(p),
-		Changes: "INSERT INTO " + changesTable + " " + changesOver(p, []string{key0}, src.From+cond,
+		Changes: "INSERT INTO " + changesTable + " " + changesOver(p, keyCols, from+cond,
 			"SELECT __l.*, __l.ctid AS __ot FROM "+L+" __l WHERE "+inRange("__l.__k0")),
 		LedgerStored: "SELECT __k0::bigint FROM " + L + " WHERE " + inRange("__k0"),
 		LedgerCopy: "INSERT INTO " + L + " (" + strings.Join(lcols, ", ") + ") SELECT " + strings.Join(lsel, ", ") +
-			" FROM " + src.From + cond + " AND " + key0 + " <> ALL ($3::bigint[])",
+			" FROM " + from + cond + " AND " + key0 + " <> ALL ($3::bigint[])",
 	}
 }
 

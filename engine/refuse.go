@@ -52,9 +52,6 @@ func (c *selectChecker) checkClauses(sel *pg_query.SelectStmt) error {
 	if len(sel.WindowClause) > 0 {
 		add(c.errf(-1, "WINDOW (window functions) is not supported in a transform; remove the WINDOW clause"))
 	}
-	if sel.GroupDistinct {
-		add(c.errf(-1, "GROUP BY DISTINCT is not supported in a transform; remove DISTINCT"))
-	}
 	return joinRefusals(errs)
 }
 

@@ -140,15 +140,29 @@ func (p *Plan) ledgerKey() (cols []string, nullable []bool) {
 			cols = append(cols, fmt.Sprintf("__k%d", i))
 			nullable = append(nullable, false)
 		}
-		return cols, nullable
-	}
-	for _, src := range p.Sources {
-		for _, l := range src.Lineage {
-			cols = append(cols, ident(l))
-			nullable = append(nullable, src.Nullable)
+	} else {
+		for _, src := range p.Sources {
+			for _, l := range src.Lineage {
+				cols = append(cols, ident(l))
+				nullable = append(nullable, src.Nullable)
+			}
 		}
 	}
+	if p.Grouping != nil {
+		// One ledger row per source row per grouping set (ADR 0031).
+		cols = append(cols, p.ledgerSetCol())
+		nullable = append(nullable, false)
+	}
 	return cols, nullable
+}
+
+// ledgerSetCol is the ledger's key column of the grouping set: after the
+// source key (__k<n>) of one source, __set after the lineage of several.
+func (p *Plan) ledgerSetCol() string {
+	if !p.Multi() {
+		return fmt.Sprintf("__k%d", len(p.Sources[0].Key))
+	}
+	return ident(SetCol)
 }
 
 // expandSQL widens the scope of preserved-side source pp by the rows that
@@ -265,6 +279,11 @@ func buildScope(p *Plan, merge bool) *Statements {
 		}
 	}
 	nsel = append(nsel, "true AS __p")
+	setEq := ""
+	if p.Grouping != nil {
+		nsel = append(nsel, setsRef+"."+ident(SetCol)+" AS "+p.ledgerSetCol())
+		setEq = " AND __n." + p.ledgerSetCol() + " = __o." + p.ledgerSetCol()
+	}
 	for i, g := range p.Groups {
 		nsel = append(nsel, fmt.Sprintf("%s AS __g%d", g.Expr, i))
 	}
@@ -279,9 +298,9 @@ func buildScope(p *Plan, merge bool) *Statements {
 	csel = append(csel, "(__o.__p IS NOT NULL) AS __had", "(__n.__p IS NOT NULL) AS __has")
 	sel, differs := changedContributions(p)
 	changes := "SELECT " + strings.Join(append(csel, sel...), ", ") +
-		" FROM (" + scopeBranches(p, p.From, userWhere(p), nsel, allSources(p)) + ") __n FULL JOIN (" +
+		" FROM (" + scopeBranches(p, p.From+p.setsJoin(), userWhere(p), nsel, allSources(p)) + ") __n FULL JOIN (" +
 		storedBranches(p, p.Ledger.Ident(), "__t.*, __t.ctid AS __ot, true AS __p", "", allSources(p)) + ") __o ON " +
-		lineageEq(p, "__n", "__o") + " WHERE __n.__p IS NULL OR __o.__p IS NULL OR " + differs
+		lineageEq(p, "__n", "__o") + setEq + " WHERE __n.__p IS NULL OR __o.__p IS NULL OR " + differs
 	buildAggregate(s, p, Step{Role: RoleChanges, SQL: "INSERT INTO " + changesTable + " " + changes}, changes, merge)
 	return s
 }

@@ -41,6 +41,21 @@ type selectChecker struct {
 	// aliases renameShared gave: a pulled-up table must not collide.
 	refNameUses map[string]int
 	renamed     int
+	// qualified: the text was written back by PostgreSQL (expanded), so
+	// every column reference names its table; subqueries in expressions
+	// are kept only then (sublink.go). dependencies numbers their levels;
+	// sublinks are the subqueries kept, whose insides the expression
+	// checks leave to their levels.
+	qualified    bool
+	dependencies int
+	sublinks     map[int32]bool // by location: checks may see a clone
+	// filteringDeps are the dependency joins of subqueries in conditions,
+	// whose matches are mirrored.
+	filteringDeps map[*pg_query.JoinExpr]bool
+	// droppedOrder: a rewrite dropped the query's ORDER BY (aggsplit.go).
+	droppedOrder bool
+	// setOps numbers the set operations read as joins (setop.go).
+	setOps int
 	// fromRefused: a FROM item was refused, so tables lists only part of
 	// FROM and a qualifier it lacks may name a table it never reached —
 	// not a mistake of its own to report.
@@ -69,13 +84,17 @@ func (c *selectChecker) errf(loc int32, format string, args ...any) error {
 	return terr.New(terr.Validation, "%s: %s", c.label, msg)
 }
 
-func parseSelect(label, script string, base, end int) (*Query, error) {
+// parseSelect validates the SELECT at script[base:end]. qualified: the
+// text was written back by PostgreSQL (an expanded definition, or a level
+// of one), so its subqueries in expressions can be kept (sublink.go).
+func parseSelect(label, script string, base, end int, qualified bool) (*Query, error) {
 	src := script[base:end]
 	tree, err := pg_query.Parse(src)
 	if err != nil {
 		return nil, pgError(label, script, base, src, err)
 	}
-	c := &selectChecker{label: label, script: script, base: base}
+	c := &selectChecker{label: label, script: script, base: base, qualified: qualified, sublinks: map[int32]bool{},
+		filteringDeps: map[*pg_query.JoinExpr]bool{}}
 	if len(tree.Stmts) != 1 {
 		return nil, c.errf(0, "expected a single SELECT after AS")
 	}
@@ -93,12 +112,23 @@ func parseSelect(label, script string, base, end int) (*Query, error) {
 	if _, err := c.inlineWith(tree.Stmts[0].Stmt, nil); err != nil {
 		return nil, err
 	}
+	// Set operations next: each is a SELECT over its branches (setop.go).
+	if err := c.rewriteSetOps(tree.Stmts[0].Stmt); err != nil {
+		return nil, err
+	}
+	if c.setOps > 0 && !qualified {
+		// PostgreSQL validates the set operation as written (its own
+		// sentence names UNION, not the join it becomes) and qualifies
+		// every reference in the branches; the expanded query is kept.
+		return &Query{SQL: original, Expand: true}, nil
+	}
 	c.refNameUses = refNameUses(tree.Stmts[0].Stmt)
 	if selectsStar(sel) {
 		// * and t.* name the columns the tables have when the definition
-		// is applied: PostgreSQL expands them (ExpandStar) and the expanded
-		// query is validated then. Its clauses are checked now (a plain
-		// DISTINCT is rewritten after the expansion).
+		// is applied, and a subquery's column references are resolved by
+		// scope: PostgreSQL expands and qualifies them (ExpandStar) and the
+		// expanded query is validated then. Its clauses are checked now (a
+		// plain DISTINCT is rewritten after the expansion).
 		distinct := sel.DistinctClause
 		if len(distinct) == 1 && distinct[0].GetNode() == nil {
 			sel.DistinctClause = nil
@@ -108,7 +138,7 @@ func parseSelect(label, script string, base, end int) (*Query, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Query{SQL: original, Star: true}, nil
+		return &Query{SQL: original, Expand: true}, nil
 	}
 	// Every unsupported part is found before refusing, so one error names
 	// them all; checks that depend on an earlier part only run when it
@@ -124,9 +154,24 @@ func parseSelect(label, script string, base, end int) (*Query, error) {
 	if !keep(c.checkClauses(sel)) && (len(sel.FromClause) == 0 || sel.Larg != nil) {
 		return nil, joinRefusals(errs)
 	}
-	fromOK := keep(c.flattenDerived(sel)) && keep(c.checkFrom(sel))
+	if needsAggSplit(sel) && joinRefusals(errs) == nil {
+		// A subquery read over groups (aggsplit.go): the query over its
+		// grouped rows, once PostgreSQL has qualified every reference.
+		if !qualified {
+			return &Query{SQL: original, Expand: true}, nil
+		}
+		if err := c.splitAggregate(sel); err != nil {
+			return nil, err
+		}
+	}
+	fromOK := keep(c.flattenDerived(sel)) && keep(c.dependOnSublinks(sel)) && keep(c.checkFrom(sel))
 	c.fromRefused = !fromOK
-	q := &Query{Tables: c.tables, Outer: c.outer, Cover: c.cover, from: sel.FromClause, OrderBy: len(sel.SortClause) > 0, Equalities: c.equalities, joinConds: c.joinConds, unread: c.unread, tree: tree}
+	for i, oj := range c.outer {
+		if c.filteringDeps[oj.node] {
+			c.outer[i].Above = append(oj.Above, ColumnName{Column: "*"})
+		}
+	}
+	q := &Query{Tables: c.tables, Outer: c.outer, Cover: c.cover, from: sel.FromClause, OrderBy: len(sel.SortClause) > 0 || c.droppedOrder, Equalities: c.equalities, joinConds: c.joinConds, unread: c.unread, tree: tree}
 	for _, l := range c.levels {
 		for i, rv := range c.rvs {
 			if rv == l.rv {
@@ -158,6 +203,10 @@ func parseSelect(label, script string, base, end int) (*Query, error) {
 		q.columns = append(q.columns, cn.Column)
 	}
 	q.SQL = original
+	if !qualified && hasSublinks(tree.Stmts[0].Stmt) {
+		// Checked; kept once PostgreSQL has qualified its references.
+		return &Query{SQL: original, Expand: true}, nil
+	}
 	if q.Rewritten, err = pg_query.Deparse(tree); err != nil {
 		return nil, terr.Wrap(terr.Internal, err, "%s: deparse the query: %v", label, err)
 	}
@@ -165,7 +214,8 @@ func parseSelect(label, script string, base, end int) (*Query, error) {
 }
 
 // ParseQuery parses and validates one SELECT, as the query of CREATE
-// TRANSFORM name AS … (the expanded form of a definition with *).
+// TRANSFORM name AS …, as PostgreSQL writes it back (the expanded form of
+// a definition with * or subqueries in expressions).
 func ParseQuery(name, sql string) (*Query, error) {
-	return parseSelect(fmt.Sprintf("transform %q", name), sql, 0, len(sql))
+	return parseSelect(fmt.Sprintf("transform %q", name), sql, 0, len(sql), true)
 }

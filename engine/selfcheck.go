@@ -50,10 +50,11 @@ func (p *Plan) CheckSpec() CheckSpec {
 		}
 	} else {
 		s.Columns = append(s.Columns, p.Visible...)
-		for _, g := range p.Groups {
+		for i, g := range p.Groups {
 			s.Identity = append(s.Identity, g.Name)
 			if !contains(p.Visible, g.Name) {
 				s.Columns = append(s.Columns, g.Name)
+				g.Expr = p.checkGroupExpr(i) // as the query computes it
 				hidden = append(hidden, g)
 			}
 		}
@@ -149,7 +150,7 @@ func (p *Plan) GroupKeysSQL() string {
 		}
 		branches = append(branches,
 			fmt.Sprintf("SELECT %d AS __src, ARRAY[%s] AS __key FROM %s __l, __trellis_g WHERE %s%s", i, strings.Join(lk, ", "), p.Ledger.Ident(), ledgerMatch, first),
-			fmt.Sprintf("SELECT %d, ARRAY[%s] FROM %s, __trellis_g WHERE %s%s AND %s.%s IS NOT NULL", i, strings.Join(sk, ", "), p.FromSQL(), where, sourceMatch,
+			fmt.Sprintf("SELECT %d, ARRAY[%s] FROM %s%s, __trellis_g WHERE %s%s AND %s.%s IS NOT NULL", i, strings.Join(sk, ", "), p.FromSQL(), p.setsJoin(), where, sourceMatch,
 				ident(src.Ref), ident(src.Key[0].Name)))
 	}
 	return with + "SELECT DISTINCT __src, __key FROM (\n  " + strings.Join(branches, "\n  UNION ALL ") + "\n) AS __z"

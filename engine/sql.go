@@ -399,7 +399,10 @@ func singleChanges(p *Plan, keys string, bounds func(col string) string, where s
 		keyCols = append(keyCols, fmt.Sprintf("__k.__k%d", i))
 		ljoin = append(ljoin, fmt.Sprintf("__l.__k%d = __k.__k%d", i, i))
 	}
-	fromK := src.From + " JOIN " + keys + " ON " + strings.Join(joinK, " AND ") + bounds(ref+"."+ident(src.Key[0].Name))
+	fromK := src.From + " JOIN " + keys + " ON " + strings.Join(joinK, " AND ") + bounds(ref+"."+ident(src.Key[0].Name)) + p.setsJoin()
+	if p.Grouping != nil {
+		keyCols = append(keyCols, setsRef+"."+ident(SetCol))
+	}
 	return changesOver(p, keyCols, fromK+where,
 		"SELECT __l.*, __l.ctid AS __ot FROM "+p.Ledger.Ident()+" __l JOIN "+keys+" ON "+strings.Join(ljoin, " AND ")+bounds("__l.__k0"))
 }
@@ -588,7 +591,7 @@ func buildAggregate(s *Statements, p *Plan, changes Step, shape string, merge bo
 			on = append(on, fmt.Sprintf("__t.%s = __d.__g%d", ident(g.Name), i))
 		}
 		rows := ident(RowsCol)
-		empty := " WHEN MATCHED AND __t." + rows + " + __d.__dn = 0 THEN DELETE"
+		empty := " WHEN MATCHED AND __t." + rows + " + __d.__dn = 0" + p.keepEmptySet("__t."+ident(SetCol)) + " THEN DELETE"
 		s.Apply = append(s.Apply, Step{Role: RoleTarget, EmptyClause: empty, SQL: "MERGE INTO " + T + " __t USING (" + grouped + ") __d ON " +
 			strings.Join(on, " AND ") + empty +
 			" WHEN MATCHED THEN UPDATE SET " + strings.Join(targetSet(p, func(c string) string { return val[c] }), ", ") +
@@ -601,7 +604,8 @@ func buildAggregate(s *Statements, p *Plan, changes Step, shape string, merge bo
 		s.Apply = append(s.Apply, Step{Role: RoleTarget, SQL: "WITH __u AS (INSERT INTO " + T + " AS __t (" + strings.Join(tcols, ", ") + ") SELECT " + strings.Join(tins, ", ") +
 			" FROM (" + grouped + ") __d ON CONFLICT (" + identList(p.groupNames()) + ") DO UPDATE SET " +
 			strings.Join(targetSet(p, func(c string) string { return "EXCLUDED." + c }), ", ") +
-			" RETURNING __t.ctid AS __tid, __t." + ident(RowsCol) + " AS __n) INSERT INTO " + emptyTable + " SELECT __tid FROM __u WHERE __n = 0"})
+			" RETURNING __t.ctid AS __tid, __t." + ident(RowsCol) + " AS __n" + returnSet(p) + ") INSERT INTO " + emptyTable +
+			" SELECT __tid FROM __u WHERE __n = 0" + p.keepEmptySet("__u.__gset")})
 		s.Apply = append(s.Apply, Step{Role: RoleEmptyGroups, SQL: "DELETE FROM " + T + " WHERE ctid = ANY (ARRAY(SELECT __tid FROM " + emptyTable + "))"})
 	default:
 		// One row that always exists: update it in place.
@@ -659,6 +663,15 @@ func buildAggregate(s *Statements, p *Plan, changes Step, shape string, merge bo
 		" CROSS JOIN LATERAL (SELECT __y.ctid AS __tid, " + strings.Join(olds, ", ") + " FROM " + T + " __y WHERE " + strings.Join(tjoin, " AND ") + " OFFSET 0) __x" +
 		" CROSS JOIN LATERAL (SELECT " + strings.Join(rsel, ", ") + " FROM " + L + " __l WHERE " + strings.Join(ajoin, " AND ") + ") __z" +
 		" WHERE " + distinct + ") __r WHERE __t.ctid = __r.__tid"})
+}
+
+// returnSet returns a grouping-sets target row's set beside its row
+// count, when the empty set's row must outlive its rows.
+func returnSet(p *Plan) string {
+	if _, ok := p.emptySet(); ok {
+		return ", __t." + ident(SetCol) + " AS __gset"
+	}
+	return ""
 }
 
 // recomputeCall is a recomputed aggregate over the ledger rows __l of a
@@ -1015,9 +1028,17 @@ func reconcileAggregate(p *Plan) []string {
 		" FROM " + L + " __l GROUP BY " + strings.Join(lgroups, ", ") + ") __r ON CONFLICT (" + strings.Join(gcols, ", ") +
 		") DO UPDATE SET " + strings.Replace(strings.Join(set, ", "), "__r.", "EXCLUDED.", -1) +
 		" WHERE " + strings.Replace(distinct, "__r.", "EXCLUDED.", -1)
-	orphans := "DELETE FROM " + T + " __t WHERE NOT EXISTS (SELECT 1 FROM " + L + " __l WHERE " + strings.Join(tjoin, " AND ") + ")"
+	orphans := "DELETE FROM " + T + " __t WHERE NOT EXISTS (SELECT 1 FROM " + L + " __l WHERE " + strings.Join(tjoin, " AND ") + ")" +
+		p.keepEmptySet("__t."+ident(SetCol))
 	// Orphans first: the two sets are disjoint, and a fresh build's
 	// target (ADR 0022) is empty before the upsert, so the anti-join over
 	// it costs nothing instead of a probe per group.
-	return []string{orphans, upsert}
+	out := []string{orphans, upsert}
+	if m, ok := p.emptySet(); ok {
+		// The empty set's row outlives its rows: over none it takes the
+		// values of an aggregate over no rows, which no GROUP BY makes.
+		out = append(out, fmt.Sprintf("UPDATE %s __t SET %s FROM (SELECT %s FROM %s __l WHERE __l.__g0 = %d) __r WHERE __t.%s = %d AND %s",
+			T, strings.Join(set, ", "), strings.Join(vals, ", "), L, m, ident(SetCol), m, distinct))
+	}
+	return out
 }

@@ -30,7 +30,7 @@ import (
 // relations that are transforms' targets, whose hidden columns * leaves
 // out.
 func ExpandStar(ctx context.Context, db DB, st *Statement, targets []Rel) error {
-	if st.Query == nil || !st.Query.Star {
+	if st.Query == nil || !st.Query.Expand {
 		return nil
 	}
 	q, err := expandStar(ctx, db, st.Name, st.Query.SQL, targets)
@@ -67,8 +67,8 @@ func expandStar(ctx context.Context, db DB, name, sql string, targets []Rel) (*Q
 	if err != nil {
 		return nil, err
 	}
-	if q.Star {
-		return nil, terr.New(terr.Internal, "transform %q: PostgreSQL's expansion of * still selects *", name)
+	if q.Expand {
+		return nil, terr.New(terr.Internal, "transform %q: PostgreSQL's expansion of the query still needs one", name)
 	}
 	return q, nil
 }

@@ -91,9 +91,10 @@ type Query struct {
 	// Equalities are the column equalities of WHERE and the JOIN
 	// conditions (ON and USING).
 	Equalities []Equality
-	// Star: the select list has * or t.*; only SQL is set, and the
-	// planner parses the query again as PostgreSQL expands it.
-	Star bool
+	// Expand: the query selects * or t.*, or holds subqueries in
+	// expressions; only SQL is set, and the planner parses the query again
+	// as PostgreSQL expands and qualifies it (expandStar).
+	Expand bool
 	// OrderBy: the query ends in ORDER BY, which a table cannot keep; it is
 	// dropped, and Apply says so.
 	OrderBy bool
@@ -103,6 +104,23 @@ type Query struct {
 	Levels []*Level
 	// tree is the parse tree as rewritten, which BindLevel renders again.
 	tree *pg_query.ParseResult
+	// deferred is a refusal the parser could not make without the
+	// catalog: a select item or HAVING over ungrouped columns that calls
+	// a function, which may be a user-defined aggregate. userAggregates
+	// returns it when none is (ADR 0031).
+	deferred error
+	// Grouping describes GROUPING SETS, ROLLUP and CUBE (ADR 0031); nil
+	// for a plain GROUP BY.
+	Grouping *GroupingSets
+}
+
+// groupExprs are the GROUP BY expressions over the source: GroupBy less
+// the GROUPING() calls a grouping-sets query lists after them.
+func (q *Query) groupExprs() []string {
+	if q.Grouping != nil {
+		return q.GroupBy[:q.Grouping.Raw]
+	}
+	return q.GroupBy
 }
 
 // Unread is a computed output of a flattened derived table that the outer
@@ -220,6 +238,12 @@ type Agg struct {
 	Call   string
 	// Text is the call as written, deparsed: two equal calls are one.
 	Text string
+	// User: a user-defined or extension aggregate (ADR 0031), always
+	// recomputed. Ordered: the call has ORDER BY inside it. OrderHint is
+	// the call ordered by orderHintKey, the advice of an order-sensitive
+	// statistic written without ORDER BY (orderSensitive).
+	User, Ordered bool
+	OrderHint     string
 }
 
 // AggInput is the placeholder of input i in Agg.Call.

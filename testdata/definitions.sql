@@ -16,6 +16,10 @@ INSERT INTO dim2 SELECT g, b, g * 7 % 100 FROM generate_series(0, 5) g, unnest(A
 INSERT INTO fact SELECT g, nullif(g % 14, 13), g % 7, (ARRAY['x', 'y', NULL])[1 + g % 3], g % 9,
   timestamptz '2026-01-01 00:00+00' + g * interval '1 hour', md5(g::text)::uuid, jsonb_build_object('k', g % 3) FROM generate_series(1, 60) g;
 INSERT INTO par VALUES (1, 1);
+CREATE AGGREGATE my_sum(int) (stype = int8, sfunc = int4_sum);
+CREATE AGGREGATE my_count(int) (stype = int8, sfunc = int8inc_any, initcond = '0');
+CREATE FUNCTION vol_sum(int8, int) RETURNS int8 VOLATILE LANGUAGE sql AS 'SELECT coalesce($1, 0) + $2';
+CREATE AGGREGATE vol_agg(int) (stype = int8, sfunc = vol_sum);
 
 -- refuse validation: has no primary key; add one (ALTER TABLE "public"."nokey" ADD PRIMARY KEY (...)), or make a unique index over NOT NULL columns its replica identity
 CREATE TRANSFORM x AS SELECT a FROM nokey;
@@ -79,39 +83,39 @@ CREATE TRANSFORM x AS SELECT n FROM (SELECT d2, string_agg(s, ',') AS n FROM fac
 -- refuse validation: string_agg without ORDER BY inside the call has no defined order
 CREATE TRANSFORM x AS SELECT d2, string_agg(s, ',') AS ss FROM fact GROUP BY d2;
 
--- refuse validation: the query has 2 unsupported parts
+-- refuse validation: LIMIT, OFFSET and FETCH are not supported in a transform
 CREATE TRANSFORM x AS SELECT id, (SELECT max(w) FROM dim2) AS m FROM fact LIMIT 5;
 
--- Each refusal of a subquery in an expression or a locking
--- clause is followed by the rewrite its advice gives, accepted.
+-- Subqueries in expressions (ADR 0030), each beside the join that an
+-- earlier version advised instead; both accepted.
 
--- refuse validation: WHERE: subqueries in expressions are not supported yet; for EXISTS, join the subquery's distinct rows instead
-CREATE TRANSFORM x AS SELECT f.id FROM fact f WHERE EXISTS (SELECT 1 FROM dim d WHERE d.id = f.d1 AND d.r = 1);
+-- accept
+CREATE TRANSFORM exists_where AS SELECT f.id FROM fact f WHERE EXISTS (SELECT 1 FROM dim d WHERE d.id = f.d1 AND d.r = 1);
 
 -- accept
 CREATE TRANSFORM exists_as_join AS SELECT f.id FROM fact f JOIN (SELECT DISTINCT id FROM dim WHERE r = 1) AS e ON e.id = f.d1;
 
--- refuse validation: for NOT EXISTS, LEFT JOIN it and add WHERE e.<column> IS NULL
-CREATE TRANSFORM x AS SELECT f.id FROM fact f WHERE NOT EXISTS (SELECT 1 FROM dim d WHERE d.id = f.d1 AND d.r = 1);
+-- accept
+CREATE TRANSFORM not_exists_where AS SELECT f.id FROM fact f WHERE NOT EXISTS (SELECT 1 FROM dim d WHERE d.id = f.d1 AND d.r = 1);
 
 -- accept
 CREATE TRANSFORM not_exists_as_join AS SELECT f.id FROM fact f LEFT JOIN (SELECT DISTINCT id FROM dim WHERE r = 1) AS e ON e.id = f.d1 WHERE e.id IS NULL;
 
--- refuse validation: for IN, join the subquery's distinct values instead
-CREATE TRANSFORM x AS SELECT id FROM fact WHERE d2 IN (SELECT d1 FROM fact WHERE v = 3);
+-- accept
+CREATE TRANSFORM in_where AS SELECT id FROM fact WHERE d2 IN (SELECT d1 FROM fact WHERE v = 3);
 
 -- accept
 CREATE TRANSFORM in_as_join AS SELECT f.id FROM fact f JOIN (SELECT DISTINCT d1 AS v FROM fact WHERE v = 3) AS s ON s.v = f.d2;
 
--- refuse validation: compute a scalar subquery in a subquery in FROM and join that
-CREATE TRANSFORM x AS SELECT f.id, (SELECT count(*) FROM dim2 e WHERE e.a = f.d2) AS n FROM fact f WHERE f.v > (SELECT avg(v) FROM fact);
+-- accept
+CREATE TRANSFORM scalar_where AS SELECT f.id, (SELECT count(*) FROM dim2 e WHERE e.a = f.d2) AS n FROM fact f WHERE f.v > (SELECT avg(v) FROM fact);
 
 -- accept
 CREATE TRANSFORM scalar_as_join AS SELECT f.id, coalesce(s.m, 0) AS n FROM fact f LEFT JOIN (SELECT a, count(*) AS m FROM dim2 GROUP BY a) AS s ON s.a = f.d2
   CROSS JOIN (SELECT avg(v) AS m FROM fact) AS t WHERE f.v > t.m;
 
--- refuse validation: for ARRAY (subquery), LEFT JOIN
-CREATE TRANSFORM x AS SELECT d.id, ARRAY(SELECT f.id FROM fact f WHERE f.d1 = d.id ORDER BY f.id) AS ids FROM dim d;
+-- accept
+CREATE TRANSFORM array_select AS SELECT d.id, ARRAY(SELECT f.id FROM fact f WHERE f.d1 = d.id ORDER BY f.id) AS ids FROM dim d;
 
 -- accept
 CREATE TRANSFORM array_as_join AS SELECT d.id, s.a AS ids FROM dim d LEFT JOIN (SELECT d1, array_agg(id ORDER BY id) AS a FROM fact GROUP BY d1) AS s ON s.d1 = d.id;
@@ -147,8 +151,17 @@ CREATE TRANSFORM x AS SELECT d2, count(DISTINCT (s, v)) AS n FROM fact GROUP BY 
 -- accept
 CREATE TRANSFORM distinct_rows_counted AS SELECT d2, count(*) AS n FROM (SELECT DISTINCT d2, s, v FROM fact) AS d GROUP BY d2;
 
--- refuse validation: UNION is not supported in a transform; define one transform per branch
-CREATE TRANSFORM x AS SELECT id FROM fact UNION SELECT id FROM dim;
+-- accept
+CREATE TRANSFORM union_ids AS SELECT id FROM fact UNION SELECT id FROM dim;
+
+-- accept
+CREATE TRANSFORM union_all_mixed AS SELECT id, v::numeric AS v FROM fact WHERE d1 = 2 UNION ALL SELECT id, r / 2.0 FROM dim UNION ALL SELECT a, w FROM dim2;
+
+-- accept
+CREATE TRANSFORM intersect_except AS (SELECT d1 FROM fact INTERSECT SELECT id FROM dim) EXCEPT SELECT a FROM dim2 WHERE w > 30;
+
+-- refuse validation: INTERSECT ALL keeps a row as many times as its counts say
+CREATE TRANSFORM x AS SELECT d1 FROM fact INTERSECT ALL SELECT id FROM dim;
 
 -- refuse validation: does not read back as written after PostgreSQL's deparser renders it
 CREATE TRANSFORM x AS SELECT id, (t AT TIME ZONE 'UTC')::date AS day FROM fact;
@@ -219,3 +232,81 @@ CREATE TRANSFORM level2 AS SELECT name, count(*) AS n, sum(v) AS s FROM level1 G
 
 -- refuse validation: WITH RECURSIVE is not supported in a transform
 CREATE TRANSFORM x AS WITH RECURSIVE r(n) AS (SELECT d1 FROM fact WHERE d1 = 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) SELECT n FROM r;
+
+-- accept
+CREATE TRANSFORM stats_exact AS SELECT d2, stddev(v) AS sd, stddev_samp(v) AS ss, stddev_pop(v) AS sp, variance(v) AS va,
+  var_samp(v::numeric / 7) AS vs, var_pop(d1::bigint) AS vp FROM fact GROUP BY d2;
+
+-- accept
+CREATE TRANSFORM stats_ordered AS SELECT d2, corr(v, d1 ORDER BY id) AS c, covar_pop(v, d1 ORDER BY id) AS cp,
+  covar_samp(v, d1 ORDER BY id) AS cs, regr_slope(v, d1 ORDER BY id) AS rs, regr_intercept(v, d1 ORDER BY id) AS ri,
+  regr_r2(v, d1 ORDER BY id) AS r2, regr_count(v, d1) AS rc, regr_avgx(v, d1 ORDER BY id) AS ax, regr_avgy(v, d1 ORDER BY id) AS ay,
+  regr_sxx(v, d1 ORDER BY id) AS sxx, regr_sxy(v, d1 ORDER BY id) AS sxy, regr_syy(v, d1 ORDER BY id) AS syy,
+  stddev(v::float8 / 3 ORDER BY id) AS sdf FROM fact GROUP BY d2;
+
+-- accept
+CREATE TRANSFORM stats_none AS SELECT regr_count(v, d1) AS rc, var_pop(v) AS vp, my_count(v) AS mc, my_sum(v) AS ms FROM fact WHERE v > 100;
+
+-- refuse validation: stddev(v::float8) depends on the order rows are aggregated in: PostgreSQL accumulates it in floating point, dividing at every row
+CREATE TRANSFORM x31 AS SELECT d2, stddev(v::float8) AS sd FROM fact GROUP BY d2;
+
+-- refuse validation: order the rows inside the call by a unique key, e.g. corr(v, d1 ORDER BY f.id)
+CREATE TRANSFORM x31 AS SELECT corr(v, d1) AS c FROM fact f;
+
+-- accept
+CREATE TRANSFORM ordered_sets AS SELECT d2, percentile_cont(0.5) WITHIN GROUP (ORDER BY v) AS med,
+  percentile_disc(ARRAY[0.25, 0.75]) WITHIN GROUP (ORDER BY v) AS q, mode() WITHIN GROUP (ORDER BY s) AS m,
+  rank(3) WITHIN GROUP (ORDER BY v) AS r, cume_dist(3) WITHIN GROUP (ORDER BY v) AS cd FROM fact GROUP BY d2;
+
+-- refuse validation: the direct argument of percentile_cont reads a column; in a transform it must be a constant
+CREATE TRANSFORM x31 AS SELECT d2, percentile_cont(d2 / 10.0) WITHIN GROUP (ORDER BY v) AS p FROM fact GROUP BY d2;
+
+-- accept
+CREATE TRANSFORM user_aggs AS SELECT d2, my_sum(v) AS s, my_count(d1) AS c, my_sum(v) + 1 AS s1 FROM fact GROUP BY d2 HAVING my_sum(v) > 3;
+
+-- refuse validation: the aggregate vol_agg(integer) calls vol_sum(bigint,integer) (volatile)
+CREATE TRANSFORM x31 AS SELECT d2, vol_agg(v) AS s FROM fact GROUP BY d2;
+
+-- refuse validation: aggregate json_agg is not supported yet
+CREATE TRANSFORM x31 AS SELECT d2, json_agg(v ORDER BY id) AS j FROM fact GROUP BY d2;
+
+-- accept
+CREATE TRANSFORM rollup_sets AS SELECT d2, s, count(*) AS n, sum(v) AS sv, min(v) AS mn, string_agg(s, ',' ORDER BY id) AS ss,
+  GROUPING(d2, s) AS g FROM fact GROUP BY ROLLUP (d2, s);
+
+-- accept
+CREATE TRANSFORM cube_having AS SELECT d1, d2, count(*) AS n, avg(v) AS a FROM fact GROUP BY CUBE (d1, d2) HAVING count(*) > 1;
+
+-- accept
+CREATE TRANSFORM sets_join AS SELECT d.name, f.d2, sum(f.v) AS s, max(f.v) AS mx FROM fact f JOIN dim d ON d.id = f.d1
+  GROUP BY GROUPING SETS ((d.name), (f.d2), ());
+
+-- accept
+CREATE TRANSFORM sets_distinct AS SELECT d2, count(*) AS n FROM fact GROUP BY DISTINCT ROLLUP (d2), ROLLUP (d2);
+
+-- accept
+CREATE TRANSFORM group_empty AS SELECT count(*) AS n FROM fact GROUP BY ();
+
+-- accept
+CREATE TRANSFORM grouping_label AS SELECT CASE WHEN GROUPING(s) = 1 THEN 'all' ELSE s END AS label, count(*) AS n FROM fact GROUP BY ROLLUP (s);
+
+-- refuse validation: are the same set (d2), so PostgreSQL returns each of its groups twice
+CREATE TRANSFORM x31 AS SELECT d2, count(*) AS n FROM fact GROUP BY GROUPING SETS ((d2), (d2));
+
+-- accept
+CREATE TRANSFORM not_in_nulls AS SELECT id FROM fact WHERE d1 NOT IN (SELECT r FROM dim WHERE name <> 'n0');
+
+-- accept
+CREATE TRANSFORM exists_or AS SELECT f.id, f.v FROM fact f WHERE f.v = 3 OR EXISTS (SELECT 1 FROM dim2 e WHERE e.a = f.d2 AND e.w > 50);
+
+-- accept
+CREATE TRANSFORM exists_on AS SELECT f.id, d.name FROM fact f LEFT JOIN dim d ON d.id = f.d1 AND EXISTS (SELECT 1 FROM dim2 e WHERE e.a = d.r);
+
+-- accept
+CREATE TRANSFORM scalar_correlated AS SELECT d.id, (SELECT min(f.v) FROM fact f WHERE f.d1 = d.id) AS lo FROM dim d;
+
+-- accept
+CREATE TRANSFORM having_scalar AS SELECT d1, count(*) AS n FROM fact GROUP BY d1 HAVING count(*) > (SELECT avg(w) FROM dim2);
+
+-- refuse validation: limits its rows (LIMIT, OFFSET) and refers to the outer query
+CREATE TRANSFORM x AS SELECT d.id, (SELECT f.v FROM fact f WHERE f.d1 = d.id ORDER BY f.id LIMIT 1) AS first FROM dim d;
