@@ -46,7 +46,7 @@ plants:
 	$(GO) run ./generative/cmd/plantsweep $(PLANT_ARGS)
 
 # The benchmark suite (docs/performance.md): write tax, latency, keep-up,
-# catch-up, build, refresh; JSON lines on stdout, a Markdown summary at the
+# catch-up, build, refresh, many; JSON lines on stdout, a Markdown summary at the
 # end (BENCH_ARGS="--scenarios write-tax --rounds 3 --plot out/").
 bench:
 	$(GO) run ./cmd/trellis-repl bench $(BENCH_ARGS)

@@ -252,8 +252,24 @@ func indexOf(list []string, s string) int {
 }
 
 // Commit queues a committed transaction; the queue is written as one batch
-// when it is large or a little time has passed.
+// when it is large or a little time has passed. A transaction of more than
+// groupCommitKeys row keys (a trigger drain's batch, a transaction the
+// walsender did not stream) is recorded in parts of that many first, so
+// that its dirty keys — one per row and transform reading the row — are
+// never all in memory at once (ADR 0029).
 func (in *intake) Commit(ctx context.Context, txn *decode.Txn) error {
+	if len(txn.Keys) > groupCommitKeys {
+		if err := in.flush(); err != nil {
+			return err
+		}
+		rest, err := in.recordParts(txn)
+		if err != nil {
+			return err
+		}
+		part := *txn
+		part.Keys = rest
+		txn = &part
+	}
 	in.mu.Lock()
 	in.stamp = txn.EndLSN
 	keys, err := in.dirty(txn.Keys)
@@ -281,6 +297,30 @@ func (in *intake) Commit(ctx context.Context, txn *decode.Txn) error {
 	}
 	in.ensureFlusher()
 	return nil
+}
+
+// recordParts records the row keys of txn but its last groupCommitKeys in
+// parts (checkpoint.RecordPart), and returns those last ones: the
+// transaction's position moves with them.
+func (in *intake) recordParts(txn *decode.Txn) ([]decode.RowKey, error) {
+	rows := txn.Keys
+	for len(rows) > groupCommitKeys {
+		in.mu.Lock()
+		in.stamp = txn.EndLSN
+		keys, err := in.dirty(rows[:groupCommitKeys])
+		if err == nil {
+			// Held while writing, as flush does: parts and batches reach
+			// the store in LSN order.
+			err = in.r.store.RecordPart(txn.EndLSN, txn.Xid, keys, nil)
+		}
+		in.mu.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("record part of a transaction of %d rows in the local store: %w", len(txn.Keys), err)
+		}
+		in.wake([]checkpoint.Txn{{Keys: keys}})
+		rows = rows[groupCommitKeys:]
+	}
+	return rows, nil
 }
 
 // ensureFlusher writes a queue that no later Commit will push out.

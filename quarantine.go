@@ -245,24 +245,40 @@ func (t *Trellis) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return nil
 }
 
+// releasePage is how many released keys the runner marks dirty at once.
+const releasePage = 1000
+
 // releaseKeys marks the keys released since the last reconcile dirty in
-// the store, so their transforms re-derive them, then forgets them.
+// the store, so their transforms re-derive them, then forgets them: a page
+// at a time, so that releasing every key of a transform that holds many
+// keeps one page in memory (ADR 0029).
 func (r *runner) releaseKeys(ctx context.Context) error {
-	ks, err := r.t.cat.Released(ctx, r.t.pool)
-	if err != nil || len(ks) == 0 {
-		return err
-	}
-	for _, k := range ks {
-		if err := r.store.MarkDirty(k.TransformID, []checkpoint.DirtyKey{{Transform: k.TransformID, Table: k.TableOID, Key: k.KeyID}}); err != nil {
+	total := 0
+	for {
+		ks, err := r.t.cat.Released(ctx, r.t.pool, releasePage)
+		if err != nil || len(ks) == 0 {
+			if total > 0 {
+				r.t.log.Info("released keys marked for re-derive", "keys", total)
+				for _, w := range r.workerList() {
+					w.notify()
+				}
+			}
 			return err
 		}
-		if err := r.t.cat.ForgetReleased(ctx, r.t.pool, k); err != nil {
+		byTransform := map[int64][]checkpoint.DirtyKey{}
+		for _, k := range ks {
+			byTransform[k.TransformID] = append(byTransform[k.TransformID], checkpoint.DirtyKey{Transform: k.TransformID, Table: k.TableOID, Key: k.KeyID})
+		}
+		for id, keys := range byTransform {
+			if err := r.store.MarkDirty(id, keys); err != nil {
+				return err
+			}
+		}
+		// A crash before the rows go marks them dirty again at the next
+		// start: one more re-derive.
+		if err := r.t.cat.ForgetReleased(ctx, r.t.pool, ks); err != nil {
 			return err
 		}
+		total += len(ks)
 	}
-	r.t.log.Info("released keys marked for re-derive", "keys", len(ks))
-	for _, w := range r.workerList() {
-		w.notify()
-	}
-	return nil
 }

@@ -893,8 +893,16 @@ func (w *worker) rederiveStored(ctx context.Context, a *engine.Applier, xids []u
 			units = append(units, unit{table: k.TableOID, keyID: k.KeyID, key: k.Key, sources: srcs})
 		}
 	}
-	_, err = w.applyUnits(ctx, a, units, xids, 0, nil)
-	return err
+	// A batch at most, as every apply (the fuse bounds the held keys, not
+	// the batch).
+	for len(units) > 0 {
+		n := min(len(units), w.r.t.cfg.BatchSize)
+		if _, err := w.applyUnits(ctx, a, units[:n], xids, 0, nil); err != nil {
+			return err
+		}
+		units = units[n:]
+	}
+	return nil
 }
 
 // unitsOf are keys of plan source src as units of a batch.

@@ -27,7 +27,9 @@ import (
 //   - build.png: build time and CREATE TABLE AS time per shape;
 //   - refresh.png: REFRESH MATERIALIZED VIEW time over change-to-visible
 //     time, per round, with the goal;
-//   - many.png: the many scenario's build, idle cost and status times.
+//   - many.png: the many scenario's build, idle cost and status times;
+//   - memory.png: the runner's peak RSS per path and capture, with the
+//     goal.
 func WritePlots(dir string, rep SuiteReport) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("bench: plot dir: %w", err)
@@ -95,6 +97,13 @@ func WritePlots(dir string, rep SuiteReport) ([]string, error) {
 	if gs := groups[ScenarioRefresh]; len(gs) > 0 {
 		p, err := refreshPlot(gs)
 		if err := save(ScenarioRefresh, p, err); err != nil {
+			return files, err
+		}
+	}
+	if gs := groups[ScenarioMemory]; len(gs) > 0 {
+		p, err := groupedBars(fmt.Sprintf("memory: runner peak RSS (goal ≤ %d MiB)", GoalPeakRSSMiB), "MiB", gs,
+			[]string{"peak_rss_mib"}, []string{"peak RSS"}, GoalPeakRSSMiB)
+		if err := save(ScenarioMemory, p, err); err != nil {
 			return files, err
 		}
 	}

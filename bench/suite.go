@@ -22,6 +22,8 @@ package bench
 //     tables: connections held, apply and build time, latency under a
 //     light workload, idle cost against ten transforms measured beside
 //     it, status times, /metrics series and peak RSS.
+//   - memory (memory.go): the runner's peak resident memory, as a child
+//     process, on every path of unbounded size (issue 25, ADR 0029).
 
 import (
 	"context"
@@ -50,7 +52,7 @@ const (
 // Scenarios lists every scenario of the suite, in the order RunSuite runs
 // them.
 func Scenarios() []string {
-	return []string{ScenarioWriteTax, ScenarioLatency, ScenarioKeepUp, ScenarioCatchUp, ScenarioBuild, ScenarioRefresh, ScenarioMany}
+	return []string{ScenarioWriteTax, ScenarioLatency, ScenarioKeepUp, ScenarioCatchUp, ScenarioBuild, ScenarioRefresh, ScenarioMany, ScenarioMemory}
 }
 
 // Point is one measured figure of a scenario: one configuration in one
@@ -196,7 +198,7 @@ func Goals() []Goal {
 		{ScenarioBuild, "row", "ratio_to_baseline", true, 2, "build ≤ 2× CREATE TABLE AS"},
 		{ScenarioBuild, "agg", "ratio_to_baseline", true, 2, "build ≤ 2× CREATE TABLE AS"},
 		{ScenarioRefresh, PointRefresh, "ratio_to_baseline", false, 100, "≥ 100× faster than REFRESH MATERIALIZED VIEW"},
-	}, manyGoals()...)
+	}, append(manyGoals(), memoryGoals()...)...)
 }
 
 // SuiteConfig configures RunSuite.
@@ -215,6 +217,7 @@ type SuiteConfig struct {
 	Build    BuildConfig
 	Refresh  RefreshConfig
 	Many     ManyConfig
+	Memory   MemoryConfig
 	// ProgressInterval is trellis.Config's (default 50ms): how late
 	// convergence is noticed.
 	ProgressInterval time.Duration
@@ -246,6 +249,7 @@ func QuickSuite() SuiteConfig {
 		Refresh: RefreshConfig{Rows: 20_000, Groups: 2_000, Changes: 3},
 		Many: ManyConfig{Tables: 3, Rows: 200, Workload: 2 * time.Second, Settle: time.Second, Idle: 3 * time.Second,
 			StatusRuns: 1},
+		Memory: MemoryConfig{Rows: 20_000, FailEvery: 1_000, BuildTransforms: 20, BuildTables: 4, BuildRows: 2_000},
 	}
 	c.defaults()
 	c.Logger, c.Progress = nil, nil
@@ -278,6 +282,7 @@ func (c *SuiteConfig) defaults() {
 	c.Build.defaults()
 	c.Refresh.defaults()
 	c.Many.defaults()
+	c.Memory.defaults()
 }
 
 // engineConfig is the Config the shared helpers (running.converge, verify)
@@ -350,6 +355,11 @@ func RunSuite(ctx context.Context, cfg SuiteConfig, dbs Databases) (SuiteReport,
 	if err := cfg.WriteTax.check(); err != nil {
 		return rep, err
 	}
+	if want[ScenarioMemory] {
+		if err := cfg.Memory.check(); err != nil {
+			return rep, err
+		}
+	}
 	s := &suiteRun{cfg: &cfg, ec: cfg.engineConfig(), dbs: dbs, rep: &rep}
 	runners := map[string]func(context.Context, int) error{
 		ScenarioWriteTax: s.writeTax,
@@ -359,6 +369,7 @@ func RunSuite(ctx context.Context, cfg SuiteConfig, dbs Databases) (SuiteReport,
 		ScenarioBuild:    s.build,
 		ScenarioRefresh:  s.refresh,
 		ScenarioMany:     s.many,
+		ScenarioMemory:   s.memory,
 	}
 	var errs []error
 	for _, sc := range Scenarios() {

@@ -21,6 +21,7 @@ func TestQuickSuite(t *testing.T) {
 	defer cancel()
 	cfg := QuickSuite()
 	cfg.Many.Runner = trellisRepl(t)
+	cfg.Memory.Runner = cfg.Many.Runner
 	var lines bytes.Buffer
 	enc := json.NewEncoder(&lines)
 	cfg.Emit = func(p Point) error { return enc.Encode(p) }
@@ -52,6 +53,9 @@ func TestQuickSuite(t *testing.T) {
 		ScenarioBuild:   {"row": "build_seconds", "agg": "ctas_seconds"},
 		ScenarioRefresh: {PointRefresh: "refresh_ms"},
 		ScenarioMany:    {PointMany: "connections_max", PointFew: "idle_runner_cpu_percent", PointManySample: "transforms_live"},
+		ScenarioMemory: {"logical fault insert": "peak_rss_mib", "logical fault update": "peak_rss_mib", "logical resume": "peak_rss_mib",
+			"logical self-check": "peak_rss_mib", "logical delete": "peak_rss_mib", "logical truncate": "peak_rss_mib", "logical build": "peak_rss_mib",
+			"trigger fault insert": "peak_rss_mib", "trigger delete": "peak_rss_mib", "trigger truncate": "peak_rss_mib", "trigger build": "peak_rss_mib"},
 	}
 	got := map[[2]string]Point{}
 	for _, p := range rep.Points {

@@ -26,7 +26,7 @@ func TestConcurrentRecordTakeDone(t *testing.T) {
 }
 
 func testConcurrentRecordTakeDone(t *testing.T, pipelined bool, syncEvery time.Duration) {
-	s, err := open(t.TempDir(), Options{SyncInterval: syncEvery}, testMirrorCap(t))
+	s, err := openBudget(t.TempDir(), Options{SyncInterval: syncEvery}, testMirrorCap(t), testMemBudget(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -138,6 +138,54 @@ func (s *Store) RecordMany(txns []Txn) error {
 	return s.commitSynced(b, top)
 }
 
+// RecordPart records part of a committed transaction that RecordMany (or
+// further parts) will finish: its keys and truncations join the dirty sets
+// at lsn, and its visibility entry is written with them, so that an
+// applier taking any of them checks xid. Neither ReceivedLSN nor
+// RecordedLSN moves: the transaction's last part, given to RecordMany,
+// moves them. Not synced (that last part's sync makes it durable); after
+// a crash before it the server sends the transaction again, and the keys
+// already recorded cost only re-derives. A caller splits a transaction
+// that would otherwise need one Pebble batch, and the keys of every
+// transform reading it, in memory at once (ADR 0029).
+func (s *Store) RecordPart(lsn uint64, xid uint32, keys []DirtyKey, truncs []TableRef) error {
+	if len(keys)+len(truncs) == 0 {
+		return nil
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.life.RUnlock()
+	b := s.db.NewBatch()
+	s.mu.Lock()
+	w := s.newWriter(b)
+	if xid != 0 {
+		_ = b.Set(xidKey(lsn), binary.BigEndian.AppendUint32(nil, xid), nil)
+		s.xids.add(XidEntry{LSN: lsn, Xid: xid})
+	}
+	for _, k := range keys {
+		if err := w.markKey(k.Transform, k.Table, k.Key, lsn); err != nil {
+			return w.abort(err)
+		}
+	}
+	for _, r := range truncs {
+		if err := w.markTrunc(r.Transform, r.Table, lsn); err != nil {
+			return w.abort(err)
+		}
+	}
+	w.publishCounts()
+	w.release()
+	err := b.Commit(pebble.NoSync)
+	s.mu.Unlock()
+	if cerr := b.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("checkpoint: record part of the transaction at %d: %w", lsn, err)
+	}
+	return nil
+}
+
 // MarkDirty durably adds keys to dirty sets at the current ReceivedLSN
 // (backfill, rebuild). It records no visibility entry and does not move
 // ReceivedLSN. Every key's Transform must equal transform.
@@ -313,7 +361,7 @@ func (s *Store) Done(transform int64, b Batch) error {
 	var low []byte
 	if w := s.watch[transform]; w != nil && w.id == b.watch {
 		marked = w.marked
-		delete(s.watch, transform)
+		s.dropWatch(transform)
 		if b.All {
 			low = lowest(prefixEnd(keyPrefix(transform)), w.min)
 		}
@@ -375,7 +423,10 @@ func (s *Store) Done(transform int64, b Batch) error {
 		}
 	}
 	for k := range seen {
-		delete(m, k)
+		if _, ok := m[k]; ok {
+			delete(m, k)
+			s.held--
+		}
 		delete(s.staged, k)
 	}
 	if m != nil && len(m) == 0 {
@@ -427,7 +478,8 @@ func (s *Store) DropTransform(transform int64) error {
 	delete(s.cursors, transform)
 	delete(s.low, transform)
 	delete(s.pending, transform)
-	delete(s.watch, transform)
+	s.dropWatch(transform)
+	s.held -= len(s.mirrors[transform])
 	s.mirrors[transform] = mirror{}
 	for k, tr := range s.staged {
 		if tr == transform {
@@ -542,34 +594,55 @@ func (w *writer) set(transform int64, k []byte, lsn uint64) (isNew bool, err err
 		isNew = !ok
 	}
 	lsn = max(lsn, prev) // the newest LSN wins; the version always changes
-	w.seen[string(k)] = lsn
+	// One string for every map the key goes into: each conversion from
+	// bytes is an allocation of its own.
+	ks := string(k)
+	w.seen[ks] = lsn
 	ver := w.s.nextVersion
 	w.s.nextVersion++
 	e := mirrorEntry{lsn: lsn, ver: ver}
-	if watch := w.s.watch[transform]; watch != nil {
-		watch.marked[string(k)] = e
-	}
 	m := w.s.mirrors[transform]
+	if watch := w.s.watch[transform]; watch != nil && m == nil {
+		// Only a set without a mirror needs its marks watched: Done
+		// compares a mirrored set's versions against the mirror.
+		if _, again := watch.marked[ks]; !again {
+			w.s.held++
+		}
+		watch.marked[ks] = e
+		if len(watch.marked) > watchCap || w.s.held > w.s.memBudget {
+			w.s.dropWatch(transform)
+		}
+	}
 	if m != nil && w.stage {
 		// Staged: written by the sync that reports its position, unless a
 		// Done removes it first (mirror.go).
-		e.stored = m[string(k)].stored
-		m[string(k)] = e
-		w.s.staged[string(k)] = transform
-		if len(m) > w.s.mirrorCap {
-			w.dropMirror(transform)
-		}
+		cur, had := m[ks]
+		e.stored = cur.stored
+		m[ks] = e
+		w.s.staged[ks] = transform
+		w.grewMirror(transform, m, had)
 		return isNew, nil
 	}
 	e.stored = true
-	delete(w.s.staged, string(k))
+	delete(w.s.staged, ks)
 	if m != nil {
-		m[string(k)] = e
-		if len(m) > w.s.mirrorCap {
-			w.dropMirror(transform)
-		}
+		_, had := m[ks]
+		m[ks] = e
+		w.grewMirror(transform, m, had)
 	}
 	return isNew, w.b.Set(k, encodeValue(lsn, ver), nil)
+}
+
+// grewMirror counts an entry just written to transform's mirror m (had:
+// it replaced one) and drops the mirror past its cap or the store's
+// budget. Called with s.mu held.
+func (w *writer) grewMirror(transform int64, m mirror, had bool) {
+	if !had {
+		w.s.held++
+	}
+	if len(m) > w.s.mirrorCap || w.s.held > w.s.memBudget {
+		w.dropMirror(transform)
+	}
 }
 
 // publishCounts applies the counted changes; called just before the batch

@@ -12,6 +12,18 @@ import (
 // set holds a few keys, a catch-up's millions (ADR 0016).
 const defaultMirrorCap = 1 << 16
 
+// watchCap bounds the marks one watch records (see watch): a Take whose
+// batch takes long while a huge transaction is recorded (a bisection,
+// ADR 0013) would otherwise keep every key of it. Past the cap the watch
+// is dropped and Done reads each entry of its batch instead.
+const watchCap = 1 << 16
+
+// defaultMemBudget bounds the entries the store keeps in memory for all
+// transforms together (Store.held: mirror entries and watched marks), at
+// about 100 bytes each (ADR 0029). A mirror or a watch that would pass it
+// is dropped, as one that passes its own cap.
+const defaultMemBudget = 1 << 17
+
 // mirrorEntry is what a dirty entry's value holds: the newest LSN that
 // dirtied it and its version stamp; stored says Pebble holds the entry
 // (some version of it), so removing it takes a deletion.
@@ -47,10 +59,14 @@ type mirror map[string]mirrorEntry
 // its staged entries are written to the writer's batch first, as Pebble
 // must then hold the whole set, and noted as written by it (later keys of
 // the batch are looked up in the store, which does not have them yet).
-// Called with s.mu held.
+// The transform's watch goes too: while the mirror existed it recorded
+// nothing (Done compared versions against the mirror), so Done must now
+// read each entry. Called with s.mu held.
 func (w *writer) dropMirror(transform int64) {
 	s := w.s
 	m := s.mirrors[transform]
+	s.held -= len(m)
+	s.dropWatch(transform)
 	for k, tr := range s.staged {
 		if tr != transform {
 			continue
@@ -134,7 +150,8 @@ func (s *Store) takeMirror(transform int64, m mirror, limit int, out *Batch) {
 // version winning. Nothing else can have changed the set: only Done
 // deletes, from the same goroutine as Take. Called with s.mu held.
 func (s *Store) rebuildMirror(transform int64, b *Batch, w *watch) {
-	if len(b.Keys)+len(b.Truncated)+len(w.marked) > s.mirrorCap {
+	n := len(b.Keys) + len(b.Truncated) + len(w.marked)
+	if n > s.mirrorCap || s.held+n > s.memBudget {
 		return
 	}
 	m := make(mirror, len(b.Keys)+len(b.Truncated)+len(w.marked))
@@ -152,4 +169,23 @@ func (s *Store) rebuildMirror(transform int64, b *Batch, w *watch) {
 		}
 	}
 	s.mirrors[transform] = m
+	s.held += len(m)
+}
+
+// dropWatch forgets transform's watch: Done then reads each entry of the
+// batch the watch was for. Called with s.mu held.
+func (s *Store) dropWatch(transform int64) {
+	if w := s.watch[transform]; w != nil {
+		s.held -= len(w.marked)
+		delete(s.watch, transform)
+	}
+}
+
+// InMemory is how many dirty-set entries the store keeps in memory for
+// every transform together (mirrors and watches): at most about
+// defaultMemBudget (ADR 0029).
+func (s *Store) InMemory() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held
 }

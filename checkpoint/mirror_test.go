@@ -12,6 +12,23 @@ import (
 // uses; TestUnderMirrorCaps sets it for a re-run of the package's tests.
 const mirrorCapEnv = "TRELLIS_TEST_STORE_MIRROR_CAP"
 
+// memBudgetEnv, when set, is the store-wide bound on in-memory entries
+// every store a test opens uses (ADR 0029).
+const memBudgetEnv = "TRELLIS_TEST_STORE_MEM_BUDGET"
+
+// testMemBudget is the in-memory bound of the stores tests open.
+func testMemBudget(t testing.TB) int {
+	v := os.Getenv(memBudgetEnv)
+	if v == "" {
+		return defaultMemBudget
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", memBudgetEnv, v, err)
+	}
+	return n
+}
+
 // testMirrorCap is the mirror bound of the stores tests open.
 func testMirrorCap(t testing.TB) int {
 	v := os.Getenv(mirrorCapEnv)
@@ -26,23 +43,25 @@ func testMirrorCap(t testing.TB) int {
 }
 
 // TestUnderMirrorCaps runs every other test of the package again with no
-// mirror (every dirty set read from Pebble, as a catch-up's are) and with
-// a tiny one (sets going in and out of their mirror all the time): the
-// store must behave the same whichever copy it reads (ADR 0016).
+// mirror (every dirty set read from Pebble, as a catch-up's are), with a
+// tiny one (sets going in and out of their mirror all the time), and with
+// a tiny store-wide budget (mirrors and watches dropped all the time, so
+// Done reads its entries; ADR 0029): the store must behave the same
+// whichever copy it reads (ADR 0016).
 func TestUnderMirrorCaps(t *testing.T) {
-	if os.Getenv(mirrorCapEnv) != "" {
+	if os.Getenv(mirrorCapEnv) != "" || os.Getenv(memBudgetEnv) != "" {
 		t.Skip("already a re-run")
 	}
 	if testing.Short() {
 		t.Skip("short")
 	}
-	for _, c := range []int{0, 3} {
-		t.Run(fmt.Sprint("cap=", c), func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], "-test.run", ".", "-test.skip", "TestUnderMirrorCaps|TestCommitSpillMillion", "-test.count", "1")
-			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", mirrorCapEnv, c))
+	for _, env := range []string{mirrorCapEnv + "=0", mirrorCapEnv + "=3", memBudgetEnv + "=5"} {
+		t.Run(env, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run", ".", "-test.skip", "TestUnderMirrorCaps|TestCommitSpillMillion|TestMemoryBudget", "-test.count", "1")
+			cmd.Env = append(os.Environ(), env)
 			out, err := cmd.CombinedOutput()
 			if err != nil {
-				t.Fatalf("tests with mirror cap %d: %v\n%s", c, err, out)
+				t.Fatalf("tests with %s: %v\n%s", env, err, out)
 			}
 		})
 	}

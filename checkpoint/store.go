@@ -79,8 +79,14 @@ type Store struct {
 	low map[int64][]byte
 	// mirrors holds the exact in-memory copy of each small dirty set
 	// (mirror.go); absent: read the set from Pebble.
-	mirrors     map[int64]mirror
-	mirrorCap   int
+	mirrors   map[int64]mirror
+	mirrorCap int
+	// held counts the dirty-set entries kept in memory for every
+	// transform together: mirror entries and the marks of watches. It
+	// stays within memBudget (ADR 0029): a mirror or a watch that would
+	// pass it is dropped, whatever the number of transforms.
+	held        int
+	memBudget   int
 	nextVersion uint64
 	recvWritten uint64 // highest received LSN written to any batch
 	recvDefer   uint64 // AdvanceReceived value not yet written
@@ -142,6 +148,12 @@ func OpenWith(dir string, o Options) (*Store, error) {
 // open is OpenWith with the mirror bound as a parameter (tests run the
 // store with no mirror, a tiny one and the default).
 func open(dir string, o Options, mirrorCap int) (*Store, error) {
+	return openBudget(dir, o, mirrorCap, defaultMemBudget)
+}
+
+// openBudget is open with the store-wide bound on in-memory entries as a
+// parameter too.
+func openBudget(dir string, o Options, mirrorCap, memBudget int) (*Store, error) {
 	logger := o.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -164,7 +176,7 @@ func open(dir string, o Options, mirrorCap int) (*Store, error) {
 		return nil, fmt.Errorf("checkpoint: open pebble in %s: %w", dir, err)
 	}
 	s := &Store{db: db, log: logger, pending: make(map[int64]int64), watch: make(map[int64]*watch), nextVersion: 1, cursors: make(map[int64][]byte), low: make(map[int64][]byte),
-		mirrors: make(map[int64]mirror), mirrorCap: mirrorCap, syncEvery: o.SyncInterval,
+		mirrors: make(map[int64]mirror), mirrorCap: mirrorCap, memBudget: memBudget, syncEvery: o.SyncInterval,
 		staged: make(map[string]int64)}
 	if err := s.load(); err != nil {
 		return nil, errors.Join(err, db.Close())
@@ -247,7 +259,9 @@ func (s *Store) load() error {
 				s.mirrors[tr] = m
 			}
 			m[string(k)] = mirrorEntry{lsn: lsn, ver: ver, stored: true}
-			if len(m) > s.mirrorCap {
+			s.held++
+			if len(m) > s.mirrorCap || s.held > s.memBudget {
+				s.held -= len(m)
 				delete(s.mirrors, tr)
 				over[tr] = true
 			}

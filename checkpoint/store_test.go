@@ -12,7 +12,7 @@ import (
 
 func openTest(t testing.TB, dir string) *Store {
 	t.Helper()
-	s, err := open(dir, Options{}, testMirrorCap(t))
+	s, err := openBudget(dir, Options{}, testMirrorCap(t), testMemBudget(t))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -818,5 +818,75 @@ func TestStagedKeys(t *testing.T) {
 	}
 	if got, _ := s2.PendingXids(^uint64(0), 0); len(got) != 2 {
 		t.Fatalf("reopened: visibility entries %v, want both", got)
+	}
+}
+
+// TestRecordPart: a transaction recorded in parts (RecordPart) then
+// finished by RecordMany. The parts make their keys dirty, takeable and
+// visibility-checked at once, but neither the received nor the recorded
+// position moves before the last part, not even across a close (a crash
+// after some parts: the server sends the transaction again). Replayed
+// whole, its keys count once; finished, the position is its LSN.
+func TestRecordPart(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := func(tr int64, from, to int) []DirtyKey {
+		var out []DirtyKey
+		for i := from; i < to; i++ {
+			out = append(out, dk(tr, 1, fmt.Sprint(i)))
+		}
+		return out
+	}
+	must(s.Record(10, 1, []DirtyKey{dk(1, 1, "0")}, nil))
+	parts := func(s *Store) {
+		t.Helper()
+		must(s.RecordPart(100, 7, append(keys(1, 0, 50), keys(2, 0, 50)...), nil))
+		must(s.RecordPart(100, 7, append(keys(1, 50, 100), keys(2, 50, 100)...), []TableRef{{Transform: 2, Table: 1}}))
+		if s.ReceivedLSN() != 10 || s.RecordedLSN() != 10 {
+			t.Fatalf("after the parts: received %d, recorded %d, want 10 until the last part", s.ReceivedLSN(), s.RecordedLSN())
+		}
+		if n1, n2 := mustPending(t, s, 1), mustPending(t, s, 2); n1 != 100 || n2 != 100 {
+			t.Fatalf("after the parts: %d and %d keys pending, want 100 each", n1, n2)
+		}
+		if x, _ := s.PendingXids(100, 0); !slices.Contains(x, XidEntry{LSN: 100, Xid: 7}) {
+			t.Fatalf("after the parts: visibility entries %v, want (100, 7)", x)
+		}
+	}
+	parts(s)
+	b := mustTake(t, s, 2, 0)
+	if len(b.Keys) != 100 || len(b.Truncated) != 1 || b.UpTo != 10 || b.MaxLSN() != 100 {
+		t.Fatalf("take after the parts: %d keys, %d markers, up to %d, newest %d", len(b.Keys), len(b.Truncated), b.UpTo, b.MaxLSN())
+	}
+	// A crash after the parts: the position did not move.
+	must(s.Close())
+	s = openTest(t, dir)
+	if s.ReceivedLSN() != 10 {
+		t.Fatalf("reopened after the parts: received %d, want 10", s.ReceivedLSN())
+	}
+	// The server sends the transaction again: parts, then the last one.
+	parts(s)
+	must(s.RecordMany([]Txn{{LSN: 100, Xid: 7, Keys: append(keys(1, 100, 120), dk(2, 1, "7"))}}))
+	if s.ReceivedLSN() != 100 || s.RecordedLSN() != 100 {
+		t.Fatalf("after the last part: received %d, recorded %d, want 100", s.ReceivedLSN(), s.RecordedLSN())
+	}
+	if n1, n2 := mustPending(t, s, 1), mustPending(t, s, 2); n1 != 120 || n2 != 100 {
+		t.Fatalf("after the last part: %d and %d keys pending, want 120 and 100", n1, n2)
+	}
+	if x, _ := s.PendingXids(^uint64(0), 0); !slices.Equal(x, []XidEntry{{10, 1}, {100, 7}}) {
+		t.Fatalf("visibility entries %v, want (10, 1) and (100, 7) once", x)
+	}
+	b = mustTake(t, s, 1, 0)
+	if b.UpTo != 100 || !b.All || len(b.Keys) != 120 {
+		t.Fatalf("take after the last part: %d keys, up to %d, all %v", len(b.Keys), b.UpTo, b.All)
+	}
+	must(s.Done(1, b))
+	if n := mustPending(t, s, 1); n != 0 {
+		t.Fatalf("%d keys pending after Done", n)
 	}
 }

@@ -15,6 +15,10 @@ import (
 // StreamChunkKeys is how many keys of a streamed transaction the Decoder
 // buffers before forwarding them through Sink.StreamChunk, so that a huge
 // in-progress transaction never sits in memory (docs/architecture.md §2).
+// A transaction the walsender did not stream (under the server's
+// logical_decoding_work_mem, or any size before PostgreSQL 14) goes to
+// the sink the same way once it has that many keys: its chunks, then a
+// StreamCommit instead of a Commit (ADR 0029).
 const StreamChunkKeys = 10000
 
 // KeyError reports a change whose key cannot be read from the message: the
@@ -54,6 +58,9 @@ type Decoder struct {
 	rels map[uint32]*relEntry
 
 	txn *Txn // open non-streamed transaction, nil between Commit and Begin
+	// txnChunked: the open non-streamed transaction passed chunkLimit
+	// keys, and what it had went to the sink as a stream chunk.
+	txnChunked bool
 
 	inStream   bool   // between Stream Start and Stream Stop
 	streamXid  uint32 // top-level xid of the open stream block
@@ -108,6 +115,7 @@ func (d *Decoder) Decode(ctx context.Context, walData []byte) error {
 			return fmt.Errorf("decode: Begin of xid %d while xid %d is still open", m.Xid, d.txn.Xid)
 		}
 		d.txn = &Txn{Xid: m.Xid, CommitLSN: uint64(m.FinalLSN), CommitTime: m.CommitTime}
+		d.txnChunked = false
 	case *pglogrepl.CommitMessage:
 		if d.txn == nil {
 			return errors.New("decode: Commit without Begin")
@@ -117,6 +125,15 @@ func (d *Decoder) Decode(ctx context.Context, walData []byte) error {
 		txn.CommitLSN = uint64(m.CommitLSN)
 		txn.EndLSN = uint64(m.TransactionEndLSN)
 		txn.CommitTime = m.CommitTime
+		if d.txnChunked {
+			if err := d.chunkTxn(ctx, txn); err != nil {
+				return err
+			}
+			if err := d.sink.StreamCommit(ctx, txn.Xid, txn.CommitLSN, txn.EndLSN, txn.CommitTime); err != nil {
+				return fmt.Errorf("decode: sink commit of xid %d: %w", txn.Xid, err)
+			}
+			return nil
+		}
 		if err := d.sink.Commit(ctx, txn); err != nil {
 			return fmt.Errorf("decode: sink commit of xid %d: %w", txn.Xid, err)
 		}
@@ -331,6 +348,25 @@ func (d *Decoder) addKeys(ctx context.Context, xid uint32, keys ...RowKey) error
 		return errors.New("decode: row change outside a transaction")
 	}
 	d.txn.Keys = append(d.txn.Keys, keys...)
+	if len(d.txn.Keys) >= d.chunkLimit {
+		d.txnChunked = true
+		return d.chunkTxn(ctx, d.txn)
+	}
+	return nil
+}
+
+// chunkTxn hands what the open non-streamed transaction txn has so far to
+// the sink as a chunk of a streamed one (its keys carry no subtransaction
+// xid: every change of a transaction sent at its commit is committed).
+func (d *Decoder) chunkTxn(ctx context.Context, txn *Txn) error {
+	if len(txn.Keys) == 0 && len(txn.Truncated) == 0 {
+		return nil
+	}
+	keys, trunc := txn.Keys, txn.Truncated
+	txn.Keys, txn.Truncated = nil, nil
+	if err := d.sink.StreamChunk(ctx, txn.Xid, keys, trunc); err != nil {
+		return fmt.Errorf("decode: sink chunk of xid %d: %w", txn.Xid, err)
+	}
 	return nil
 }
 

@@ -23,8 +23,10 @@ type recorder struct {
 	txns    []*Txn
 	chunks  [][]RowKey
 	commits int
-	aborts  [][2]uint32
-	idle    []uint64
+	// stream is every StreamChunk and StreamCommit in order.
+	stream []streamEvent
+	aborts [][2]uint32
+	idle   []uint64
 }
 
 func newRecorder() *recorder { return &recorder{rels: map[uint32]*Relation{}} }
@@ -41,13 +43,25 @@ func (r *recorder) Commit(_ context.Context, txn *Txn) error {
 	return nil
 }
 
-func (r *recorder) StreamChunk(_ context.Context, _ uint32, keys []RowKey, truncated []uint32) error {
+// streamEvent is one StreamChunk (keys, truncated) or StreamCommit
+// (commit set, with its positions) the recorder saw.
+type streamEvent struct {
+	xid               uint32
+	keys              int
+	truncated         []uint32
+	commit            bool
+	commitLSN, endLSN uint64
+}
+
+func (r *recorder) StreamChunk(_ context.Context, xid uint32, keys []RowKey, truncated []uint32) error {
 	r.chunks = append(r.chunks, keys)
+	r.stream = append(r.stream, streamEvent{xid: xid, keys: len(keys), truncated: truncated})
 	return nil
 }
 
-func (r *recorder) StreamCommit(context.Context, uint32, uint64, uint64, time.Time) error {
+func (r *recorder) StreamCommit(_ context.Context, xid uint32, commitLSN, endLSN uint64, _ time.Time) error {
 	r.commits++
+	r.stream = append(r.stream, streamEvent{xid: xid, commit: true, commitLSN: commitLSN, endLSN: endLSN})
 	return nil
 }
 
@@ -368,6 +382,105 @@ func TestDecodeStreamed(t *testing.T) {
 				t.Errorf("surviving keys: %d, want 1..3000 and 7000", len(alive))
 			}
 		})
+	}
+}
+
+// TestDecodeUnstreamedChunked: a transaction the walsender sent whole at
+// its commit (not streamed) goes to the sink in chunks of at most the
+// chunk limit once it has that many keys, and ends with a StreamCommit of
+// its xid at its commit's positions, after every key and its TRUNCATE went
+// in its chunks, so the decoder never holds it whole (ADR 0029); a smaller
+// one is one Commit; a transaction of exactly the limit is chunked too.
+func TestDecodeUnstreamedChunked(t *testing.T) {
+	msgs := capture(t,
+		`CREATE TABLE big (id int PRIMARY KEY, pad text); CREATE TABLE other (id int PRIMARY KEY); CREATE PUBLICATION p FOR TABLE big, other;`,
+		[]string{`BEGIN; INSERT INTO big SELECT g, 'x' FROM generate_series(1, 1200) g; TRUNCATE other; COMMIT;`,
+			`BEGIN; INSERT INTO other VALUES (1); TRUNCATE other; COMMIT;`,
+			`INSERT INTO big SELECT g, 'x' FROM generate_series(1201, 1300) g`,
+			`INSERT INTO big SELECT g, 'x' FROM generate_series(1301, 1800) g`}, false)
+	rec := newRecorder()
+	d := NewDecoder(rec, nil)
+	d.chunkLimit = 500
+	var commits []uint64 // the commit positions of the messages, in order
+	for _, m := range msgs {
+		if err := d.Decode(context.Background(), m.data); err != nil {
+			t.Fatalf("decode %q: %v", m.data[0], err)
+		}
+		if m.data[0] == 'C' {
+			commits = append(commits, m.lsn)
+		}
+		if d.InStream() {
+			t.Fatal("an unstreamed transaction opened a stream block")
+		}
+	}
+	if d.InTxn() {
+		t.Fatal("a transaction is still open after its commit")
+	}
+	if rec.commits != 2 || len(rec.txns) != 2 {
+		t.Fatalf("want the 1,200-row and the 500-row transactions chunked (two stream commits) and two whole ones: %d stream commits, %d commits", rec.commits, len(rec.txns))
+	}
+	// The first transaction: 500, 500, then the rest with its TRUNCATE,
+	// then its commit; the fourth: 500, then its commit.
+	type want struct {
+		keys   int
+		trunc  int
+		commit bool
+	}
+	wants := []want{{500, 0, false}, {500, 0, false}, {200, 1, false}, {0, 0, true}, {500, 0, false}, {0, 0, true}}
+	if len(rec.stream) != len(wants) {
+		t.Fatalf("stream events %+v, want %+v", rec.stream, wants)
+	}
+	for i, w := range wants {
+		e := rec.stream[i]
+		if e.keys != w.keys || len(e.truncated) != w.trunc || e.commit != w.commit {
+			t.Errorf("stream event %d: %+v, want %+v", i, e, w)
+		}
+		first := rec.stream[0]
+		if i >= 4 {
+			first = rec.stream[4]
+		}
+		if e.xid != first.xid || e.xid == 0 {
+			t.Errorf("stream event %d carries xid %d, want the transaction's %d", i, e.xid, first.xid)
+		}
+	}
+	if rec.stream[0].xid == rec.stream[4].xid {
+		t.Errorf("two transactions streamed under one xid %d", rec.stream[0].xid)
+	}
+	for _, i := range []int{3, 5} {
+		e := rec.stream[i]
+		if e.commitLSN == 0 || e.endLSN < e.commitLSN {
+			t.Errorf("stream commit %d at commit %X, end %X", i, e.commitLSN, e.endLSN)
+		}
+	}
+	// The slot reports a commit message at its transaction's end.
+	if len(commits) != 4 || rec.stream[3].endLSN != commits[0] || rec.stream[5].endLSN != commits[3] {
+		t.Errorf("stream commits end at %X and %X, the commit messages at %X", rec.stream[3].endLSN, rec.stream[5].endLSN, commits)
+	}
+	seen := map[string]bool{}
+	for _, chunk := range rec.chunks {
+		if len(chunk) > 500 {
+			t.Errorf("chunk of %d keys exceeds the limit 500", len(chunk))
+		}
+		for _, k := range chunk {
+			if k.Xid != 0 {
+				t.Errorf("key %v of an unstreamed transaction carries subtransaction xid %d", k.Values, k.Xid)
+			}
+			if seen[k.Values[0]] {
+				t.Errorf("key %v delivered twice", k.Values)
+			}
+			seen[k.Values[0]] = true
+		}
+	}
+	for i := 1; i <= 1800; i++ {
+		if in := i <= 1200 || i > 1300; seen[fmt.Sprint(i)] != in {
+			t.Errorf("key %d: in a chunk %v, want %v", i, seen[fmt.Sprint(i)], in)
+		}
+	}
+	if got := rec.keys(rec.txns[0].Keys, rec.txns[0].Truncated); got != "other(1) truncate other" {
+		t.Errorf("the small transaction: %q", got)
+	}
+	if len(rec.txns[1].Keys) != 100 {
+		t.Errorf("the 100-row transaction has %d keys, want 100", len(rec.txns[1].Keys))
 	}
 }
 

@@ -32,7 +32,7 @@ import (
 
 const benchUsage = `usage: trellis-repl bench [--quick] [--dsn URL] [--scenarios LIST] [--rounds N]
                           [--json-out FILE] [--markdown FILE] [--plot DIR] [size flags]
-scenarios: write-tax, latency, keep-up, catch-up, build, refresh, many (default: all).
+scenarios: write-tax, latency, keep-up, catch-up, build, refresh, many, memory (default: all).
 --dsn is a superuser URL of a server with wal_level=logical; without it each run
 starts a throwaway PostgreSQL. --quick runs every scenario at small sizes (its
 timings mean little). See docs/performance.md.
@@ -171,6 +171,15 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&ma.Workload, "many-workload", ma.Workload, "many: how long the light workload writes")
 	fs.Float64Var(&ma.Rate, "many-rate", ma.Rate, "many: the light workload's commits per second")
 	fs.DurationVar(&ma.Idle, "many-idle", ma.Idle, "many: the idle window both instances are measured in")
+	me := &cfg.Memory
+	fs.IntVar(&me.Rows, "memory-rows", me.Rows, "memory: rows of the huge transactions and tables")
+	fs.IntVar(&me.FailEvery, "memory-fail-every", me.FailEvery, "memory: one row in this many fails the faulty transform")
+	fs.IntVar(&me.Fuse, "memory-fuse", me.Fuse, "memory: the runners' --quarantine-after (the fault insert trips it unless it is above rows/fail-every)")
+	fs.Var(listFlag{&me.Paths}, "memory-paths", "memory: paths ("+strings.Join(bench.MemoryPaths(), ",")+"; default all but healthy)")
+	fs.Var(listFlag{&me.Captures}, "memory-capture", "memory: logical and/or trigger")
+	fs.IntVar(&me.BuildTransforms, "memory-build-transforms", me.BuildTransforms, "memory: transforms built at once")
+	fs.StringVar(&me.ProfileDir, "memory-profile-dir", "", "memory: write each runner's log and heap profiles at its peaks into this directory")
+	fs.StringVar(&me.Runner, "memory-runner", "", "memory: the trellis-repl binary run as the runner (default: this one; another build's, to compare)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -196,6 +205,16 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return usageError{fmt.Sprintf("--catchup-capture: unknown capture %q; use %s or %s", c, trellis.CaptureLogical, trellis.CaptureTrigger)}
 		}
 	}
+	for _, c := range me.Captures {
+		if c != trellis.CaptureLogical && c != trellis.CaptureTrigger {
+			return usageError{fmt.Sprintf("--memory-capture: unknown capture %q; use %s or %s", c, trellis.CaptureLogical, trellis.CaptureTrigger)}
+		}
+	}
+	for _, p := range me.Paths {
+		if !slicesContains(bench.MemoryPaths(), p) {
+			return usageError{fmt.Sprintf("--memory-paths: unknown path %q; use %s", p, strings.Join(bench.MemoryPaths(), ", "))}
+		}
+	}
 	if ma.Runner == "" {
 		// The many scenario runs this binary's `run`, `apply` and
 		// `status` as child processes.
@@ -204,6 +223,19 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("bench: find this executable for the many scenario's runner: %w", err)
 		}
 		ma.Runner = exe
+	}
+	if me.Runner == "" {
+		// The memory scenario runs this binary's `run` as a child process.
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("bench: find this executable for the memory scenario's runner: %w", err)
+		}
+		me.Runner = exe
+	}
+	if me.ProfileDir != "" {
+		if err := os.MkdirAll(me.ProfileDir, 0o755); err != nil {
+			return &trellis.Error{Code: trellis.CodeNotFound, Msg: fmt.Sprintf("cannot create --memory-profile-dir %s: %v", me.ProfileDir, err)}
+		}
 	}
 	for _, w := range wt.Workloads {
 		if !slicesContains(bench.WriteTaxWorkloads(), w) {
@@ -327,11 +359,12 @@ func slicesContains(xs []string, x string) bool {
 func benchSizes(c bench.SuiteConfig) string {
 	return fmt.Sprintf("write-tax scale %d, %d clients/%d threads, %s runs, points %s, workloads %s; latency %d writers, probe %s, %s per point; "+
 		"keep-up scale %d for %s; catch-up %d rows at 1000/commit and %d at 1/commit, shapes %s; build %d rows/%d groups; refresh %d rows/%d groups, %d changes; "+
-		"many %d tables of %d rows, %.0f commits/s for %s, idle %s",
+		"many %d tables of %d rows, %.0f commits/s for %s, idle %s; memory %d rows (one in %d failing), paths %s, captures %s, %d transforms built",
 		c.WriteTax.Scale, c.WriteTax.Clients, c.WriteTax.Threads, c.WriteTax.Duration, strings.Join(c.WriteTax.Points, ","), strings.Join(c.WriteTax.Workloads, ","),
 		c.Latency.Writers, c.Latency.Probe, c.Latency.Duration, c.KeepUp.Scale, c.KeepUp.Duration,
 		c.CatchUp.Rows, c.CatchUp.Rows1, strings.Join(c.CatchUp.Shapes, ","), c.Build.Rows, c.Build.Groups,
-		c.Refresh.Rows, c.Refresh.Groups, c.Refresh.Changes, c.Many.Tables, c.Many.Rows, c.Many.Rate, c.Many.Workload, c.Many.Idle)
+		c.Refresh.Rows, c.Refresh.Groups, c.Refresh.Changes,
+		c.Many.Tables, c.Many.Rows, c.Many.Rate, c.Many.Workload, c.Many.Idle, c.Memory.Rows, c.Memory.FailEvery, strings.Join(c.Memory.Paths, ","), strings.Join(c.Memory.Captures, ","), c.Memory.BuildTransforms)
 }
 
 // benchSettings records which code was measured and where: figures are

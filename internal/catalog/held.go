@@ -132,17 +132,26 @@ func (c Catalog) Release(ctx context.Context, q Querier, id int64, table uint32,
 	return tag.RowsAffected(), nil
 }
 
-// Released lists released keys the runner has not marked dirty yet.
-func (c Catalog) Released(ctx context.Context, q Querier) ([]HeldKey, error) {
-	return c.scanHeld(ctx, q, `h.released ORDER BY h.transform_id, h.table_oid, h.key_id`)
+// Released lists up to limit released keys the runner has not marked
+// dirty yet (the runner pages through them: a release of every key of a
+// transform holding many is never read at once).
+func (c Catalog) Released(ctx context.Context, q Querier, limit int) ([]HeldKey, error) {
+	return c.scanHeld(ctx, q, `h.released ORDER BY h.transform_id, h.table_oid, h.key_id LIMIT $1`, limit)
 }
 
-// ForgetReleased deletes a released key once the runner marked it dirty.
-func (c Catalog) ForgetReleased(ctx context.Context, q Querier, k HeldKey) error {
-	_, err := q.Exec(ctx, `DELETE FROM `+c.T("held_keys")+` WHERE transform_id = $1 AND table_oid = $2 AND key_id = $3 AND released`,
-		k.TransformID, k.TableOID, k.KeyID)
+// ForgetReleased deletes released keys once the runner marked them dirty.
+func (c Catalog) ForgetReleased(ctx context.Context, q Querier, ks []HeldKey) error {
+	if len(ks) == 0 {
+		return nil
+	}
+	ids, tables, keys := make([]int64, len(ks)), make([]int64, len(ks)), make([][]byte, len(ks))
+	for i, k := range ks {
+		ids[i], tables[i], keys[i] = k.TransformID, int64(k.TableOID), k.KeyID
+	}
+	_, err := q.Exec(ctx, `DELETE FROM `+c.T("held_keys")+` h USING unnest($1::bigint[], $2::bigint[], $3::bytea[]) AS r(transform_id, table_oid, key_id)
+		WHERE h.transform_id = r.transform_id AND h.table_oid = r.table_oid AND h.key_id = r.key_id AND h.released`, ids, tables, keys)
 	if err != nil {
-		return fmt.Errorf("forget released key of transform %d: %w", k.TransformID, err)
+		return fmt.Errorf("forget %d released keys: %w", len(ks), err)
 	}
 	return nil
 }
