@@ -130,10 +130,11 @@ func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement,
 		if schema == t.cat.Schema {
 			return res, terr.New(terr.Validation, "transform %q: schema %q is trellis-repl's instance schema; put the target in another schema", st.Name, schema)
 		}
-		if _, err := t.create(ctx, tx, schema, st, 0, view); err != nil {
+		_, notes, err := t.create(ctx, tx, schema, st, 0, view)
+		if err != nil {
 			return res, err
 		}
-		res.Action = "created"
+		res.Action, res.Notes = "created", notes
 		if st.Query.OrderBy {
 			res.Notes = append(res.Notes, "ORDER BY dropped: the target is a table and keeps no row order; order the rows when you read it")
 		}
@@ -201,25 +202,27 @@ func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement,
 // create plans and installs a transform, and first the inner levels its
 // derived tables need (ADR 0018); replaces is the transform a redefinition
 // replaces (0 for none), whose shadow is st.TargetName.
-func (t *Trellis) create(ctx context.Context, tx pgx.Tx, schema string, st *engine.Statement, replaces int64, view *defineView) (*engine.Plan, error) {
+func (t *Trellis) create(ctx context.Context, tx pgx.Tx, schema string, st *engine.Statement, replaces int64, view *defineView) (*engine.Plan, []string, error) {
 	// * is expanded first: the derived tables it reads are known then.
 	// * over a target means its visible columns.
 	if st.Query != nil && st.Query.Expand {
 		if err := view.load(ctx, t, tx); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := engine.ExpandStar(ctx, tx, st, view.targets()); err != nil {
-			return nil, asTerr(err)
+			return nil, nil, asTerr(err)
 		}
 	}
 	var id int64
 	if hasLevels(st.Query) {
 		var err error
 		if id, err = t.cat.ReserveID(ctx, tx); err != nil {
-			return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
+			return nil, nil, terr.Wrap(terr.Unavailable, err, "%v", err)
 		}
 	}
-	return t.install(ctx, tx, schema, st, replaces, id, 0, &defining{view: view})
+	d := &defining{view: view}
+	p, err := t.install(ctx, tx, schema, st, replaces, id, 0, d)
+	return p, d.notes, err
 }
 
 // defining is one definition's install: the script's view of the
@@ -228,6 +231,8 @@ type defining struct {
 	view *defineView
 	// levels is the number of the last level made.
 	levels int
+	// notes are what Apply tells about the plans made (engine.PlanNotes).
+	notes []string
 }
 
 // install plans and installs st as transform id (0: a new id) owned by
@@ -254,6 +259,11 @@ func (t *Trellis) install(ctx context.Context, tx pgx.Tx, schema string, st *eng
 	if err != nil {
 		return nil, asTerr(err)
 	}
+	notes, err := engine.PlanNotes(ctx, tx, p)
+	if err != nil {
+		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
+	}
+	d.notes = append(d.notes, notes...)
 	var names []string
 	for _, src := range p.Tables() {
 		names = append(names, src.Ident())

@@ -44,7 +44,7 @@ func (t *Trellis) redefine(ctx context.Context, tx pgx.Tx, schema string, st *en
 	view.discard() // it may hold the redefinitions just dropped
 	shadow := *st
 	shadow.TargetName = shadowName(existing.ID)
-	p, err := t.create(ctx, tx, schema, &shadow, existing.ID, view)
+	p, planNotes, err := t.create(ctx, tx, schema, &shadow, existing.ID, view)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func (t *Trellis) redefine(ctx context.Context, tx pgx.Tx, schema string, st *en
 	if err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "transform %q: check what the swap carries over: %v", st.Name, err)
 	}
-	return append([]string{fmt.Sprintf("the new definition builds into %s; %s keeps serving the old one until it is live", p.Target.Ident(), old.Target.Ident())}, notes...), nil
+	return append(append([]string{fmt.Sprintf("the new definition builds into %s; %s keeps serving the old one until it is live", p.Target.Ident(), old.Target.Ident())}, notes...), planNotes...), nil
 }
 
 // dropRedefinitions removes the redefinitions in progress of transform id

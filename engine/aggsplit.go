@@ -39,6 +39,9 @@ func needsAggSplit(sel *pg_query.SelectStmt) bool {
 	if sel.HavingClause != nil && hasSublinks(sel.HavingClause) {
 		return true
 	}
+	if hasWindow(sel) {
+		return true // windows over the grouped rows (window.go)
+	}
 	for _, t := range sel.TargetList {
 		if rt := t.GetResTarget(); rt != nil && rt.Val != nil && sublinkOutsideAggregates(rt.Val) {
 			return true
@@ -106,7 +109,7 @@ func (c *selectChecker) splitAggregate(sel *pg_query.SelectStmt) error {
 	// subquery) is read through that item's column: the grouped query
 	// selects each group key once.
 	for i, t := range sel.TargetList {
-		if rt := t.GetResTarget(); rt != nil && rt.Val != nil && !sublinkOutsideAggregates(rt.Val) {
+		if rt := t.GetResTarget(); rt != nil && rt.Val != nil && !sublinkOutsideAggregates(rt.Val) && !hasWindowCall(rt.Val) {
 			if s, err := deparseExpr(rt.Val); err == nil {
 				if name, ok := groupText[s]; ok && name == "" {
 					groupText[s] = names[i]
@@ -183,7 +186,7 @@ func (c *selectChecker) splitAggregate(sel *pg_query.SelectStmt) error {
 		if rt == nil || rt.Val == nil || name == "" {
 			return c.errf(-1, "select list item %d cannot be read", i+1)
 		}
-		if !sublinkOutsideAggregates(rt.Val) {
+		if !sublinkOutsideAggregates(rt.Val) && !hasWindowCall(rt.Val) {
 			// Computed by the grouped query, read by name.
 			inner.TargetList = append(inner.TargetList, named(rt.Val, name))
 			targets = append(targets, named(columnRef(groupedAlias, name), name))

@@ -87,6 +87,8 @@ func (c *selectChecker) checkNode(m proto.Message, clause, aggMsg string) error 
 		schema, name := funcName(x)
 		builtin := schema == "" || schema == "pg_catalog"
 		switch {
+		case x.Over != nil && c.windows && strings.HasPrefix(clause, "select list"):
+			return nil // window.go: its arguments and clauses are checked as they are walked
 		case x.Over != nil:
 			return c.errf(x.Location, "%s: window functions (%s … OVER) are not supported in a transform; remove OVER", clause, name)
 		case builtin && windowOnlyFuncs[name] && !x.AggWithinGroup:

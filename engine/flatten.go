@@ -165,19 +165,18 @@ func (c *selectChecker) flattenItem(item *pg_query.Node, top bool, using []strin
 			return nil, c.errf(-1, "%s is LATERAL; LATERAL subqueries are not supported in a transform — join its tables in the outer FROM and put its conditions in WHERE", what)
 		case inner == nil:
 			return nil, c.errf(-1, "%s is not a SELECT; only a SELECT can be flattened into the outer query", what)
-		case inner.LimitCount != nil || inner.LimitOffset != nil:
-			return nil, c.errf(-1, "%s uses LIMIT or OFFSET; a subquery in FROM with LIMIT arrives in a later version — remove the LIMIT", what)
-		case len(inner.WindowClause) > 0 || hasWindow(inner):
-			return nil, c.errf(-1, "%s uses window functions, which are not supported in a transform; remove them", what)
+		case (inner.LimitCount != nil || inner.LimitOffset != nil) && len(inner.SortClause) == 0:
+			return nil, c.errf(-1, "%s uses LIMIT or OFFSET without ORDER BY, which keeps arbitrary rows (in PostgreSQL too); add ORDER BY ending with a key, or remove the LIMIT", what)
 		case len(inner.LockingClause) > 0:
 			return nil, c.errf(-1, "%s uses FOR UPDATE/FOR SHARE, which is not supported in a transform; remove it (source rows are read without locking them)", what)
 		case len(inner.ValuesLists) > 0:
 			return nil, c.errf(-1, "%s is a VALUES list; a transform reads tables — put the rows in a table", what)
 		case len(inner.FromClause) == 0:
 			return nil, c.errf(-1, "%s reads no table; a transform reads tables", what)
-		case aggregates(inner):
-			// Its rows are groups: it is kept as an inner level, a
-			// transform of its own the outer query reads (ADR 0018).
+		case aggregates(inner) || len(inner.WindowClause) > 0 || hasWindow(inner) || needsTopK(inner):
+			// Its rows are groups, or carry values over other rows (a
+			// window): it is kept as an inner level, a transform of its
+			// own the outer query reads (ADR 0018, 0033).
 			return c.level(rs, inner, alias, what)
 		}
 		return c.pullUp(rs, inner, alias, what, top, using, subs, where)
@@ -547,18 +546,27 @@ func hasAggregate(sel *pg_query.SelectStmt) bool {
 
 // hasWindow reports whether a SELECT's list calls a window function.
 func hasWindow(sel *pg_query.SelectStmt) bool {
-	found := false
 	for _, t := range sel.TargetList {
-		walk(t.ProtoReflect(), func(m proto.Message) bool {
-			if _, ok := m.(*pg_query.SubLink); ok {
-				return false
-			}
-			if fc, ok := m.(*pg_query.FuncCall); ok && fc.Over != nil {
-				found = true
-			}
-			return !found
-		})
+		if hasWindowCall(t) {
+			return true
+		}
 	}
+	return false
+}
+
+// hasWindowCall reports whether n calls a window function outside a
+// subquery.
+func hasWindowCall(n *pg_query.Node) bool {
+	found := false
+	walk(n.ProtoReflect(), func(m proto.Message) bool {
+		if _, ok := m.(*pg_query.SubLink); ok {
+			return false
+		}
+		if fc, ok := m.(*pg_query.FuncCall); ok && fc.Over != nil {
+			found = true
+		}
+		return !found
+	})
 	return found
 }
 

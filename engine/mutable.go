@@ -36,8 +36,19 @@ func checkMutability(ctx context.Context, db DB, name string, p *Plan, q *Query)
 	for _, j := range q.joinConds {
 		exprs = append(exprs, expr{"JOIN … ON", j})
 	}
+	windowed := map[int]bool{}
+	if q.Window != nil {
+		// A window call cannot be indexed: its arguments, PARTITION BY
+		// and ORDER BY are checked one by one.
+		for _, u := range q.Window.Uses {
+			windowed[u.Item] = true
+			for _, in := range u.Inputs {
+				exprs = append(exprs, expr{"the window " + u.Call, in})
+			}
+		}
+	}
 	for i, t := range q.Targets {
-		if t.Agg == nil && t.Composed == "" && (q.Grouping == nil || t.Group < q.Grouping.Raw) {
+		if t.Agg == nil && t.Composed == "" && (q.Grouping == nil || t.Group < q.Grouping.Raw) && !windowed[i] {
 			exprs = append(exprs, expr{fmt.Sprintf("select list item %d", i+1), t.Expr})
 		}
 	}

@@ -111,10 +111,24 @@ type Plan struct {
 	Probes        []Probe `json:"probes,omitempty"`
 	NoSourceIndex bool    `json:"no_source_index,omitempty"`
 
+	// Window, for a query with window functions (ADR 0033), says how its
+	// rows are re-derived: by partition, the target keyed by lineage as
+	// for several sources (Multi).
+	Window *PlanWindow `json:"window,omitempty"`
+
 	// GroupIndexLater: the ledger's group-key index is not made by Install
 	// but by EnsureGroupIndex, after a fresh build has filled the ledger
 	// (ADR 0025); false in plans stored before, whose Install made it.
 	GroupIndexLater bool `json:"group_index_later,omitempty"`
+}
+
+// PlanWindow is how a window query's rows are re-derived: the partitions
+// of the changed rows, before and after, again in whole.
+type PlanWindow struct {
+	// Partition are the hidden target columns (__w<i>) holding each row's
+	// PARTITION BY values, Expr over the FROM; none: one partition, the
+	// whole target re-derived by every change.
+	Partition []Col `json:"partition,omitempty"`
 }
 
 // Source describes one FROM table.
@@ -138,9 +152,9 @@ type Source struct {
 // Ident is the source table's quoted, schema-qualified name.
 func (s Source) Ident() string { return pgx.Identifier{s.Schema, s.Name}.Sanitize() }
 
-// Multi reports whether the plan reads several sources, and so re-derives
-// through lineage scopes (ADR 0010).
-func (p *Plan) Multi() bool { return len(p.Sources) > 1 }
+// Multi reports whether the plan re-derives through lineage scopes (ADR
+// 0010): it reads several sources, or has windows (ADR 0033).
+func (p *Plan) Multi() bool { return len(p.Sources) > 1 || p.Window != nil }
 
 // FromSQL is the FROM clause of the plan's query.
 func (p *Plan) FromSQL() string {

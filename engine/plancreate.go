@@ -57,6 +57,10 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 		target = st.TargetName
 	}
 	p := &Plan{SearchPath: searchPath, Target: Rel{Schema: schema, Name: target}, Where: q.Where, Outer: q.Outer, Cover: q.Cover}
+	if q.Window != nil {
+		// Keyed by lineage and re-derived by partition (window.go).
+		p.Window = &PlanWindow{}
+	}
 	var schemas []string
 	for i, t := range q.Tables {
 		// A level's target is in the instance schema: only the query it
@@ -113,6 +117,11 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 			}
 		}
 	}
+	if q.Window != nil {
+		if err := windowKeys(name, q.Window, p.Sources, q.Targets); err != nil {
+			return nil, err
+		}
+	}
 	for _, t := range q.Targets {
 		p.Visible = append(p.Visible, t.Name)
 	}
@@ -163,6 +172,19 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 				}
 			}
 			p.Cols = append(p.Cols, c)
+		}
+		if p.Window != nil && len(q.Window.Partition) > 0 {
+			// The partition values each row had, to find its partition
+			// again after it changed.
+			ptypes, err := describeStored(ctx, db, "SELECT "+strings.Join(q.Window.Partition, ", ")+" FROM "+p.FromSQL())
+			if err != nil {
+				return nil, queryError(name, err)
+			}
+			for i, e := range q.Window.Partition {
+				c := Col{Name: fmt.Sprintf("__w%d", i), Type: ptypes[i].name, Collation: ptypes[i].collation, Expr: e}
+				p.Window.Partition = append(p.Window.Partition, c)
+				p.Cols = append(p.Cols, c)
+			}
 		}
 		if p.Multi() {
 			for _, src := range p.Sources {

@@ -33,8 +33,8 @@ func (c *selectChecker) checkClauses(sel *pg_query.SelectStmt) error {
 	if len(sel.DistinctClause) > 0 {
 		if len(sel.DistinctClause) == 1 && sel.DistinctClause[0].GetNode() == nil {
 			add(c.errf(-1, "DISTINCT is not supported yet; GROUP BY the selected expressions instead"))
-		} else {
-			add(c.errf(-1, "DISTINCT ON is not supported in a transform; remove it (which row it keeps depends on row order)"))
+		} else if len(sel.SortClause) == 0 {
+			add(c.errf(-1, "DISTINCT ON without ORDER BY keeps an arbitrary row of each group (in PostgreSQL too); add ORDER BY starting with the DISTINCT ON expressions and ending with a key"))
 		}
 	}
 	if sel.LimitCount != nil || sel.LimitOffset != nil {
@@ -44,13 +44,12 @@ func (c *selectChecker) checkClauses(sel *pg_query.SelectStmt) error {
 		} else {
 			loc = nodeLocation(sel.LimitOffset)
 		}
-		add(c.errf(loc, "LIMIT, OFFSET and FETCH are not supported in a transform; remove them (the target holds every row of the query, limit rows when you read it)"))
+		if len(sel.SortClause) == 0 {
+			add(c.errf(loc, "LIMIT without ORDER BY keeps arbitrary rows (in PostgreSQL too), so the target could not be kept equal to the query; add ORDER BY ending with a key, or remove LIMIT/OFFSET/FETCH and limit rows when you read the target"))
+		}
 	}
 	if len(sel.LockingClause) > 0 {
 		add(c.errf(-1, "FOR UPDATE/FOR SHARE is not supported in a transform; remove it (source rows are read without locking them)"))
-	}
-	if len(sel.WindowClause) > 0 {
-		add(c.errf(-1, "WINDOW (window functions) is not supported in a transform; remove the WINDOW clause"))
 	}
 	return joinRefusals(errs)
 }

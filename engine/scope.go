@@ -268,6 +268,10 @@ func buildScope(p *Plan, merge bool) *Statements {
 		first, after := enumLineage(p, w.source, w.table)
 		s.Enum = append(s.Enum, Enum{Source: w.source, Stored: true, First: first, After: after})
 	}
+	if p.Shape == ShapeRow && p.Window != nil {
+		windowRows(s, p)
+		return s
+	}
 	if p.Shape == ShapeRow {
 		scopeRows(s, p)
 		return s
@@ -329,29 +333,104 @@ func enumLineage(p *Plan, c int, table string) (first, after string) {
 // are deleted by address, and the new rows are upserted by lineage.
 func scopeRows(s *Statements, p *Plan) {
 	T := p.Target.Ident()
-	var defs, names, sel, set, oldv, newv []string
+	names, sel := newRowsTable(s, p)
+	s.Apply = append(s.Apply,
+		Step{Role: RoleScope, SQL: "INSERT INTO " + scopeRowsTable + " (" + strings.Join(names, ", ") + ") " + scopeBranches(p, p.From, userWhere(p), sel, allSources(p))},
+		Step{Role: RoleWrite, SQL: "DELETE FROM " + T + " WHERE ctid = ANY (ARRAY(" +
+			storedBranches(p, T, "__t.ctid", "NOT EXISTS (SELECT 1 FROM "+scopeRowsTable+" __n WHERE "+lineageEq(p, "__n", "__t")+")", allSources(p)) + "))"},
+		upsertNewRows(p, names))
+}
+
+// newRowsTable sets up the table of a row target's re-derived rows
+// (scopeRowsTable) and returns its column names and the select items
+// that fill it, over the user's FROM.
+func newRowsTable(s *Statements, p *Plan) (names, sel []string) {
+	var defs []string
 	for _, c := range p.Cols {
 		defs = append(defs, ident(c.Name)+" "+c.Type)
 		names = append(names, ident(c.Name))
 		sel = append(sel, c.Expr+" AS "+ident(c.Name))
+	}
+	s.Setup = append(s.Setup, "CREATE TEMP TABLE IF NOT EXISTS __trellis_n ("+strings.Join(defs, ", ")+") ON COMMIT DELETE ROWS")
+	return names, sel
+}
+
+// upsertNewRows writes the re-derived rows to the target by lineage,
+// updating a stored row only where a value differs.
+func upsertNewRows(p *Plan, names []string) Step {
+	var set, oldv, newv []string
+	for _, c := range p.Cols {
 		if !contains(p.Identity, c.Name) {
 			set = append(set, ident(c.Name)+" = EXCLUDED."+ident(c.Name))
 			oldv = append(oldv, cmpExpr("__t."+ident(c.Name), c.TextCmp))
 			newv = append(newv, cmpExpr("EXCLUDED."+ident(c.Name), c.TextCmp))
 		}
 	}
-	s.Setup = append(s.Setup, "CREATE TEMP TABLE IF NOT EXISTS __trellis_n ("+strings.Join(defs, ", ")+") ON COMMIT DELETE ROWS")
-	s.Apply = append(s.Apply,
-		Step{Role: RoleScope, SQL: "INSERT INTO " + scopeRowsTable + " (" + strings.Join(names, ", ") + ") " + scopeBranches(p, p.From, userWhere(p), sel, allSources(p))},
-		Step{Role: RoleWrite, SQL: "DELETE FROM " + T + " WHERE ctid = ANY (ARRAY(" +
-			storedBranches(p, T, "__t.ctid", "NOT EXISTS (SELECT 1 FROM "+scopeRowsTable+" __n WHERE "+lineageEq(p, "__n", "__t")+")", allSources(p)) + "))"})
 	conflict := " ON CONFLICT (" + identList(p.Identity) + ") DO NOTHING"
 	if len(set) > 0 {
 		conflict = " ON CONFLICT (" + identList(p.Identity) + ") DO UPDATE SET " + strings.Join(set, ", ") +
 			" WHERE (" + strings.Join(append(oldv, "NULL"), ", ") + ") IS DISTINCT FROM (" + strings.Join(append(newv, "NULL"), ", ") + ")"
 	}
-	s.Apply = append(s.Apply, Step{Role: RoleWrite, SQL: "INSERT INTO " + T + " AS __t (" + strings.Join(names, ", ") + ") SELECT " +
-		strings.Join(names, ", ") + " FROM " + scopeRowsTable + conflict})
+	return Step{Role: RoleWrite, SQL: "INSERT INTO " + p.Target.Ident() + " AS __t (" + strings.Join(names, ", ") + ") SELECT " +
+		strings.Join(names, ", ") + " FROM " + scopeRowsTable + conflict}
+}
+
+// windowPartsTable holds the partitions a window batch re-derives.
+const windowPartsTable = "pg_temp.__trellis_wp"
+
+// windowRows re-derives a window target by partition (ADR 0033): the
+// partitions of the rows in scope, as the query gives them now and as the
+// target stored them, are collected; the query runs again over the rows
+// of those partitions only (a filter on the partition expressions keeps
+// whole partitions, so every window sees all of its rows); the stored
+// rows of those partitions that it no longer gives are deleted, and the
+// rest upserted by lineage as scopeRows does. Without a partition every
+// batch re-derives the whole target.
+func windowRows(s *Statements, p *Plan) {
+	T := p.Target.Ident()
+	names, sel := newRowsTable(s, p)
+	parts := p.Window.Partition
+	inParts := func(exprs []string) string { return "true" }
+	if len(parts) > 0 {
+		var pdefs, pcols, psel, stored []string
+		for i, c := range parts {
+			pdefs = append(pdefs, fmt.Sprintf("__p%d %s", i, c.Type))
+			pcols = append(pcols, fmt.Sprintf("__p%d", i))
+			psel = append(psel, fmt.Sprintf("%s AS __p%d", c.Expr, i))
+			stored = append(stored, "__t."+ident(c.Name))
+		}
+		s.Setup = append(s.Setup, "CREATE TEMP TABLE IF NOT EXISTS __trellis_wp ("+strings.Join(pdefs, ", ")+") ON COMMIT DELETE ROWS")
+		s.Apply = append(s.Apply, Step{Role: RoleScope, SQL: "INSERT INTO " + windowPartsTable + " SELECT DISTINCT " + strings.Join(pcols, ", ") +
+			" FROM (" + scopeBranches(p, p.From, userWhere(p), psel, allSources(p)) +
+			" UNION ALL " + storedBranches(p, T, strings.Join(stored, ", "), "", allSources(p)) + ") __x(" + strings.Join(pcols, ", ") + ")"})
+		// Each partition expression among the batch's values, NULL among
+		// them when one is: a condition on each expression alone keeps
+		// whole partitions (a superset of the batch's when there are
+		// several), and an index on the expression serves it.
+		inParts = func(exprs []string) string {
+			var conds []string
+			for i, e := range exprs {
+				col := fmt.Sprintf("__p%d", i)
+				in := e + " = ANY (ARRAY(SELECT " + col + " FROM " + windowPartsTable + "))"
+				if strings.HasSuffix(parts[i].Type, "]") {
+					in = "EXISTS (SELECT 1 FROM " + windowPartsTable + " WHERE " + col + " = " + e + ")"
+				}
+				conds = append(conds, "("+in+" OR ("+e+" IS NULL AND EXISTS (SELECT 1 FROM "+windowPartsTable+" WHERE "+col+" IS NULL)))")
+			}
+			return strings.Join(conds, " AND ")
+		}
+	}
+	var pexprs, pstored []string
+	for _, c := range parts {
+		pexprs = append(pexprs, "("+c.Expr+")")
+		pstored = append(pstored, "__t."+ident(c.Name))
+	}
+	s.Apply = append(s.Apply,
+		Step{Role: RoleScope, SQL: "INSERT INTO " + scopeRowsTable + " (" + strings.Join(names, ", ") + ") SELECT " + strings.Join(sel, ", ") +
+			" FROM " + p.From + " WHERE " + userWhere(p) + " AND " + inParts(pexprs)},
+		Step{Role: RoleWrite, SQL: "DELETE FROM " + T + " __t WHERE " + inParts(pstored) +
+			" AND NOT EXISTS (SELECT 1 FROM " + scopeRowsTable + " __n WHERE " + lineageEq(p, "__n", "__t") + ")"},
+		upsertNewRows(p, names))
 }
 
 // underJoin are the sources below an outer join.

@@ -56,6 +56,8 @@ type selectChecker struct {
 	droppedOrder bool
 	// setOps numbers the set operations read as joins (setop.go).
 	setOps int
+	// windows: window calls are accepted in the select list (window.go).
+	windows bool
 	// fromRefused: a FROM item was refused, so tables lists only part of
 	// FROM and a qualifier it lacks may name a table it never reached —
 	// not a mistake of its own to report.
@@ -122,6 +124,10 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 		// every reference in the branches; the expanded query is kept.
 		return &Query{SQL: original, Expand: true}, nil
 	}
+	// Named windows are written into their calls (window.go).
+	if err := c.inlineWindows(sel); err != nil {
+		return nil, err
+	}
 	c.refNameUses = refNameUses(tree.Stmts[0].Stmt)
 	if selectsStar(sel) {
 		// * and t.* name the columns the tables have when the definition
@@ -148,6 +154,17 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 		errs = append(errs, err)
 		return err == nil
 	}
+	if needsTopK(sel) {
+		// The first rows of an order: a window and a filter on it
+		// (topk.go), over the qualified text, where ORDER BY names no
+		// output alias a window could not read.
+		if !qualified {
+			return &Query{SQL: original, Expand: true}, nil
+		}
+		if err := c.rewriteTopK(sel); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.distinctAsGroupBy(sel); err != nil {
 		return nil, err
 	}
@@ -164,6 +181,7 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 			return nil, err
 		}
 	}
+	c.windows = hasWindow(sel) && !aggregates(sel)
 	fromOK := keep(c.flattenDerived(sel)) && keep(c.dependOnSublinks(sel)) && keep(c.checkFrom(sel))
 	c.fromRefused = !fromOK
 	for i, oj := range c.outer {
@@ -198,6 +216,11 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 	}
 	for _, it := range items {
 		q.Targets = append(q.Targets, it.t)
+	}
+	if c.windows {
+		if q.Window, err = c.windowSpec(sel, items); err != nil {
+			return nil, err
+		}
 	}
 	for _, cn := range columnNames(&pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: sel}}) {
 		q.columns = append(q.columns, cn.Column)

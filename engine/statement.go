@@ -112,6 +112,9 @@ type Query struct {
 	// Grouping describes GROUPING SETS, ROLLUP and CUBE (ADR 0031); nil
 	// for a plain GROUP BY.
 	Grouping *GroupingSets
+	// Window describes the select list's window calls (window.go); nil
+	// when there are none.
+	Window *WindowSpec
 }
 
 // groupExprs are the GROUP BY expressions over the source: GroupBy less

@@ -57,8 +57,9 @@ CREATE TRANSFORM x AS SELECT j::json AS jj, count(*) AS n FROM fact GROUP BY 1;
 -- refuse validation: returns a set of rows per row
 CREATE TRANSFORM x AS SELECT id, generate_series(1, v) AS g FROM fact;
 
--- refuse validation: LIMIT, OFFSET and FETCH are not supported
-CREATE TRANSFORM x AS SELECT id FROM fact ORDER BY id LIMIT 10;
+-- top-K: a window over the rows and a filter on it (ADR 0033)
+-- accept
+CREATE TRANSFORM topk_ids AS SELECT id FROM fact ORDER BY id LIMIT 10;
 
 -- accept
 CREATE TRANSFORM anti_join AS SELECT f.id FROM fact f LEFT JOIN dim d ON d.id = f.d1 WHERE d.id IS NULL;
@@ -83,7 +84,7 @@ CREATE TRANSFORM x AS SELECT n FROM (SELECT d2, string_agg(s, ',') AS n FROM fac
 -- refuse validation: string_agg without ORDER BY inside the call has no defined order
 CREATE TRANSFORM x AS SELECT d2, string_agg(s, ',') AS ss FROM fact GROUP BY d2;
 
--- refuse validation: LIMIT, OFFSET and FETCH are not supported in a transform
+-- refuse validation: LIMIT without ORDER BY keeps arbitrary rows
 CREATE TRANSFORM x AS SELECT id, (SELECT max(w) FROM dim2) AS m FROM fact LIMIT 5;
 
 -- Subqueries in expressions (ADR 0030), each beside the join that an

@@ -1,0 +1,122 @@
+package trellis_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	trellis "github.com/trellis-repl/trellis-repl"
+)
+
+// Window functions, top-K and DISTINCT ON (ADR 0033): each definition is
+// compared with its query as written after the build and after writes
+// that move rows between partitions, change the order inside one, tie
+// rows, make NULL partitions and order values, and empty a partition.
+
+const windowSchemaSQL = `
+CREATE TABLE wa (id int PRIMARY KEY, g int, x int, s text, f numeric);
+CREATE TABLE wb (id int PRIMARY KEY, g int, name text);
+INSERT INTO wa SELECT i, i % 5, (i * 7) % 11, (ARRAY['p', 'q', NULL])[i % 3 + 1], i / 3.0 FROM generate_series(1, 40) i;
+INSERT INTO wb SELECT i, i, 'g' || i FROM generate_series(0, 5) i;`
+
+// windowDefs: every window function kind, frames, a window without
+// PARTITION BY, partitions by an expression and by two columns, windows
+// with different partitions in one query, over a join, over grouped rows,
+// a filter on a window's result, named windows, top-K globally and per
+// group, DISTINCT ON.
+var windowDefs = []levelDef{
+	{"w_rank", `SELECT id, g, rank() OVER (PARTITION BY g ORDER BY x) AS r, dense_rank() OVER (PARTITION BY g ORDER BY x) AS dr,
+		percent_rank() OVER (PARTITION BY g ORDER BY x) AS pr, cume_dist() OVER (PARTITION BY g ORDER BY x) AS cd FROM wa`},
+	{"w_row_number", `SELECT id, row_number() OVER (PARTITION BY g ORDER BY x, id) AS rn, ntile(3) OVER (PARTITION BY g ORDER BY x, id) AS tile FROM wa`},
+	{"w_lag_lead", `SELECT id, lag(x) OVER (PARTITION BY g ORDER BY id) AS prev, lead(x, 2, -1) OVER (PARTITION BY g ORDER BY id) AS next2,
+		first_value(s) OVER (PARTITION BY g ORDER BY id) AS fv, last_value(x) OVER (PARTITION BY g ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS lv,
+		nth_value(x, 2) OVER (PARTITION BY g ORDER BY id) AS nv FROM wa`},
+	{"w_running", `SELECT id, sum(x) OVER (PARTITION BY g ORDER BY x) AS run, count(*) OVER (PARTITION BY g) AS n,
+		avg(f) OVER (PARTITION BY g) AS a, max(x) OVER (PARTITION BY g ORDER BY id ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS m3 FROM wa`},
+	{"w_global", `SELECT id, rank() OVER (ORDER BY x DESC) AS r, sum(x) OVER () AS total FROM wa`},
+	{"w_expr_partition", `SELECT id, count(*) OVER (PARTITION BY x % 3, s) AS n FROM wa WHERE g <> 4`},
+	{"w_mixed_partitions", `SELECT id, rank() OVER (PARTITION BY g ORDER BY x) AS r, sum(x) OVER (PARTITION BY g, s) AS gs FROM wa`},
+	{"w_join", `SELECT wa.id, wb.name, rank() OVER (PARTITION BY wb.name ORDER BY wa.x) AS r FROM wa LEFT JOIN wb ON wb.g = wa.g`},
+	{"w_named", `SELECT id, sum(x) OVER w AS s, rank() OVER (w ORDER BY x) AS r FROM wa WINDOW w AS (PARTITION BY g)`},
+	{"w_over_groups", `SELECT g, sum(x) AS total, rank() OVER (ORDER BY sum(x) DESC) AS r FROM wa GROUP BY g`},
+	{"w_filtered", `SELECT id, g, x FROM (SELECT id, g, x, row_number() OVER (PARTITION BY g ORDER BY x DESC, id) AS rn FROM wa) t WHERE rn <= 2`},
+	{"w_topk", `SELECT id, x FROM wa ORDER BY x DESC, id LIMIT 5`},
+	{"w_topk_ties", `SELECT id, x FROM wa ORDER BY x FETCH FIRST 3 ROWS WITH TIES`},
+	{"w_topk_offset", `SELECT id, s FROM wa WHERE s IS NOT NULL ORDER BY id DESC LIMIT 4 OFFSET 2`},
+	{"w_topk_agg", `SELECT g, sum(x) AS total FROM wa GROUP BY g ORDER BY total DESC, g LIMIT 2`},
+	{"w_distinct_on", `SELECT DISTINCT ON (g) g, id, x FROM wa ORDER BY g, x DESC, id`},
+}
+
+// windowWrites change partitions, orders and ties.
+var windowWrites = []string{
+	`UPDATE wa SET x = x + 20 WHERE id % 6 = 0`,
+	`UPDATE wa SET g = 4 WHERE id IN (1, 2, 3); DELETE FROM wa WHERE id IN (7, 8)`,
+	`INSERT INTO wa VALUES (100, NULL, 5, NULL, NULL), (101, NULL, 5, 'p', 1), (102, 1, 100, 'q', 2)`,
+	`UPDATE wa SET x = 3 WHERE g = 2; UPDATE wb SET name = 'renamed' WHERE g = 1`,
+	`DELETE FROM wa WHERE g = 3; DELETE FROM wb WHERE g = 0`,
+	`UPDATE wa SET s = 'q' WHERE s IS NULL; INSERT INTO wa SELECT i, i % 2, i % 4, 'p', i FROM generate_series(200, 210) i`,
+	`DELETE FROM wa WHERE x > 50`,
+}
+
+// TestWindows builds every shape over existing data and keeps it exact
+// through the writes, in both capture modes.
+func TestWindows(t *testing.T) {
+	t.Parallel()
+	eachModeParallel(t, func(t *testing.T, mode string) {
+		e := newEnv(t, trellis.Config{Capture: mode})
+		e.exec(windowSchemaSQL)
+		var b strings.Builder
+		for _, d := range windowDefs {
+			fmt.Fprintf(&b, "CREATE TRANSFORM %s AS %s;\n", d.name, d.query)
+		}
+		e.apply(b.String())
+		e.start()
+		levelConverge(e, windowDefs, "after the build")
+		for i, w := range windowWrites {
+			e.exec(w)
+			levelConverge(e, windowDefs, fmt.Sprintf("write %d (%s)", i+1, w))
+		}
+	})
+}
+
+// TestWindowRefusals: a window whose value depends on the order of tied
+// rows, and top-K without ORDER BY, are refused with the columns that
+// would make them exact, and change nothing.
+func TestWindowRefusals(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, trellis.Config{})
+	e.exec(windowSchemaSQL)
+	ctx := context.Background()
+	for _, tc := range []struct{ query, want string }{
+		{`SELECT id, row_number() OVER (PARTITION BY g ORDER BY x) AS rn FROM wa`, `(its ORDER BY is not total: it lacks "wa"."id")`},
+		{`SELECT id, lag(x) OVER (ORDER BY x) AS p FROM wa`, `lacks "wa"."id"`},
+		{`SELECT id, array_agg(x) OVER (PARTITION BY g) AS a FROM wa`, `lacks "wa"."id"`},
+		{`SELECT wa.id, row_number() OVER (ORDER BY wa.id) AS rn FROM wa JOIN wb ON wb.g = wa.g`, `lacks "wb"."id"`},
+		{`SELECT id FROM wa LIMIT 3`, "LIMIT without ORDER BY"},
+		{`SELECT id FROM wa ORDER BY x FETCH FIRST 3 ROWS WITH TIES OFFSET 1`, "WITH TIES together with OFFSET"},
+	} {
+		before := e.queryInt(`SELECT count(*) FROM trellis.transforms`)
+		_, err := e.tr.Apply(ctx, "CREATE TRANSFORM refused AS "+tc.query)
+		if trellis.CodeOf(err) != trellis.CodeValidation || !strings.Contains(fmt.Sprint(err), tc.want) {
+			t.Errorf("%s: %v, want a validation error containing %q", tc.query, err, tc.want)
+		}
+		if after := e.queryInt(`SELECT count(*) FROM trellis.transforms`); after != before {
+			t.Errorf("%s: a refused definition left %d transforms behind", tc.query, after-before)
+		}
+	}
+	// A window over all rows says what every change costs; a partitioned
+	// one says nothing.
+	e.exec(`ANALYZE wa`)
+	res, err := e.tr.Apply(ctx, `CREATE TRANSFORM w_note AS SELECT id, x FROM wa ORDER BY x DESC, id LIMIT 3;
+		CREATE TRANSFORM w_quiet AS SELECT id, rank() OVER (PARTITION BY g ORDER BY x) AS r FROM wa`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if notes := fmt.Sprint(res[0].Notes); !strings.Contains(notes, "every change re-derives all of its rows: a batch reads about 40 source rows") {
+		t.Errorf("top-K over all rows: notes %s, want the cost of a whole re-derive", notes)
+	}
+	if len(res[1].Notes) != 0 {
+		t.Errorf("a partitioned window: notes %v, want none", res[1].Notes)
+	}
+}
