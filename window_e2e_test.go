@@ -46,6 +46,10 @@ var windowDefs = []levelDef{
 	{"w_topk_offset", `SELECT id, s FROM wa WHERE s IS NOT NULL ORDER BY id DESC LIMIT 4 OFFSET 2`},
 	{"w_topk_agg", `SELECT g, sum(x) AS total FROM wa GROUP BY g ORDER BY total DESC, g LIMIT 2`},
 	{"w_distinct_on", `SELECT DISTINCT ON (g) g, id, x FROM wa ORDER BY g, x DESC, id`},
+	{"w_lateral_top", `SELECT wb.name, t.id, t.x FROM wb LEFT JOIN LATERAL (SELECT wa.id, wa.x FROM wa WHERE wa.g = wb.g ORDER BY wa.x DESC, wa.id LIMIT 2) t ON true`},
+	{"w_lateral_latest", `SELECT wb.g, t.id FROM wb CROSS JOIN LATERAL (SELECT wa.id FROM wa WHERE wa.g = wb.g AND wa.s IS NOT NULL ORDER BY wa.id DESC LIMIT 1) t`},
+	{"w_lateral_grouped", `SELECT wb.name, t.s, t.n FROM wb, LATERAL (SELECT wa.s, count(*) AS n FROM wa WHERE wa.g = wb.g GROUP BY wa.s) t`},
+	{"w_lateral_distinct_on", `SELECT wb.id, t.s, t.x FROM wb JOIN LATERAL (SELECT DISTINCT ON (wa.s) wa.s, wa.x FROM wa WHERE wa.g = wb.g ORDER BY wa.s, wa.x, wa.id) t ON t.x > 2`},
 }
 
 // windowWrites change partitions, orders and ties.
@@ -94,6 +98,8 @@ func TestWindowRefusals(t *testing.T) {
 		{`SELECT id, array_agg(x) OVER (PARTITION BY g) AS a FROM wa`, `lacks "wa"."id"`},
 		{`SELECT wa.id, row_number() OVER (ORDER BY wa.id) AS rn FROM wa JOIN wb ON wb.g = wa.g`, `lacks "wb"."id"`},
 		{`SELECT id FROM wa LIMIT 3`, "LIMIT without ORDER BY"},
+		{`SELECT wb.g, t.n FROM wb, LATERAL (SELECT count(*) AS n FROM wa WHERE wa.g = wb.g) t`, "aggregates without GROUP BY"},
+		{`SELECT wb.g, t.id FROM wb, LATERAL (SELECT wa.id FROM wa WHERE wa.x > wb.g) t`, "not an equality between its own columns and the outer query's"},
 		{`SELECT id FROM wa ORDER BY x FETCH FIRST 3 ROWS WITH TIES OFFSET 1`, "WITH TIES together with OFFSET"},
 	} {
 		before := e.queryInt(`SELECT count(*) FROM trellis.transforms`)

@@ -461,7 +461,6 @@ func badCases() []badCase {
 		{"same name twice", "CREATE TRANSFORM x AS SELECT t.a FROM t JOIN t ON true", `FROM: the name t is used by two FROM items; give one of them an alias`},
 		{"unknown qualifier in a join", "CREATE TRANSFORM x AS SELECT v.a FROM t JOIN u ON true", `column reference v.a names v, which is not a FROM table; the FROM tables are referred to as t, u`},
 		{"aggregate in ON", "CREATE TRANSFORM x AS SELECT t.a FROM t JOIN u ON count(*) > 0", "aggregate functions are not allowed in JOIN conditions"},
-		{"LATERAL", "CREATE TRANSFORM x AS SELECT a FROM LATERAL (SELECT 1 AS a) s", "FROM: the subquery s is LATERAL; LATERAL subqueries are not supported"},
 		{"function in FROM", "CREATE TRANSFORM x AS SELECT g FROM generate_series(1, 3) g", "FROM: functions in FROM are not supported"},
 		{"TABLESAMPLE", "CREATE TRANSFORM x AS SELECT a FROM t TABLESAMPLE SYSTEM (10)", "FROM: TABLESAMPLE is not supported"},
 		{"three-part table", "CREATE TRANSFORM x AS SELECT a FROM db.s.t", "FROM: a three-part table name"},

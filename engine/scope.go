@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"strings"
+
+	"github.com/trellis-repl/trellis-repl/internal/plant"
 )
 
 // The lineage-scope path: the statements of a plan with several sources
@@ -400,9 +402,13 @@ func windowRows(s *Statements, p *Plan) {
 			stored = append(stored, "__t."+ident(c.Name))
 		}
 		s.Setup = append(s.Setup, "CREATE TEMP TABLE IF NOT EXISTS __trellis_wp ("+strings.Join(pdefs, ", ")+") ON COMMIT DELETE ROWS")
+		was := " UNION ALL " + storedBranches(p, T, strings.Join(stored, ", "), "", allSources(p))
+		if plant.Active(plant.WindowPartitionStale) {
+			was = "" // planted: the partitions rows were stored in are not recomputed
+		}
 		s.Apply = append(s.Apply, Step{Role: RoleScope, SQL: "INSERT INTO " + windowPartsTable + " SELECT DISTINCT " + strings.Join(pcols, ", ") +
 			" FROM (" + scopeBranches(p, p.From, userWhere(p), psel, allSources(p)) +
-			" UNION ALL " + storedBranches(p, T, strings.Join(stored, ", "), "", allSources(p)) + ") __x(" + strings.Join(pcols, ", ") + ")"})
+			was + ") __x(" + strings.Join(pcols, ", ") + ")"})
 		// Each partition expression among the batch's values, NULL among
 		// them when one is: a condition on each expression alone keeps
 		// whole partitions (a superset of the batch's when there are
@@ -431,6 +437,11 @@ func windowRows(s *Statements, p *Plan) {
 		Step{Role: RoleWrite, SQL: "DELETE FROM " + T + " __t WHERE " + inParts(pstored) +
 			" AND NOT EXISTS (SELECT 1 FROM " + scopeRowsTable + " __n WHERE " + lineageEq(p, "__n", "__t") + ")"},
 		upsertNewRows(p, names))
+	if plant.Active(plant.TopKNoRefill) {
+		// Planted: stored rows keep their values (ranks go stale).
+		up := &s.Apply[len(s.Apply)-1]
+		up.SQL = up.SQL[:strings.Index(up.SQL, " ON CONFLICT")] + " ON CONFLICT (" + identList(p.Identity) + ") DO NOTHING"
+	}
 }
 
 // underJoin are the sources below an outer join.

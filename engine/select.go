@@ -181,6 +181,16 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 			return nil, err
 		}
 	}
+	if hasLateral(sel) && joinRefusals(errs) == nil {
+		// LATERAL subqueries as derived tables joined on their
+		// correlations (lateral.go), once every reference is qualified.
+		if !qualified {
+			return &Query{SQL: original, Expand: true}, nil
+		}
+		if err := c.rewriteLateral(sel); err != nil {
+			return nil, err
+		}
+	}
 	c.windows = hasWindow(sel) && !aggregates(sel)
 	fromOK := keep(c.flattenDerived(sel)) && keep(c.dependOnSublinks(sel)) && keep(c.checkFrom(sel))
 	c.fromRefused = !fromOK

@@ -27,6 +27,8 @@ import (
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/trellis-repl/trellis-repl/internal/plant"
 )
 
 // hasSublinks reports whether a statement holds a subquery in an
@@ -142,7 +144,8 @@ func (c *selectChecker) dependOnSublinks(sel *pg_query.SelectStmt) error {
 		}
 		for _, d := range deps {
 			j := &pg_query.JoinExpr{Jointype: pg_query.JoinType_JOIN_LEFT, Larg: from, Rarg: d.level, Quals: d.on}
-			if f.filters {
+			notExists := f.sl.SubLinkType == pg_query.SubLinkType_EXISTS_SUBLINK && !f.positive
+			if f.filters && !(notExists && plant.Active(plant.ExistsMissesLastDelete)) {
 				// An outer row the condition drops leaves no stored row
 				// whose lineage shows the level row it matched: the join's
 				// matches are mirrored (ADR 0010), as for any condition
@@ -379,7 +382,9 @@ func (c *selectChecker) dependency(f foundSublink, outer map[string]bool) ([]dep
 		}
 		if aggregate && len(reads) == 0 {
 			// Its value is the answer: the level keeps it.
-			fingerprint = append(fingerprint, named(target, "v"))
+			if !plant.Active(plant.StaleScalar) {
+				fingerprint = append(fingerprint, named(target, "v"))
+			}
 		} else {
 			reads = append(reads, target)
 		}
@@ -470,6 +475,9 @@ func (c *selectChecker) uncorrelatedDependency(f foundSublink, sub *pg_query.Sel
 			sel := proto.Clone(sub).(*pg_query.SelectStmt)
 			sel.SortClause = nil
 			sel.TargetList[0].GetResTarget().Name = "v"
+			if plant.Active(plant.StaleScalar) {
+				sel.TargetList[0].GetResTarget().Val = mustParseExpr("count(*) >= 0", nil)
+			}
 			c.dependencies++
 			d, err := c.joinLevel(sel, fmt.Sprintf("__dep%d", c.dependencies), nil, what)
 			return []dependencyJoin{d}, err
