@@ -45,6 +45,28 @@ const (
 	// flattened into it, so a computed output or WHERE one level down is
 	// pulled up past the outer join (issue 28).
 	FlattenNullableComputed = "flatten_nullable_computed"
+	// ExistsMissesLastDelete: a NOT EXISTS subquery's dependency join
+	// (ADR 0030) is not mirrored, so when the subquery's last matching row
+	// goes (its dependency level row disappears) the outer row, which the
+	// condition dropped and so no stored row's lineage shows, is not
+	// re-derived and never appears (nor does a stored row go when its
+	// first match comes).
+	ExistsMissesLastDelete = "exists_misses_last_delete"
+	// StaleScalar: an aggregate scalar subquery's dependency level does not
+	// hold its value (correlated: only its groups; uncorrelated: a
+	// constant), so when the value moves no level row changes and the
+	// outer rows that read it are not re-derived.
+	StaleScalar = "stale_scalar"
+	// WindowPartitionStale: a window batch (ADR 0033) collects only the
+	// partitions the changed rows are in now, not those the target stored
+	// them in, so the partition a row left (or was deleted from) is not
+	// recomputed: its other rows keep stale values, the row stays.
+	WindowPartitionStale = "window_partition_stale"
+	// TopKNoRefill: a window batch inserts the rows it re-derives but does
+	// not update stored ones, so ranks go stale: when a top-K row is
+	// deleted, the next row's row_number stays above the limit and it
+	// never enters the top K.
+	TopKNoRefill = "topk_no_refill"
 	// ApplierConnectionPerTransform: every transform's worker keeps an
 	// applier connection of its own again, outside the connection budget
 	// (ADR 0028).
