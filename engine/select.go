@@ -118,7 +118,7 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 	if err := c.rewriteSetOps(tree.Stmts[0].Stmt); err != nil {
 		return nil, err
 	}
-	if c.setOps > 0 && !qualified {
+	if c.setOps > 0 && !qualified || !qualified && rewritesQualified(tree.Stmts[0].Stmt) {
 		// PostgreSQL validates the set operation as written (its own
 		// sentence names UNION, not the join it becomes) and qualifies
 		// every reference in the branches; the expanded query is kept.
@@ -165,6 +165,7 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 			return nil, err
 		}
 	}
+	distinctOverWindows(sel)
 	if err := c.distinctAsGroupBy(sel); err != nil {
 		return nil, err
 	}

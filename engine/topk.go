@@ -177,3 +177,19 @@ func outputExpr(sel *pg_query.SelectStmt, names []string, n *pg_query.Node) *pg_
 	}
 	return n
 }
+
+// rewritesQualified reports whether any SELECT in n (its derived tables,
+// CTEs and subqueries included) is rewritten over its qualified text —
+// top-K, LATERAL, a subquery or window over groups (aggsplit.go) — so the
+// whole definition is read as PostgreSQL qualifies it (Query.Expand): a
+// derived table's level is parsed as qualified as its owner.
+func rewritesQualified(n *pg_query.Node) bool {
+	found := false
+	walk(n.ProtoReflect(), func(m proto.Message) bool {
+		if sel, ok := m.(*pg_query.SelectStmt); ok && (needsTopK(sel) || hasLateral(sel) || needsAggSplit(sel)) {
+			found = true
+		}
+		return !found
+	})
+	return found
+}

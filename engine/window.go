@@ -300,3 +300,34 @@ func PlanNotes(ctx context.Context, db DB, p *Plan) ([]string, error) {
 	return []string{fmt.Sprintf("%s: its windows have no PARTITION BY (or top-K over all rows), so every change re-derives all of its rows: a batch reads about %d source rows; partition the window (or keep the top rows per group) where the table is large",
 		p.Target.Ident(), rows)}, nil
 }
+
+// windowedAlias names the derived table a DISTINCT over windows reads.
+const windowedAlias = "__windowed"
+
+// distinctOverWindows rewrites SELECT DISTINCT over window calls, whose
+// DISTINCT applies to the windows' results, as the distinct rows of the
+// window query as a derived table (a level):
+//
+//	SELECT DISTINCT g, count(*) OVER (PARTITION BY g) AS n FROM t
+//	  → SELECT DISTINCT __windowed.g, __windowed.n FROM (SELECT g, count(*) OVER … AS n FROM t) __windowed
+func distinctOverWindows(sel *pg_query.SelectStmt) {
+	if len(sel.DistinctClause) != 1 || sel.DistinctClause[0].GetNode() != nil || !hasWindow(sel) {
+		return
+	}
+	names := outputNames(&pg_query.RangeSubselect{}, sel)
+	inner := proto.Clone(sel).(*pg_query.SelectStmt)
+	inner.DistinctClause, inner.SortClause = nil, nil
+	for i, rt := range inner.TargetList {
+		if r := rt.GetResTarget(); r != nil && r.Name == "" && names[i] != "" {
+			r.Name = names[i]
+		}
+	}
+	var targets []*pg_query.Node
+	for _, n := range names {
+		targets = append(targets, named(columnRef(windowedAlias, n), n))
+	}
+	*sel = pg_query.SelectStmt{Op: pg_query.SetOperation_SETOP_NONE, TargetList: targets, DistinctClause: sel.DistinctClause,
+		FromClause: []*pg_query.Node{{Node: &pg_query.Node_RangeSubselect{RangeSubselect: &pg_query.RangeSubselect{
+			Subquery: &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: inner}},
+			Alias:    &pg_query.Alias{Aliasname: windowedAlias}}}}}}
+}
