@@ -204,7 +204,17 @@ func (t *Trellis) applyOne(ctx context.Context, tx pgx.Tx, st *engine.Statement,
 // replaces (0 for none), whose shadow is st.TargetName.
 func (t *Trellis) create(ctx context.Context, tx pgx.Tx, schema string, st *engine.Statement, replaces int64, view *defineView) (*engine.Plan, []string, error) {
 	// * is expanded first: the derived tables it reads are known then.
-	// * over a target means its visible columns.
+	// * over a target means its visible columns. A view is read as its
+	// definition, which the expansion writes in.
+	if st.Query != nil && !st.Query.Expand {
+		views, err := engine.ReadsView(ctx, tx, st.Query.SQL)
+		if err != nil {
+			return nil, nil, terr.Wrap(terr.Unavailable, err, "transform %q: look for views in its FROM: %v", st.Name, err)
+		}
+		if views {
+			st.Query = &engine.Query{SQL: st.Query.SQL, Expand: true}
+		}
+	}
 	if st.Query != nil && st.Query.Expand {
 		if err := view.load(ctx, t, tx); err != nil {
 			return nil, nil, err

@@ -77,6 +77,9 @@ func (r *runner) watchDrift(ctx context.Context) {
 			for _, src := range p.Tables() {
 				oids = append(oids, src.OID)
 			}
+			for _, v := range p.Views {
+				oids = append(oids, v.OID)
+			}
 		}
 		sigs, objects, err := catalogSignatures(ctx, r.t.pool, oids)
 		if err != nil {
@@ -95,6 +98,9 @@ func (r *runner) watchDrift(ctx context.Context) {
 			changed := !checked[id] || objects != lastObjects
 			for _, src := range x.plan.Tables() {
 				changed = changed || sigs[src.OID] != last[src.OID]
+			}
+			for _, v := range x.plan.Views {
+				changed = changed || sigs[v.OID] != last[v.OID]
 			}
 			if !changed {
 				continue
@@ -127,7 +133,8 @@ func (r *runner) watchDrift(ctx context.Context) {
 // catalogSignatures reads, in one statement, a signature of each source's
 // catalog rows (its name, schema, kind and replica identity; its columns'
 // names, types, modifiers, NOT NULL and collations; its primary, unique
-// and replica-identity indexes), "missing" for a dropped one, and a
+// and replica-identity indexes; a view's rule, which CREATE OR REPLACE
+// VIEW rewrites), "missing" for a dropped one, and a
 // signature of the user-defined functions, types, operators and schemas
 // a definition may depend on. DDL that could make a transform drift
 // changes one of them. A table's row type and its array type, and the
@@ -144,7 +151,8 @@ func catalogSignatures(ctx context.Context, q catalog.Querier, oids []uint32) (m
 				(SELECT string_agg(concat_ws(':', a.attname, a.atttypid, a.atttypmod, a.attnotnull, a.attcollation), ',' ORDER BY a.attnum)
 					FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
 				(SELECT string_agg(concat_ws(':', i.indexrelid, i.indisprimary, i.indisreplident, i.indisunique, i.indkey), ',' ORDER BY i.indexrelid)
-					FROM pg_index i WHERE i.indrelid = c.oid AND (i.indisprimary OR i.indisreplident OR i.indisunique))))
+					FROM pg_index i WHERE i.indrelid = c.oid AND (i.indisprimary OR i.indisreplident OR i.indisunique)),
+				(SELECT r.xmin::text FROM pg_rewrite r WHERE r.ev_class = c.oid AND r.rulename = '_RETURN')))
 			FROM pg_class c WHERE c.oid = s.oid), 'missing')
 		FROM (SELECT DISTINCT unnest($1::oid[]) AS oid) s
 		UNION ALL

@@ -60,6 +60,9 @@ var undefinedColumn = regexp.MustCompile(`column "?([^" ]+?)"? does not exist`)
 // CheckDrift compares the plan with the database now. It reads only (the
 // describe runs in a savepoint) and returns nil when nothing drifted.
 func CheckDrift(ctx context.Context, db DB, name string, p *Plan) (*Drift, error) {
+	if d, err := viewDrift(ctx, db, name, p); d != nil || err != nil {
+		return d, err
+	}
 	for _, src := range p.Tables() {
 		d, err := sourceDrift(ctx, db, name, src)
 		if d != nil || err != nil {

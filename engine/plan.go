@@ -116,6 +116,10 @@ type Plan struct {
 	// for several sources (Multi).
 	Window *PlanWindow `json:"window,omitempty"`
 
+	// Views are the views the definition read as their definitions then;
+	// one replaced or dropped since is drift (views.go).
+	Views []ViewDep `json:"views,omitempty"`
+
 	// GroupIndexLater: the ledger's group-key index is not made by Install
 	// but by EnsureGroupIndex, after a fresh build has filled the ledger
 	// (ADR 0025); false in plans stored before, whose Install made it.

@@ -56,7 +56,7 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 	if st.TargetName != "" {
 		target = st.TargetName
 	}
-	p := &Plan{SearchPath: searchPath, Target: Rel{Schema: schema, Name: target}, Where: q.Where, Outer: q.Outer, Cover: q.Cover}
+	p := &Plan{SearchPath: searchPath, Target: Rel{Schema: schema, Name: target}, Where: q.Where, Outer: q.Outer, Cover: q.Cover, Views: q.Views}
 	if q.Window != nil {
 		// Keyed by lineage and re-derived by partition (window.go).
 		p.Window = &PlanWindow{}

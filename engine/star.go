@@ -51,6 +51,11 @@ func expandStar(ctx context.Context, db DB, name, sql string, targets []Rel) (*Q
 			return nil, err
 		}
 	}
+	// Views are read as their definitions (views.go).
+	sql, views, err := expandViews(ctx, db, name, sql)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := db.Exec(ctx, `SAVEPOINT trellis_star`); err != nil {
 		return nil, err
 	}
@@ -70,6 +75,7 @@ func expandStar(ctx context.Context, db DB, name, sql string, targets []Rel) (*Q
 	if q.Expand {
 		return nil, terr.New(terr.Internal, "transform %q: PostgreSQL's expansion of the query still needs one", name)
 	}
+	q.Views = views
 	return q, nil
 }
 

@@ -115,6 +115,9 @@ type Query struct {
 	// Window describes the select list's window calls (window.go); nil
 	// when there are none.
 	Window *WindowSpec
+	// Views are the plain views the definition read, expanded to their
+	// definitions (views.go).
+	Views []ViewDep
 }
 
 // groupExprs are the GROUP BY expressions over the source: GroupBy less
