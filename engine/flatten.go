@@ -397,18 +397,27 @@ func (c *selectChecker) renameShared(sel *pg_query.SelectStmt) {
 			case *pg_query.RangeSubselect, *pg_query.SubLink:
 				return false // its own scope
 			case *pg_query.RangeVar:
-				if x.Alias != nil || c.refNameUses[x.Relname] < 2 {
+				// Its name: the alias it has (a CTE's body that aliases
+				// its table, read twice), or the table's.
+				name := x.Relname
+				if x.Alias != nil {
+					name = x.Alias.Aliasname
+				}
+				if c.refNameUses[name] < 2 {
 					return true
 				}
 				c.renamed++
-				alias := fmt.Sprintf("%s_%d", x.Relname, c.renamed)
+				alias := fmt.Sprintf("%s_%d", name, c.renamed)
 				for c.refNameUses[alias] > 0 {
 					c.renamed++
-					alias = fmt.Sprintf("%s_%d", x.Relname, c.renamed)
+					alias = fmt.Sprintf("%s_%d", name, c.renamed)
 				}
 				c.refNameUses[alias]++
-				x.Alias = &pg_query.Alias{Aliasname: alias}
-				renames[x.Relname] = alias
+				if x.Alias == nil {
+					x.Alias = &pg_query.Alias{}
+				}
+				x.Alias.Aliasname = alias
+				renames[name] = alias
 			}
 			return true
 		})

@@ -311,3 +311,7 @@ CREATE TRANSFORM having_scalar AS SELECT d1, count(*) AS n FROM fact GROUP BY d1
 
 -- refuse validation: limits its rows (LIMIT, OFFSET) and refers to the outer query
 CREATE TRANSFORM x AS SELECT d.id, (SELECT f.v FROM fact f WHERE f.d1 = d.id ORDER BY f.id LIMIT 1) AS first FROM dim d;
+
+-- a CTE whose body aliases its table, read twice (its two pulled-up copies get names of their own)
+-- accept
+CREATE TRANSFORM cte_aliased_twice AS WITH c2 AS (SELECT a1.id AS k0, a1.v AS v0 FROM fact AS a1 WHERE a1.v > 1) SELECT r3.k0, r3.v0, b4.k0 AS bv FROM c2 r3 JOIN c2 b4 ON b4.k0 = r3.k0;
