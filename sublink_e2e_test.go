@@ -119,3 +119,37 @@ func TestSublinkRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestScalarMoves: only the subquery's side changes, moving a scalar's
+// value: an uncorrelated average that outer rows compare with, and a
+// correlated maximum read in the select list. Every outer row whose
+// predicate flips or whose value moves is re-derived although the outer
+// table is never written (the stale_scalar planted bug fails it).
+func TestScalarMoves(t *testing.T) {
+	t.Parallel()
+	eachModeParallel(t, func(t *testing.T, mode string) {
+		e := newEnv(t, trellis.Config{Capture: mode})
+		e.exec(sublinkSchemaSQL)
+		defs := []levelDef{
+			{"sm_above_avg", `SELECT o.id, o.amt FROM o WHERE o.amt > (SELECT avg(l.qty) * 3 FROM l)`},
+			{"sm_max_per_row", `SELECT o.id, (SELECT max(l.qty) FROM l WHERE l.oid = o.id) AS m FROM o`},
+			{"sm_count_having", `SELECT o.status, count(*) AS n FROM o GROUP BY o.status HAVING count(*) > (SELECT count(*) FROM l WHERE l.qty = 4) / 2`},
+		}
+		var b strings.Builder
+		for _, d := range defs {
+			fmt.Fprintf(&b, "CREATE TRANSFORM %s AS %s;\n", d.name, d.query)
+		}
+		e.apply(b.String())
+		e.start()
+		levelConverge(e, defs, "after the build")
+		for i, w := range []string{
+			`UPDATE l SET qty = qty + 2`,
+			`UPDATE l SET qty = 0 WHERE id % 2 = 0`,
+			`INSERT INTO l SELECT g, g % 70, 4, 0 FROM generate_series(200, 290) g`,
+			`DELETE FROM l WHERE qty = 4`,
+		} {
+			e.exec(w)
+			levelConverge(e, defs, fmt.Sprintf("write %d (%s)", i+1, w))
+		}
+	})
+}

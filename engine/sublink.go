@@ -476,7 +476,9 @@ func (c *selectChecker) uncorrelatedDependency(f foundSublink, sub *pg_query.Sel
 			sel.SortClause = nil
 			sel.TargetList[0].GetResTarget().Name = "v"
 			if plant.Active(plant.StaleScalar) {
+				// Planted: one row that never changes.
 				sel.TargetList[0].GetResTarget().Val = mustParseExpr("count(*) >= 0", nil)
+				sel.WhereClause = mustParseExpr("false", nil)
 			}
 			c.dependencies++
 			d, err := c.joinLevel(sel, fmt.Sprintf("__dep%d", c.dependencies), nil, what)

@@ -528,10 +528,19 @@ func (g *gen) chainNext(name string, up *chainLevel, keyed, nullable bool) *chai
 		// Through a join with the table its nullable key comes from.
 		return g.chainJoinBackNullable(name, up, keyed)
 	case !keyed:
+		l := &chainLevel{name: name, desc: &table{name: name}}
 		if r.IntN(2) == 0 {
-			return &chainLevel{name: name, sql: aggSelect(r, r, t), desc: &table{name: name}}
+			l.sql = aggSelect(r, r, t)
+		} else {
+			l.sql = rowSelect(r, r, t)
 		}
-		return &chainLevel{name: name, sql: rowSelect(r, r, t), desc: &table{name: name}}
+		if g.sr.IntN(100) < 2*g.shapesPct {
+			// From the shapes stream, after the others drew (sqlshapes.go).
+			sd := g.shapeOverLevel(g.sr, up)
+			l.sql = sd.sql
+			g.shapeDefs = append(g.shapeDefs, sd)
+		}
+		return l
 	}
 	l := g.chainRow(name, e, from, t.key, up.base, up.pk)
 	l.inherit(up, len(t.key))

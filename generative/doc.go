@@ -198,6 +198,44 @@
 //     draws two three deep, one on the NULL-extended side of a RIGHT JOIN).
 //     TestNestedDrawnApart checks that the stream changes only the
 //     definitions it lands on.
+//   - Eight definitions in a hundred (featShapesPct; from a shapes stream
+//     of its own, shapesSalt, drawn after every other stream drew the
+//     definition it replaces and never where the nested stream landed;
+//     sqlshapes.go), and one chain's last level in eight, use the SQL of
+//     issue 24 (ADR 0030, 0032, 0033): subqueries in expressions (EXISTS
+//     and NOT EXISTS correlated on an equality of comparable columns — a
+//     link of the join schema in join programs —, IN and NOT IN of a
+//     subquery, over a column that may be NULL too, the subquery now and
+//     then a UNION of two tables, an uncorrelated avg/min/max/sum compared
+//     with a column in WHERE, a correlated count/sum/min/max in the select
+//     list; in WHERE alone, under OR, after a predicate, or under an
+//     aggregate of the rows that pass); UNION ALL, UNION, INTERSECT and
+//     EXCEPT of two or three branches over any tables, columns of one type
+//     class or expressions and constants of it, the third branch now and
+//     then under another operator in parentheses, at the top, as a derived
+//     table an aggregate reads, or in a CTE; window functions (rank,
+//     dense_rank, row_number, lag, lead, first_value, ntile, sum, count and
+//     max OVER, a ROWS frame) sharing a PARTITION BY of one or two columns
+//     (or none), and a filter on row_number or rank in an outer query;
+//     top-K (ORDER BY … LIMIT n [OFFSET m]) over a table, over an
+//     aggregate's groups and over a set operation, and DISTINCT ON (g) …
+//     ORDER BY g, …; WITH, its CTE (a projection, an aggregate, a set
+//     operation or a window query) read once, or twice (joined to itself on
+//     its key, or filtering itself by IN). A shape reads, a quarter of the
+//     time, a derived table or CTE that is itself one (a projection with a
+//     subquery filter, an aggregate, a set operation, a window query): two
+//     levels at most. Order-sensitive window calls order by every source's
+//     key; a top-K's ORDER BY ends with the key (over a set operation, it
+//     names every output, so tied rows are equal rows), as DISTINCT ON's
+//     does; window sums read no float8: every query has one answer, and the
+//     oracle's EXCEPT ALL comparison needs no tie rule. In programs with
+//     tiny apply batches, windows and top-K avoid tables that get bulk rows
+//     (or partition by the key bulk rows vary in). TRELLIS_GEN_SHAPES_PCT
+//     draws more of them (a soak aimed at them); TestShapesAccepted
+//     (TRELLIS_GEN_SHAPES_CHECK=N) applies every definition of N seeds
+//     drawn as a shape. TestShapePrograms checks that the programs draw
+//     each of them, TestShapesDrawnApart that the stream changes only the
+//     definitions it lands on.
 //   - A quarter of the programs define a chain during their body (a quarter
 //     of those a second one): two or three levels, each reading the target
 //     of the one below (chains.go). A level read by another is keyed by NOT
@@ -355,8 +393,10 @@
 //     under `-tags trellisplant` once per planted bug (internal/plant, the
 //     join bugs ignore_left_join_nulls and skip_dimension_change, the
 //     trigger drain's drain_skips_open_txn, the quarantine's
-//     hold_whole_batch and the flattening's flatten_nullable_computed
-//     included; -only restricts the sweep) and reports the catch rate.
+//     hold_whole_batch, the flattening's flatten_nullable_computed, the
+//     dependency levels' exists_misses_last_delete and stale_scalar and
+//     the windows' window_partition_stale and topk_no_refill included;
+//     -only restricts the sweep) and reports the catch rate.
 //
 // Other knobs: TRELLIS_GEN_SEED and TRELLIS_GEN_PROFILE reproduce one case
 // (TestSeed); TRELLIS_GEN_FILE replays one file (TestRegressions);

@@ -108,7 +108,7 @@ func newGen(seed int64, prof Profile) *gen {
 		cr: rand.New(rand.NewPCG(uint64(seed), captureSalt)), pr: rand.New(rand.NewPCG(uint64(seed), poisonSalt)),
 		dr: rand.New(rand.NewPCG(uint64(seed), ddlSalt)), lr: rand.New(rand.NewPCG(uint64(seed), levelSalt)),
 		nr: rand.New(rand.NewPCG(uint64(seed), nullChainSalt)), xr: rand.New(rand.NewPCG(uint64(seed), nestedSalt)),
-		nestedPct: featNestedPct}
+		nestedPct: featNestedPct, sr: rand.New(rand.NewPCG(shapesSeed(seed), shapesSalt)), shapesPct: shapesPct()}
 	// Whether it is a join program is drawn apart, so that the programs
 	// without joins are what they were before joins existed.
 	g.join = prof.Join > 0 && rand.New(rand.NewPCG(uint64(seed), 0x6a6f696e)).IntN(100) < prof.Join
@@ -161,6 +161,16 @@ type gen struct {
 	xr        *rand.Rand
 	nestedPct int
 	nested    []nestedDef
+	// sr is the shapes stream (sqlshapes.go): which definitions (and
+	// chains' last levels) are replaced by one using subqueries in
+	// expressions, set operations, windows, top-K or WITH (shapesPct in a
+	// hundred), and what it draws; shapes the definitions it drew.
+	sr        *rand.Rand
+	shapesPct int
+	shapeDefs []shapeDef
+	// smallBatch: the runner re-derives a few keys per batch (a window
+	// over thousands of bulk rows would re-derive them per batch).
+	smallBatch bool
 }
 
 func (g *gen) pct(p int) bool { return g.r.IntN(100) < p }
@@ -179,6 +189,7 @@ func (g *gen) program(seed int64) *Program {
 	if p.Config.Runner == RunnerInProc && g.pct(g.prof.SmallBatch) {
 		p.Config.Batch = 1 + r.IntN(4)
 	}
+	g.smallBatch = p.Config.Batch > 0
 	p.Config.Stream = g.pct(g.prof.Stream)
 	p.Config.Capture = g.drawCapture()
 	if p.Config.Capture == CaptureTrigger {
@@ -354,17 +365,28 @@ func (g *gen) newDef(name string) transformDef {
 }
 
 // derived now and then (from the feature stream) replaces a drawn
-// definition by one over a derived table, and now and then (from the
-// nested stream, after the others drew) by one joining a nested derived
-// table (nested.go). d keeps its table and join shape as drawn.
+// definition by one over a derived table, now and then (from the nested
+// stream, after the others drew) by one joining a nested derived table
+// (nested.go), and now and then (from the shapes stream, after all of
+// them drew; not where the nested stream landed) by one of the SQL
+// shapes (sqlshapes.go). d keeps its table and join shape as drawn.
 func (g *gen) derived(d *transformDef) {
 	if g.fr.IntN(100) < featDerivedPct {
 		d.sql = g.derivedSelect(g.fr)
 	}
+	nested := false
 	if g.xr.IntN(100) < g.nestedPct {
 		nd := g.nestedSelect(g.xr)
 		d.sql = nd.sql
 		g.nested = append(g.nested, nd)
+		nested = true
+	}
+	if g.sr.IntN(100) < g.shapesPct {
+		sd := g.shapeSelect(g.sr)
+		if !nested {
+			d.sql = sd.sql
+			g.shapeDefs = append(g.shapeDefs, sd)
+		}
 	}
 }
 

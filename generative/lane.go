@@ -38,8 +38,11 @@ func (c Case) Program() (*Program, error) {
 // drain_skips_open_txn with trigger/2, hold_whole_batch with poison/214;
 // flatten_nullable_computed with join/234, whose t1 the nested stream
 // draws: a computed output below a pass-through wrapper on the
-// NULL-extended side of a LEFT JOIN, nestedSalt), and each passes on the
-// current code. store/3 and store/22 define chains
+// NULL-extended side of a LEFT JOIN, nestedSalt; exists_misses_last_delete
+// with held/13, topk_no_refill and window_partition_stale with poison/214,
+// whose shapes the SQL-shapes stream draws, sqlshapes.go; stale_scalar is
+// caught by the root TestScalarMoves), and each passes on the current
+// code. store/3 and store/22 define chains
 // whose first level is keyed by columns that may be NULL, with a kill
 // between the levels (TestNullableChainPrograms; nullChainSalt is chosen so,
 // and so that mixed/1's chain is the one it drew before): an aggregate

@@ -53,9 +53,9 @@ const (
 	// first match comes).
 	ExistsMissesLastDelete = "exists_misses_last_delete"
 	// StaleScalar: an aggregate scalar subquery's dependency level does not
-	// hold its value (correlated: only its groups; uncorrelated: a
-	// constant), so when the value moves no level row changes and the
-	// outer rows that read it are not re-derived.
+	// hold its value (correlated: only its groups; uncorrelated: one
+	// constant row read from no row), so when the value moves no level row
+	// changes and the outer rows that read it are not re-derived.
 	StaleScalar = "stale_scalar"
 	// WindowPartitionStale: a window batch (ADR 0033) collects only the
 	// partitions the changed rows are in now, not those the target stored
