@@ -1,9 +1,6 @@
 package trellis_test
 
 import (
-	"context"
-	"fmt"
-	"strings"
 	"testing"
 
 	trellis "github.com/trellis-repl/trellis-repl"
@@ -58,19 +55,7 @@ var setopWrites = []string{
 func TestSetOperations(t *testing.T) {
 	t.Parallel()
 	eachModeParallel(t, func(t *testing.T, mode string) {
-		e := newEnv(t, trellis.Config{Capture: mode})
-		e.exec(setopSchemaSQL)
-		var b strings.Builder
-		for _, d := range setopDefs {
-			fmt.Fprintf(&b, "CREATE TRANSFORM %s AS %s;\n", d.name, d.query)
-		}
-		e.apply(b.String())
-		e.start()
-		levelConverge(e, setopDefs, "after the build")
-		for i, w := range setopWrites {
-			e.exec(w)
-			levelConverge(e, setopDefs, fmt.Sprintf("write %d (%s)", i+1, w))
-		}
+		keepShapes(t, mode, setopSchemaSQL, setopDefs, setopWrites)
 	})
 }
 
@@ -80,21 +65,11 @@ func TestSetOperationRefusals(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, trellis.Config{})
 	e.exec(setopSchemaSQL)
-	ctx := context.Background()
-	for _, tc := range []struct{ query, want string }{
+	refuseEach(t, e, []refusal{
 		{`SELECT k FROM sa INTERSECT ALL SELECT k FROM sb`, "INTERSECT ALL keeps a row as many times as its counts say"},
 		{`SELECT k FROM sa EXCEPT ALL SELECT k FROM sb`, "EXCEPT ALL keeps a row"},
 		{`SELECT k, s FROM sa UNION SELECT k FROM sb`, "each UNION query must have the same number of columns"},
 		{`SELECT k FROM sa UNION SELECT k FROM sb LIMIT 3`, "LIMIT without ORDER BY keeps arbitrary rows"},
 		{`SELECT s FROM sa UNION ALL SELECT f FROM sb`, "UNION types text and double precision cannot be matched"},
-	} {
-		before := e.queryInt(`SELECT count(*) FROM trellis.transforms`)
-		_, err := e.tr.Apply(ctx, "CREATE TRANSFORM refused AS "+tc.query)
-		if trellis.CodeOf(err) != trellis.CodeValidation || !strings.Contains(fmt.Sprint(err), tc.want) {
-			t.Errorf("%s: %v, want a validation error containing %q", tc.query, err, tc.want)
-		}
-		if after := e.queryInt(`SELECT count(*) FROM trellis.transforms`); after != before {
-			t.Errorf("%s: a refused definition left %d transforms behind", tc.query, after-before)
-		}
-	}
+	})
 }

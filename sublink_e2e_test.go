@@ -1,9 +1,6 @@
 package trellis_test
 
 import (
-	"context"
-	"fmt"
-	"strings"
 	"testing"
 
 	trellis "github.com/trellis-repl/trellis-repl"
@@ -78,19 +75,7 @@ var sublinkWrites = []string{
 func TestSublinks(t *testing.T) {
 	t.Parallel()
 	eachModeParallel(t, func(t *testing.T, mode string) {
-		e := newEnv(t, trellis.Config{Capture: mode})
-		e.exec(sublinkSchemaSQL)
-		var b strings.Builder
-		for _, d := range sublinkDefs {
-			fmt.Fprintf(&b, "CREATE TRANSFORM %s AS %s;\n", d.name, d.query)
-		}
-		e.apply(b.String())
-		e.start()
-		levelConverge(e, sublinkDefs, "after the build")
-		for i, w := range sublinkWrites {
-			e.exec(w)
-			levelConverge(e, sublinkDefs, fmt.Sprintf("write %d (%s)", i+1, w))
-		}
+		keepShapes(t, mode, sublinkSchemaSQL, sublinkDefs, sublinkWrites)
 	})
 }
 
@@ -100,24 +85,14 @@ func TestSublinkRefusals(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, trellis.Config{})
 	e.exec(sublinkSchemaSQL)
-	ctx := context.Background()
-	for _, tc := range []struct{ query, want string }{
+	refuseEach(t, e, []refusal{
 		{`SELECT c.id FROM c WHERE EXISTS (SELECT 1 FROM o WHERE o.cust = c.id AND EXISTS (SELECT 1 FROM l WHERE l.sku = c.tier))`, "refers to the query two levels out"},
 		{`SELECT o.cust, count(*) AS n FROM o GROUP BY o.cust HAVING count(*) > (SELECT avg(qty) FROM l WHERE l.sku = o.amt)`, `subquery uses ungrouped column "o.amt" from outer query`},
 		{`SELECT o.cust, count(*) AS n FROM o GROUP BY o.cust, (SELECT max(qty) FROM l)`, "a subquery in GROUP BY"},
 		{`SELECT c.id, (SELECT max(o.amt) FROM o WHERE o.cust = c.id GROUP BY o.status LIMIT 1) AS m FROM c`, "groups its rows"},
 		{`SELECT c.id FROM c WHERE c.id IN (SELECT o.cust FROM o WHERE o.amt > random())`, "random() is not immutable"},
 		{`SELECT c.id FROM c WHERE EXISTS (SELECT 1 FROM o WHERE o.cust = c.id UNION SELECT 1 FROM l WHERE l.oid = c.id)`, "set operations in a correlated subquery arrive in a later version"},
-	} {
-		before := e.queryInt(`SELECT count(*) FROM trellis.transforms`)
-		_, err := e.tr.Apply(ctx, "CREATE TRANSFORM refused AS "+tc.query)
-		if trellis.CodeOf(err) != trellis.CodeValidation || !strings.Contains(fmt.Sprint(err), tc.want) {
-			t.Errorf("%s: %v, want a validation error containing %q", tc.query, err, tc.want)
-		}
-		if after := e.queryInt(`SELECT count(*) FROM trellis.transforms`); after != before {
-			t.Errorf("%s: a refused definition left %d transforms behind", tc.query, after-before)
-		}
-	}
+	})
 }
 
 // TestScalarMoves: only the subquery's side changes, moving a scalar's
@@ -128,28 +103,16 @@ func TestSublinkRefusals(t *testing.T) {
 func TestScalarMoves(t *testing.T) {
 	t.Parallel()
 	eachModeParallel(t, func(t *testing.T, mode string) {
-		e := newEnv(t, trellis.Config{Capture: mode})
-		e.exec(sublinkSchemaSQL)
 		defs := []levelDef{
 			{"sm_above_avg", `SELECT o.id, o.amt FROM o WHERE o.amt > (SELECT avg(l.qty) * 3 FROM l)`},
 			{"sm_max_per_row", `SELECT o.id, (SELECT max(l.qty) FROM l WHERE l.oid = o.id) AS m FROM o`},
 			{"sm_count_having", `SELECT o.status, count(*) AS n FROM o GROUP BY o.status HAVING count(*) > (SELECT count(*) FROM l WHERE l.qty = 4) / 2`},
 		}
-		var b strings.Builder
-		for _, d := range defs {
-			fmt.Fprintf(&b, "CREATE TRANSFORM %s AS %s;\n", d.name, d.query)
-		}
-		e.apply(b.String())
-		e.start()
-		levelConverge(e, defs, "after the build")
-		for i, w := range []string{
+		keepShapes(t, mode, sublinkSchemaSQL, defs, []string{
 			`UPDATE l SET qty = qty + 2`,
 			`UPDATE l SET qty = 0 WHERE id % 2 = 0`,
 			`INSERT INTO l SELECT g, g % 70, 4, 0 FROM generate_series(200, 290) g`,
 			`DELETE FROM l WHERE qty = 4`,
-		} {
-			e.exec(w)
-			levelConverge(e, defs, fmt.Sprintf("write %d (%s)", i+1, w))
-		}
+		})
 	})
 }

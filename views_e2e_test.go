@@ -2,7 +2,6 @@ package trellis_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -33,23 +32,11 @@ var viewDefs = []levelDef{
 func TestViewsAsSources(t *testing.T) {
 	t.Parallel()
 	eachModeParallel(t, func(t *testing.T, mode string) {
-		e := newEnv(t, trellis.Config{Capture: mode})
-		e.exec(viewSchemaSQL)
-		var b strings.Builder
-		for _, d := range viewDefs {
-			fmt.Fprintf(&b, "CREATE TRANSFORM %s AS %s;\n", d.name, d.query)
-		}
-		e.apply(b.String())
-		e.start()
-		levelConverge(e, viewDefs, "after the build")
-		for i, w := range []string{
+		e := keepShapes(t, mode, viewSchemaSQL, viewDefs, []string{
 			`UPDATE va SET x = x + 3 WHERE id % 3 = 0`,
 			`DELETE FROM va WHERE g = 1; UPDATE vb SET name = 'renamed' WHERE id = 2`,
 			`INSERT INTO va SELECT i, i % 5, i % 9 FROM generate_series(100, 120) i`,
-		} {
-			e.exec(w)
-			levelConverge(e, viewDefs, fmt.Sprintf("write %d (%s)", i+1, w))
-		}
+		})
 		if mode != "logical" {
 			return
 		}

@@ -81,19 +81,7 @@ var windowWrites = []string{
 func TestWindows(t *testing.T) {
 	t.Parallel()
 	eachModeParallel(t, func(t *testing.T, mode string) {
-		e := newEnv(t, trellis.Config{Capture: mode})
-		e.exec(windowSchemaSQL)
-		var b strings.Builder
-		for _, d := range windowDefs {
-			fmt.Fprintf(&b, "CREATE TRANSFORM %s AS %s;\n", d.name, d.query)
-		}
-		e.apply(b.String())
-		e.start()
-		levelConverge(e, windowDefs, "after the build")
-		for i, w := range windowWrites {
-			e.exec(w)
-			levelConverge(e, windowDefs, fmt.Sprintf("write %d (%s)", i+1, w))
-		}
+		keepShapes(t, mode, windowSchemaSQL, windowDefs, windowWrites)
 	})
 }
 
@@ -105,7 +93,7 @@ func TestWindowRefusals(t *testing.T) {
 	e := newEnv(t, trellis.Config{})
 	e.exec(windowSchemaSQL)
 	ctx := context.Background()
-	for _, tc := range []struct{ query, want string }{
+	refuseEach(t, e, []refusal{
 		{`SELECT id, row_number() OVER (PARTITION BY g ORDER BY x) AS rn FROM wa`, `(its ORDER BY is not total: it lacks "wa"."id")`},
 		{`SELECT id, lag(x) OVER (ORDER BY x) AS p FROM wa`, `lacks "wa"."id"`},
 		{`SELECT id, array_agg(x) OVER (PARTITION BY g) AS a FROM wa`, `lacks "wa"."id"`},
@@ -114,16 +102,7 @@ func TestWindowRefusals(t *testing.T) {
 		{`SELECT wb.g, t.n FROM wb, LATERAL (SELECT count(*) AS n FROM wa WHERE wa.g = wb.g) t`, "aggregates without GROUP BY"},
 		{`SELECT wb.g, t.id FROM wb, LATERAL (SELECT wa.id FROM wa WHERE wa.x > wb.g) t`, "not an equality between its own columns and the outer query's"},
 		{`SELECT id FROM wa ORDER BY x FETCH FIRST 3 ROWS WITH TIES OFFSET 1`, "WITH TIES together with OFFSET"},
-	} {
-		before := e.queryInt(`SELECT count(*) FROM trellis.transforms`)
-		_, err := e.tr.Apply(ctx, "CREATE TRANSFORM refused AS "+tc.query)
-		if trellis.CodeOf(err) != trellis.CodeValidation || !strings.Contains(fmt.Sprint(err), tc.want) {
-			t.Errorf("%s: %v, want a validation error containing %q", tc.query, err, tc.want)
-		}
-		if after := e.queryInt(`SELECT count(*) FROM trellis.transforms`); after != before {
-			t.Errorf("%s: a refused definition left %d transforms behind", tc.query, after-before)
-		}
-	}
+	})
 	// A window over all rows says what every change costs; a partitioned
 	// one says nothing.
 	e.exec(`ANALYZE wa`)

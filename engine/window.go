@@ -244,7 +244,7 @@ func windowKeys(name string, w *WindowSpec, sources []Source, targets []Target) 
 			}
 			expr := targets[u.Item].Expr
 			if !strings.HasSuffix(expr, ")") {
-				return fmt.Errorf("transform %q: the engine's window call %s does not end its window", name, expr)
+				return terr.New(terr.Internal, "transform %q: the engine's window call %s does not end its window", name, expr)
 			}
 			targets[u.Item].Expr = strings.TrimSuffix(expr, ")") + ", " + strings.Join(keys, ", ") + ")"
 			continue
