@@ -9,6 +9,7 @@ import (
 
 	"github.com/trellis-repl/trellis-repl/capture"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
+	"github.com/trellis-repl/trellis-repl/internal/pipeline"
 	"github.com/trellis-repl/trellis-repl/internal/redact"
 	"github.com/trellis-repl/trellis-repl/internal/terr"
 	"github.com/trellis-repl/trellis-repl/replication"
@@ -75,11 +76,11 @@ func Doctor(ctx context.Context, cfg Config) (*DoctorReport, error) {
 		return nil, err
 	}
 	r.Privileges = privs
-	budget, err := splitBudget(cfg.MaxConnections, cfg.PoolSize)
+	budget, err := pipeline.SplitBudget(cfg.MaxConnections, cfg.PoolSize)
 	if err != nil {
 		return nil, err
 	}
-	if r.Connections, err = budgetFinding(ctx, conn, budget); err != nil {
+	if r.Connections, err = pipeline.BudgetFinding(ctx, conn, budget); err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
 	}
 	switch {
@@ -102,7 +103,7 @@ func privilegeFindings(ctx context.Context, conn *pgx.Conn, cat catalog.Catalog,
 	if err != nil || v == 0 {
 		return nil, true, true, err
 	}
-	tables, err := sourceTables(ctx, conn, cat)
+	tables, err := pipeline.SourceTables(ctx, conn, cat)
 	if err != nil {
 		return nil, false, false, err
 	}

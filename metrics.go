@@ -158,7 +158,7 @@ func (m *Metrics) ForInstance(instance string) *Metrics {
 		totals: newInstanceTotals(m.s, instance)}
 	// Counters and enumerations start at 0, so rates and alerts see a
 	// series before the first event.
-	for _, k := range errorKinds {
+	for _, k := range ErrorKinds() {
 		m.s.errors.WithLabelValues(instance, string(k))
 	}
 	m.s.reconnects.WithLabelValues(instance)

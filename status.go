@@ -11,6 +11,8 @@ import (
 	"github.com/trellis-repl/trellis-repl/capture"
 	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
+	"github.com/trellis-repl/trellis-repl/internal/define"
+	"github.com/trellis-repl/trellis-repl/internal/pipeline"
 	"github.com/trellis-repl/trellis-repl/internal/terr"
 	"github.com/trellis-repl/trellis-repl/selfcheck"
 )
@@ -186,7 +188,7 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 			CaptureFailure: tr.CaptureFailure, BackfillFailure: tr.BackfillFailure, DrainFailure: tr.DrainFailure, KeysWaiting: tr.KeysWaiting,
 			AppliedLSN: catalog.FormatLSN(tr.AppliedLSN), AppliedAt: tr.AppliedAt, KeysApplied: tr.KeysApplied,
 			Source: tr.SourceTable, StateChangedAt: tr.StateChangedAt, SourceIndexGaps: []engine.IndexGap{}, CorrectingNodes: []CorrectingNode{},
-			Runner: runner, Build: buildProgress(tr.Build)}
+			Runner: runner, Build: pipeline.BuildProgressOf(tr.Build)}
 		if p := plans[tr.ID]; p != nil {
 			s.Target = p.Target.Ident()
 			s.SourceIndexGaps = engine.GapsOf(p, leading)
@@ -318,7 +320,7 @@ func (t *Trellis) Definitions(ctx context.Context, names ...string) ([]Definitio
 			opt = " WITHOUT SOURCE INDEX"
 		}
 		out = append(out, Definition{Schema: tr.Schema, Name: tr.Name, Shape: tr.Shape,
-			SQL:    "CREATE TRANSFORM " + quoteName(tr.Schema, tr.Name) + opt + " AS " + tr.Definition,
+			SQL:    "CREATE TRANSFORM " + define.QuoteName(tr.Schema, tr.Name) + opt + " AS " + tr.Definition,
 			Target: p.Target.Ident(), Columns: p.Visible, Query: p.QuerySQL(), Sources: sourceIdents(p), State: tr.State})
 	}
 	return out, nil
@@ -384,6 +386,63 @@ func sourceIdents(p *engine.Plan) []string {
 	return out
 }
 
-func quoteName(schema, name string) string {
-	return pgxIdent(schema) + "." + pgxIdent(name)
+// RunnerStatus says whether a runner maintains the instance now, so that
+// a transform's state (live) is never read without knowing whether
+// anything keeps it so.
+type RunnerStatus struct {
+	// Attached: a runner holds the instance's runner lock.
+	Attached bool `json:"attached"`
+	// PID is the PostgreSQL backend of the runner's lock session (as in
+	// pg_stat_activity), ApplicationName that session's name, which
+	// carries the runner's process id and host.
+	PID             *int    `json:"pid"`
+	ApplicationName *string `json:"application_name"`
+	// Since is when the attached runner started its current run (a
+	// reconnect starts a new one); null until it has recorded it.
+	Since *time.Time `json:"since"`
+	// HeartbeatAt is the last heartbeat (every 500 ms) of the runner that
+	// is attached, or of the last one that was.
+	HeartbeatAt *time.Time `json:"heartbeat_at"`
+	// StandbyPIDs are the backends of runners waiting to take over.
+	StandbyPIDs []int `json:"standby_pids"`
+	// Retention is the retention guard's last reading (null without
+	// --max-retained-wal or a slot), from the runner's last heartbeat.
+	Retention *Retention `json:"retention"`
+	// CaptureWaits are the removals of capture (operation uninstall) that
+	// wait for a lock on a table no transform reads any more, with the
+	// sessions holding it: nothing is cancelled, each is retried at every
+	// reconcile and leaves the list once it got through, or once a
+	// transform reads the table again. [] when none.
+	CaptureWaits []CaptureWait `json:"capture_waits"`
+}
+
+// runnerStatus is the instance's RunnerStatus.
+func (t *Trellis) runnerStatus(ctx context.Context, inst *catalog.Instance) (*RunnerStatus, error) {
+	st, err := pipeline.InspectLock(ctx, t.pool, t.cat.LockKey())
+	if err != nil {
+		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
+	}
+	rs := &RunnerStatus{Attached: st.PID != 0, HeartbeatAt: inst.HeartbeatAt, StandbyPIDs: st.Standbys, Retention: inst.Retention,
+		CaptureWaits: []CaptureWait{}}
+	if rs.StandbyPIDs == nil {
+		rs.StandbyPIDs = []int{}
+	}
+	if len(inst.CaptureWaits) > 0 {
+		if err := json.Unmarshal(inst.CaptureWaits, &rs.CaptureWaits); err != nil {
+			return nil, terr.Wrap(terr.Internal, err, "decode the instance's capture_waits: %v", err)
+		}
+		if rs.CaptureWaits == nil {
+			rs.CaptureWaits = []CaptureWait{}
+		}
+	}
+	if st.PID != 0 {
+		pid, app := st.PID, st.App
+		rs.PID, rs.ApplicationName = &pid, &app
+		// The run records its start from its lock session, so the row
+		// belongs to this runner when the pids match.
+		if inst.RunnerPID == st.PID {
+			rs.Since = inst.StartedAt
+		}
+	}
+	return rs, nil
 }

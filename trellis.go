@@ -16,16 +16,16 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/trellis-repl/trellis-repl/capture"
 	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
+	"github.com/trellis-repl/trellis-repl/internal/define"
 	"github.com/trellis-repl/trellis-repl/internal/fault"
+	"github.com/trellis-repl/trellis-repl/internal/pipeline"
 	"github.com/trellis-repl/trellis-repl/internal/redact"
 	"github.com/trellis-repl/trellis-repl/internal/terr"
 )
@@ -52,19 +52,19 @@ func CodeOf(err error) ErrorCode { return terr.CodeOf(err) }
 
 // Capture modes.
 const (
-	CaptureAuto    = "auto"
-	CaptureLogical = "logical"
-	CaptureTrigger = "trigger"
+	CaptureAuto    = pipeline.CaptureAuto
+	CaptureLogical = pipeline.CaptureLogical
+	CaptureTrigger = pipeline.CaptureTrigger
 )
 
 // Confirm modes (docs/architecture.md §3.6, ADR 0004).
 const (
 	// ConfirmLocal confirms the slot once changes are durable in the local
 	// store: WAL retention stays small even while a transform is slow.
-	ConfirmLocal = "local"
+	ConfirmLocal = pipeline.ConfirmLocal
 	// ConfirmApplied confirms only what every running transform applied in
 	// PostgreSQL: survives losing the local disk.
-	ConfirmApplied = "applied"
+	ConfirmApplied = pipeline.ConfirmApplied
 )
 
 // Config configures a Trellis instance.
@@ -177,28 +177,21 @@ const (
 	DefaultTriggerPollInterval = 2 * time.Millisecond
 )
 
-// Trellis is an open instance: a connection pool and the catalog.
+// Trellis is an open instance: a connection pool, the catalog and the
+// runtime that Run drives (internal/pipeline).
 type Trellis struct {
 	cfg  Config
 	pool *pgxpool.Pool
 	// budget splits Config.MaxConnections among the connections this
-	// process opens (budget.go, ADR 0028); pool is its control share.
-	budget connBudget
+	// process opens (ADR 0028); pool is its control share.
+	budget pipeline.Budget
 	cat    catalog.Catalog
 	log    *slog.Logger
-	// ready is what Run in this process is doing (readiness.go).
-	ready readiness
-	// selfCheckHook, when set (tests only, export_test.go), is called
-	// with "compare" just before a self-check's first comparison and
-	// "compared" just after.
-	selfCheckHook atomic.Pointer[func(stage string)]
-	// obs receives the runtime's events (observer.go); observed is false
-	// when nothing but NopObserver does, so Run keeps no latency queues.
-	obs      Observer
-	observed bool
-	// progressed fires when Run here applies or changes a transform's
-	// state (broadcast.go); AwaitConverged wakes on it.
-	progressed broadcast
+	// rt is the runtime: Run, self-checks, readiness and the progress
+	// broadcast waits wake on. Set by Open once the observers are known.
+	rt *pipeline.Host
+	// def applies definition statements (internal/define).
+	def *define.Definer
 }
 
 // ResolveDSN returns dsn, else TRELLIS_DATABASE_URL, else "" (which pgx
@@ -269,7 +262,7 @@ func Open(ctx context.Context, cfg Config) (*Trellis, error) {
 	if cfg.ReadOnly {
 		pcfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
 	}
-	budget, err := splitBudget(cfg.MaxConnections, cfg.PoolSize)
+	budget, err := pipeline.SplitBudget(cfg.MaxConnections, cfg.PoolSize)
 	if err != nil {
 		return nil, err
 	}
@@ -305,11 +298,13 @@ func Open(ctx context.Context, cfg Config) (*Trellis, error) {
 			pcfg.ConnConfig.Host, pcfg.ConnConfig.Port, err)
 	}
 	t := &Trellis{cfg: cfg, pool: pool, cat: catalog.New(cfg.Schema), log: cfg.Logger, budget: budget}
+	t.def = define.New(t.cat)
 	if cfg.ReadOnly {
 		if err := t.checkCatalog(ctx); err != nil {
 			pool.Close()
 			return nil, err
 		}
+		t.rt = pipeline.New(t.options(), pool, budget, t.cat, t.log, nil)
 		return t, nil
 	}
 	if err := t.cat.Migrate(ctx, pool); err != nil {
@@ -328,9 +323,10 @@ func Open(ctx context.Context, cfg Config) (*Trellis, error) {
 func (t *Trellis) checkCatalog(ctx context.Context) error {
 	p, err := t.cat.Probe(ctx, t.pool)
 	if fault.SQLState(err) == "42501" {
+		role := pgx.Identifier{t.pool.Config().ConnConfig.User}.Sanitize()
+		schema := pgx.Identifier{t.cat.Schema}.Sanitize()
 		return terr.Wrap(terr.Validation, err, "role %s may not read instance schema %q: %v; as its owner run GRANT USAGE ON SCHEMA %s TO %s; GRANT SELECT ON ALL TABLES IN SCHEMA %s TO %s; (and GRANT pg_monitor TO %s)",
-			pgxIdent(t.connConfig().User), t.cat.Schema, err, pgxIdent(t.cat.Schema), pgxIdent(t.connConfig().User),
-			pgxIdent(t.cat.Schema), pgxIdent(t.connConfig().User), pgxIdent(t.connConfig().User))
+			role, t.cat.Schema, err, schema, role, schema, role, role)
 	}
 	if err != nil {
 		return terr.Wrap(terr.Unavailable, err, "read the catalog of instance schema %q: %v", t.cat.Schema, err)
@@ -358,14 +354,6 @@ func (t *Trellis) checkCatalog(ctx context.Context) error {
 	return nil
 }
 
-// writable refuses a call that writes on a read-only open.
-func (t *Trellis) writable(what string) error {
-	if t.cfg.ReadOnly {
-		return terr.New(terr.Validation, "%s writes to the catalog, and this instance was opened read-only (Config.ReadOnly); open it without ReadOnly", what)
-	}
-	return nil
-}
-
 // observe sets up the instance's observers: Config.Metrics bound to the
 // instance, then Config.Observer.
 func (t *Trellis) observe(ctx context.Context) error {
@@ -386,9 +374,7 @@ func (t *Trellis) observe(ctx context.Context) error {
 	if t.cfg.Observer != nil {
 		obs = append(obs, t.cfg.Observer)
 	}
-	t.obs = FanOut(obs...)
-	_, nop := t.obs.(NopObserver)
-	t.observed = !nop
+	t.rt = pipeline.New(t.options(), t.pool, t.budget, t.cat, t.log, FanOut(obs...))
 	return nil
 }
 
@@ -426,63 +412,27 @@ func (t *Trellis) Close() { t.pool.Close() }
 // Schema is the instance schema.
 func (t *Trellis) Schema() string { return t.cat.Schema }
 
-func (t *Trellis) connConfig() *pgx.ConnConfig { return t.pool.Config().ConnConfig }
-
-// Token is a watermark: AwaitConverged(token) returns once every target
-// reflects every write committed before the token was taken.
-type Token uint64
-
-// String renders the token as a PostgreSQL LSN.
-func (tk Token) String() string { return catalog.FormatLSN(uint64(tk)) }
-
 // WatermarkToken returns a token for "now": AwaitConverged(token) returns
 // once every write committed before this call is in every target.
-//
-// In trigger mode the token is a position after a commit the token makes
-// itself (ADR 0023): a drain position is the moment it was read, and a
-// commit record can precede the moment its transaction becomes visible, so
-// the plain WAL position could be one that a drain recorded while a commit
-// that has since returned was still invisible to it.
 func (t *Trellis) WatermarkToken(ctx context.Context) (Token, error) {
-	var s, mode string
-	if err := t.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text, coalesce((SELECT capture_mode FROM `+t.cat.T("instance")+`), '')`).Scan(&s, &mode); err != nil {
-		return 0, terr.Wrap(terr.Unavailable, err, "read the current WAL position: %v", err)
-	}
-	if mode == capture.ModeTrigger {
-		var err error
-		if s, err = committedPosition(ctx, t.pool); err != nil {
-			return 0, terr.Wrap(terr.Unavailable, err, "take a convergence token: %v", err)
-		}
-	}
-	v, err := catalog.ParseLSN(s)
-	return Token(v), err
+	return t.rt.WatermarkToken(ctx)
 }
 
-// committedPosition commits a transaction that holds an xid and writes
-// nothing else, without waiting for a flush or a standby, and returns the
-// WAL insert position after its commit record.
-func committedPosition(ctx context.Context, pool *pgxpool.Pool) (string, error) {
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, `BEGIN; SET LOCAL synchronous_commit = off; SELECT pg_current_xact_id(); COMMIT`, pgx.QueryExecModeSimpleProtocol); err != nil {
-		return "", err
-	}
-	var s string
-	err = conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&s)
-	return s, err
+// options are the settings the runtime reads, from cfg with its defaults.
+func (t *Trellis) options() pipeline.Options {
+	c := t.cfg
+	return pipeline.Options{DSN: c.DSN, DataDir: c.DataDir, Capture: c.Capture, Confirm: c.Confirm, Publication: c.Publication,
+		ProgressInterval: c.ProgressInterval, BatchSize: c.BatchSize, CoalesceWindow: c.CoalesceWindow, CoalesceKeys: c.CoalesceKeys,
+		StoreSyncInterval: c.StoreSyncInterval, TriggerPollInterval: c.TriggerPollInterval, MaxRetainedWAL: c.MaxRetainedWAL,
+		QuarantineAfter: c.QuarantineAfter, ReadOnly: c.ReadOnly, SelfCheckEvery: c.SelfCheckEvery, SelfCheckSample: c.SelfCheckSample}
 }
 
-// walPosition is the server's WAL write position now (a position in the
-// WAL, not a token).
-func (t *Trellis) walPosition(ctx context.Context) (uint64, error) {
-	var s string
-	if err := t.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&s); err != nil {
-		return 0, terr.Wrap(terr.Unavailable, err, "read the current WAL position: %v", err)
+// writable refuses a call that writes on a read-only open.
+func (t *Trellis) writable(what string) error {
+	if t.cfg.ReadOnly {
+		return terr.New(terr.Validation, "%s writes to the catalog, and this instance was opened read-only (Config.ReadOnly); open it without ReadOnly", what)
 	}
-	return catalog.ParseLSN(s)
+	return nil
 }
 
 // AwaitConverged waits until every transform that is not paused by a user
@@ -514,7 +464,7 @@ func (t *Trellis) AwaitTransforms(ctx context.Context, token Token, names ...str
 			return terr.New(terr.NotFound, "transform %q does not exist; `trellis-repl status` lists the transforms", n)
 		}
 	}
-	for level := chainDepth(awaitScope(ts, names)); ; level-- {
+	for level := define.ChainDepth(awaitScope(ts, names)); ; level-- {
 		if err := t.awaitApplied(ctx, token, names); err != nil {
 			return err
 		}
@@ -525,17 +475,6 @@ func (t *Trellis) AwaitTransforms(ctx context.Context, token Token, names ...str
 			return err
 		}
 	}
-}
-
-// resumeName is the transform a RESUME must name to restart tr: tr, or
-// for an inner level its owner (ADR 0018).
-func resumeName(ts []*catalog.Transform, tr *catalog.Transform) string {
-	for _, o := range ts {
-		if tr.Owner != 0 && o.ID == tr.Owner {
-			return o.Name
-		}
-	}
-	return tr.Name
 }
 
 // findNamed is the transform called name (or schema.name), nil when none.
@@ -558,7 +497,7 @@ func awaitScope(ts []*catalog.Transform, names []string) []*catalog.Transform {
 	in := map[int64]bool{}
 	var add func(id int64)
 	add = func(id int64) {
-		for _, tr := range upstreamOf(ts, id) {
+		for _, tr := range define.UpstreamOf(ts, id) {
 			if in[tr.ID] {
 				continue
 			}
@@ -593,7 +532,7 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token, names []string)
 	for {
 		// Taken before the reads, so a batch applied while they run wakes
 		// the wait below.
-		woken := t.progressed.wait()
+		woken := t.rt.Progressed()
 		// The reads are not cut short by ctx's deadline: a wait that ends
 		// while they run still names what is behind (they take
 		// milliseconds; their own bound is catalogReadTimeout).
@@ -651,7 +590,7 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token, names []string)
 				if tr.CaptureFailure != nil {
 					msg = tr.CaptureFailure.Kind + ": " + tr.CaptureFailure.Error
 				}
-				return terr.New(terr.Conflict, "transform %q cannot converge: %s; fix the cause and RESUME TRANSFORM %s", tr.Name, msg, resumeName(all, tr))
+				return terr.New(terr.Conflict, "transform %q cannot converge: %s; fix the cause and RESUME TRANSFORM %s", tr.Name, msg, define.ResumeName(all, tr))
 			}
 			// A redefinition converges when it has replaced the old one.
 			switch {
@@ -687,11 +626,11 @@ func (t *Trellis) behindError(ctx context.Context, token Token, behind []string)
 	cause := "is `trellis-repl run` running?"
 	cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if st, err := inspectLock(cctx, t.pool, t.cat.LockKey()); err == nil {
-		if st.pid == 0 {
+	if st, err := pipeline.InspectLock(cctx, t.pool, t.cat.LockKey()); err == nil {
+		if st.PID == 0 {
 			cause = "no runner is attached to instance " + t.cat.Schema + ": start `trellis-repl run`"
 		} else {
-			cause = fmt.Sprintf("the runner (backend %d) has not caught up", st.pid)
+			cause = fmt.Sprintf("the runner (backend %d) has not caught up", st.PID)
 		}
 	}
 	what := "the transforms"

@@ -118,3 +118,16 @@ func SQLState(err error) string {
 	}
 	return ""
 }
+
+// Message is the message PostgreSQL gave (with its detail), or the error
+// as text: what a halt, a held key or a refusal quotes.
+func Message(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		if pe.Detail != "" {
+			return pe.Message + " (" + pe.Detail + ")"
+		}
+		return pe.Message
+	}
+	return err.Error()
+}
