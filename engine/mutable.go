@@ -113,7 +113,7 @@ func checkMutability(ctx context.Context, db DB, name string, p *Plan, q *Query)
 		parts = append(parts, strings.Join(bad, "; ")+": it calls a function, operator or cast that PostgreSQL marks stable or volatile (timestamptz::date, to_char(timestamptz, …) and timestamptz + interval depend on the TimeZone setting, for example); a transform may use only immutable expressions, because rows are re-derived at different times — name the time zone (timezone('UTC', t)::date), or compute the value into a source column")
 	}
 	if len(sets) > 0 {
-		parts = append(parts, strings.Join(sets, "; ")+" returns a set of rows per row, which a transform cannot key; remove the set-returning call (keep the rows it would produce in a table and join it)")
+		parts = append(parts, strings.Join(sets, "; ")+" returns a set of rows per row in a select list, where its rows have no identity of their own; move it to FROM, where each row is keyed by its ordinal (ADR 0034): SELECT t.id, u.x FROM t, unnest(t.a) AS u(x)")
 	}
 	if len(aggs) > 0 {
 		parts = append(parts, strings.Join(aggs, "; ")+" calls a user-defined or extension aggregate or window function, which this version does not keep; supported aggregates are "+supportedAggregates)

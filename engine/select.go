@@ -22,7 +22,9 @@ type selectChecker struct {
 	script string
 	base   int
 	tables []TableRef
-	outer  []OuterJoin
+	// generated are the FROM items that read no table (generated.go).
+	generated []Generated
+	outer     []OuterJoin
 	cover  []int
 	// groupKeys are the GROUP BY expressions' comparison keys.
 	groupKeys []string
@@ -200,7 +202,7 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 			c.outer[i].Above = append(oj.Above, ColumnName{Column: "*"})
 		}
 	}
-	q := &Query{Tables: c.tables, Outer: c.outer, Cover: c.cover, from: sel.FromClause, OrderBy: len(sel.SortClause) > 0 || c.droppedOrder, Equalities: c.equalities, joinConds: c.joinConds, unread: c.unread, tree: tree}
+	q := &Query{Tables: c.tables, Generated: c.generated, Outer: c.outer, Cover: c.cover, from: sel.FromClause, OrderBy: len(sel.SortClause) > 0 || c.droppedOrder, Equalities: c.equalities, joinConds: c.joinConds, unread: c.unread, tree: tree}
 	for _, l := range c.levels {
 		for i, rv := range c.rvs {
 			if rv == l.rv {
