@@ -46,7 +46,7 @@ func (c *selectChecker) checkFrom(sel *pg_query.SelectStmt) error {
 	}
 	if len(cover) == 0 {
 		// Only functions and VALUES lists: nothing a change can name.
-		return c.errf(-1, "FROM: the query reads no table, only functions or VALUES lists, so no change could ever reach it; a transform is kept from source tables — join one (FROM t CROSS JOIN generate_series(1, 3) AS g(n)), or keep constant rows as a view")
+		return c.errf(-1, noTableRefusal)
 	}
 	c.cover = cover
 	return nil
@@ -107,6 +107,12 @@ func (c *selectChecker) fromItem(item *pg_query.Node, above []ColumnName) ([]int
 		if j.Jointype == pg_query.JoinType_JOIN_INNER || j.Jointype == pg_query.JoinType_JOIN_LEFT {
 			rightAbove = append(append([]ColumnName{}, above...), cond...)
 		}
+		// The sides as written, for a refusal (their items are given
+		// their ordinals as they are checked).
+		var ltext, rtext string
+		if j.Jointype != pg_query.JoinType_JOIN_INNER {
+			ltext, rtext = deparsedItem(j.Larg), deparsedItem(j.Rarg)
+		}
 		first, gfirst := len(c.tables), len(c.generated)
 		left, err := c.fromItem(j.Larg, leftAbove)
 		if err != nil {
@@ -139,8 +145,8 @@ func (c *selectChecker) fromItem(item *pg_query.Node, above []ColumnName) ([]int
 		}
 		// A preserved side without a table: its NULL-extended rows exist
 		// with no source row, so no change could find them (ADR 0034).
-		noSource := func(side *pg_query.Node, kind string) error {
-			return c.errf(-1, "FROM: the preserved side of a %s JOIN holds no table, only a function or VALUES list (%s), so its unmatched rows belong to no source row and no change could find them; put the constant rows in a table and join that, or join the function to the table it reads first (FROM t, unnest(t.a) AS u(x) LEFT JOIN …)", kind, deparsedItem(side))
+		noSource := func(side, kind string) error {
+			return c.errf(-1, "FROM: the preserved side of a %s JOIN holds no table, only a function or VALUES list (%s), so its unmatched rows belong to no source row and no change could find them; put the constant rows in a table and join that, or join the function to the table it reads first (FROM t, unnest(t.a) AS u(x) LEFT JOIN …)", kind, side)
 		}
 		nullable := func(from, to int) {
 			for k := from; k < to; k++ {
@@ -155,14 +161,14 @@ func (c *selectChecker) fromItem(item *pg_query.Node, above []ColumnName) ([]int
 			return left, nil
 		case pg_query.JoinType_JOIN_LEFT:
 			if len(left) == 0 {
-				return nil, noSource(j.Larg, "LEFT")
+				return nil, noSource(ltext, "LEFT")
 			}
 			nullable(gmid, gend)
 			c.outer = append(c.outer, OuterJoin{Kind: "left", Left: lspan, Right: rspan, Above: above, First: first, InnerCover: left, node: j})
 			return left, nil
 		case pg_query.JoinType_JOIN_RIGHT:
 			if len(right) == 0 {
-				return nil, noSource(j.Rarg, "RIGHT")
+				return nil, noSource(rtext, "RIGHT")
 			}
 			nullable(gfirst, gmid)
 			c.outer = append(c.outer, OuterJoin{Kind: "right", Left: lspan, Right: rspan, Above: above, First: first, InnerCover: left, node: j})
@@ -170,10 +176,10 @@ func (c *selectChecker) fromItem(item *pg_query.Node, above []ColumnName) ([]int
 		case pg_query.JoinType_JOIN_FULL:
 			for _, side := range []struct {
 				cover []int
-				n     *pg_query.Node
-			}{{left, j.Larg}, {right, j.Rarg}} {
+				text  string
+			}{{left, ltext}, {right, rtext}} {
 				if len(side.cover) == 0 {
-					return nil, noSource(side.n, "FULL")
+					return nil, noSource(side.text, "FULL")
 				}
 			}
 			nullable(gfirst, gend)

@@ -47,6 +47,32 @@ type Generated struct {
 	Nullable bool
 }
 
+// noTableRefusal refuses a query whose FROM holds generated items only.
+const noTableRefusal = "FROM: the query reads no table, only functions or VALUES lists, so no change could ever reach it; a transform is kept from source tables — join one (FROM t CROSS JOIN generate_series(1, 3) AS g(n)), or keep constant rows as a view"
+
+// readsNoTable reports whether sel's FROM has generated items and no
+// table anywhere (its derived tables and CTEs, inlined, included).
+func readsNoTable(sel *pg_query.SelectStmt) bool {
+	if isSetOp(sel) || len(sel.FromClause) == 0 {
+		return false
+	}
+	tables, gens := false, false
+	for _, it := range sel.FromClause {
+		walk(it.ProtoReflect(), func(m proto.Message) bool {
+			switch x := m.(type) {
+			case *pg_query.RangeVar:
+				tables = true
+			case *pg_query.RangeFunction:
+				gens = true
+			case *pg_query.RangeSubselect:
+				gens = gens || isValues(x)
+			}
+			return !tables
+		})
+	}
+	return gens && !tables
+}
+
 // isValues reports whether a derived table is a VALUES list.
 func isValues(rs *pg_query.RangeSubselect) bool {
 	sub := rs.GetSubquery().GetSelectStmt()

@@ -120,6 +120,9 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 	if err := c.rewriteSetOps(tree.Stmts[0].Stmt); err != nil {
 		return nil, err
 	}
+	if readsNoTable(sel) {
+		return nil, c.errf(-1, noTableRefusal)
+	}
 	if c.setOps > 0 && !qualified || !qualified && rewritesQualified(tree.Stmts[0].Stmt) {
 		// PostgreSQL validates the set operation as written (its own
 		// sentence names UNION, not the join it becomes) and qualifies
