@@ -25,7 +25,7 @@ type selectChecker struct {
 	// generated are the FROM items that read no table (generated.go).
 	generated []Generated
 	outer     []OuterJoin
-	cover  []int
+	cover     []int
 	// groupKeys are the GROUP BY expressions' comparison keys.
 	groupKeys []string
 	// equalities are the column equalities of WHERE and the joins.
