@@ -60,6 +60,8 @@ func readsNoTable(sel *pg_query.SelectStmt) bool {
 	for _, it := range sel.FromClause {
 		walk(it.ProtoReflect(), func(m proto.Message) bool {
 			switch x := m.(type) {
+			case *pg_query.SubLink:
+				return false // a subquery's tables are not FROM items
 			case *pg_query.RangeVar:
 				tables = true
 			case *pg_query.RangeFunction:
