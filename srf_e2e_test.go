@@ -43,6 +43,8 @@ var srfDefs = []levelDef{
 	{"f_left_join_table", `SELECT p.id, t.tag, s.label FROM sp p, unnest(p.tags) AS t(tag) LEFT JOIN st s ON s.tag = t.tag`},
 	{"f_agg", `SELECT tag, count(*) AS n FROM sp, unnest(tags) tag GROUP BY tag`},
 	{"f_agg_join", `SELECT s.label, count(*) AS n, sum(p.id) AS ids FROM sp p, unnest(p.tags) AS t(tag) JOIN st s ON s.tag = t.tag GROUP BY s.label`},
+	{"f_distinct", `SELECT DISTINCT t.tag FROM sp p, unnest(p.tags) t(tag)`},
+	{"f_sublink", `SELECT p.id, t.tag FROM sp p, unnest(p.tags) t(tag) WHERE t.tag IN (SELECT s.tag FROM st s WHERE s.label <> 'zero')`},
 	{"f_derived", `SELECT d.tag, d.id FROM (SELECT p.id, t.tag FROM sp p, unnest(p.tags) t(tag) WHERE p.id > 3) d WHERE d.tag <> 't0'`},
 	{"f_cte_level", `WITH c AS (SELECT t.tag, count(*) AS n FROM sp p, unnest(p.tags) t(tag) GROUP BY t.tag) SELECT c.tag, c.n, s.label FROM c LEFT JOIN st s ON s.tag = c.tag`},
 	{"f_chain", `SELECT u.tag, u.n FROM (SELECT f.tag, count(*) AS n FROM f_unnest f GROUP BY f.tag) u`},
