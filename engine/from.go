@@ -110,8 +110,11 @@ func (c *selectChecker) fromItem(item *pg_query.Node, above []ColumnName) ([]int
 		// The sides as written, for a refusal (their items are given
 		// their ordinals as they are checked).
 		var ltext, rtext string
-		if j.Jointype != pg_query.JoinType_JOIN_INNER {
-			ltext, rtext = deparsedItem(j.Larg), deparsedItem(j.Rarg)
+		if j.Jointype != pg_query.JoinType_JOIN_INNER && !hasTable(j.Larg) {
+			ltext = deparsedItem(j.Larg)
+		}
+		if j.Jointype != pg_query.JoinType_JOIN_INNER && !hasTable(j.Rarg) {
+			rtext = deparsedItem(j.Rarg)
 		}
 		first, gfirst := len(c.tables), len(c.generated)
 		left, err := c.fromItem(j.Larg, leftAbove)

@@ -56,23 +56,30 @@ func readsNoTable(sel *pg_query.SelectStmt) bool {
 	if isSetOp(sel) || len(sel.FromClause) == 0 {
 		return false
 	}
-	tables, gens := false, false
+	gens := false
 	for _, it := range sel.FromClause {
-		walk(it.ProtoReflect(), func(m proto.Message) bool {
-			switch x := m.(type) {
-			case *pg_query.SubLink:
-				return false // a subquery's tables are not FROM items
-			case *pg_query.RangeVar:
-				tables = true
-			case *pg_query.RangeFunction:
-				gens = true
-			case *pg_query.RangeSubselect:
-				gens = gens || isValues(x)
-			}
-			return !tables
-		})
+		if hasTable(it) {
+			return false
+		}
+		gens = gens || readsGenerated(it)
 	}
-	return gens && !tables
+	return gens
+}
+
+// hasTable reports whether a FROM item reads a table (in its joins,
+// derived tables and inlined CTEs; not in subqueries in expressions).
+func hasTable(n *pg_query.Node) bool {
+	found := false
+	walk(n.ProtoReflect(), func(m proto.Message) bool {
+		switch m.(type) {
+		case *pg_query.SubLink:
+			return false // a subquery's tables are not FROM items
+		case *pg_query.RangeVar:
+			found = true
+		}
+		return !found
+	})
+	return found
 }
 
 // isValues reports whether a derived table is a VALUES list.
