@@ -41,6 +41,8 @@ func TestGeneratedSQL(t *testing.T) {
 		{"row_intkey", `CREATE TRANSFORM row_intkey AS SELECT id, v + 1 AS v1 FROM fact WHERE v > 0`},
 		{"having", `CREATE TRANSFORM having_pct AS SELECT d.name, 100.0 * sum(f.v) / nullif(count(*), 0) AS pct FROM fact f JOIN dim d ON d.id = f.d1 GROUP BY d.name HAVING count(*) > 2`},
 		{"having_nullable", `CREATE TRANSFORM having_nullable AS SELECT d1, sum(v) * 2 AS s2 FROM fact GROUP BY d1 HAVING count(*) > 1`},
+		{"row_function", `CREATE TRANSFORM row_function AS SELECT f.id, t.part FROM fact f LEFT JOIN LATERAL regexp_split_to_table(f.s, ',') AS t(part) ON true`},
+		{"agg_function", `CREATE TRANSFORM agg_function AS SELECT t.part, v.name, count(*) AS n FROM fact f, regexp_split_to_table(f.s, ',') AS t(part) JOIN (VALUES ('a', 'A'), ('b', 'B')) v(part, name) ON v.part = t.part GROUP BY t.part, v.name`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, p := define(t, ctx, conn, cat, tc.def)

@@ -132,6 +132,9 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 				types = append(types, k.Type)
 			}
 		}
+		for range p.Ordinals {
+			types = append(types, "bigint")
+		}
 		if p.Grouping != nil {
 			types = append(types, "integer") // the grouping set
 		}
@@ -275,10 +278,8 @@ func (p *Plan) groupKey(t Rel) string {
 // outer join may leave lineage NULL, a unique constraint that treats NULLs
 // as equal (one NULL-extended row per preserved row).
 func (p *Plan) identityConstraint(cols string) string {
-	for _, src := range p.Sources {
-		if src.Nullable {
-			return "UNIQUE NULLS NOT DISTINCT (" + cols + ")"
-		}
+	if p.identityNullable() {
+		return "UNIQUE NULLS NOT DISTINCT (" + cols + ")"
 	}
 	return "PRIMARY KEY (" + cols + ")"
 }

@@ -155,7 +155,7 @@ func (q *Query) levelAt(i int) *Level {
 // by its query as a derived table under the same alias: the owner's query
 // over the base tables (Plan.Full).
 func (q *Query) fullFrom(sources []Source) (string, error) {
-	if len(sources) == 1 {
+	if len(sources) == 1 && len(q.Generated) == 0 {
 		l := q.levelAt(0)
 		if l == nil {
 			return sources[0].From, nil

@@ -111,6 +111,12 @@ type Plan struct {
 	Probes        []Probe `json:"probes,omitempty"`
 	NoSourceIndex bool    `json:"no_source_index,omitempty"`
 
+	// Ordinals are the hidden stored columns (__o<k>) of the FROM items
+	// that read no table, functions and VALUES lists: each row's
+	// ordinal within its item, part of its identity (ADR 0034). Expr is
+	// over the FROM.
+	Ordinals []Col `json:"ordinals,omitempty"`
+
 	// Window, for a query with window functions (ADR 0033), says how its
 	// rows are re-derived: by partition, the target keyed by lineage as
 	// for several sources (Multi).
@@ -157,8 +163,9 @@ type Source struct {
 func (s Source) Ident() string { return pgx.Identifier{s.Schema, s.Name}.Sanitize() }
 
 // Multi reports whether the plan re-derives through lineage scopes (ADR
-// 0010): it reads several sources, or has windows (ADR 0033).
-func (p *Plan) Multi() bool { return len(p.Sources) > 1 || p.Window != nil }
+// 0010): it reads several sources, has windows (ADR 0033), or functions
+// or VALUES lists in FROM, whose rows share a lineage (ADR 0034).
+func (p *Plan) Multi() bool { return len(p.Sources) > 1 || p.Window != nil || len(p.Ordinals) > 0 }
 
 // FromSQL is the FROM clause of the plan's query.
 func (p *Plan) FromSQL() string {

@@ -123,6 +123,13 @@ func lineageEq(p *Plan, a, b string) string {
 			}
 		}
 	}
+	for _, o := range p.Ordinals {
+		if o.NotNull {
+			eq = append(eq, fmt.Sprintf("%s.%s = %s.%s", a, ident(o.Name), b, ident(o.Name)))
+		} else {
+			eq = append(eq, fmt.Sprintf("ARRAY[%s.%s] = ARRAY[%s.%s]", a, ident(o.Name), b, ident(o.Name)))
+		}
+	}
 	return strings.Join(eq, " AND ")
 }
 
@@ -148,6 +155,10 @@ func (p *Plan) ledgerKey() (cols []string, nullable []bool) {
 				cols = append(cols, ident(l))
 				nullable = append(nullable, src.Nullable)
 			}
+		}
+		for _, o := range p.Ordinals {
+			cols = append(cols, ident(o.Name))
+			nullable = append(nullable, !o.NotNull)
 		}
 	}
 	if p.Grouping != nil {
@@ -283,6 +294,9 @@ func buildScope(p *Plan, merge bool) *Statements {
 		for j, r := range sourceKeyRefs(p, i) {
 			nsel = append(nsel, r+" AS "+ident(src.Lineage[j]))
 		}
+	}
+	for _, o := range p.Ordinals {
+		nsel = append(nsel, o.Expr+" AS "+ident(o.Name))
 	}
 	nsel = append(nsel, "true AS __p")
 	setEq := ""

@@ -22,8 +22,10 @@ type selectChecker struct {
 	script string
 	base   int
 	tables []TableRef
-	outer  []OuterJoin
-	cover  []int
+	// generated are the FROM items that read no table (generated.go).
+	generated []Generated
+	outer     []OuterJoin
+	cover     []int
 	// groupKeys are the GROUP BY expressions' comparison keys.
 	groupKeys []string
 	// equalities are the column equalities of WHERE and the joins.
@@ -118,6 +120,9 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 	if err := c.rewriteSetOps(tree.Stmts[0].Stmt); err != nil {
 		return nil, err
 	}
+	if readsNoTable(sel) {
+		return nil, c.errf(-1, noTableRefusal)
+	}
 	if c.setOps > 0 && !qualified || !qualified && rewritesQualified(tree.Stmts[0].Stmt) {
 		// PostgreSQL validates the set operation as written (its own
 		// sentence names UNION, not the join it becomes) and qualifies
@@ -200,7 +205,7 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 			c.outer[i].Above = append(oj.Above, ColumnName{Column: "*"})
 		}
 	}
-	q := &Query{Tables: c.tables, Outer: c.outer, Cover: c.cover, from: sel.FromClause, OrderBy: len(sel.SortClause) > 0 || c.droppedOrder, Equalities: c.equalities, joinConds: c.joinConds, unread: c.unread, tree: tree}
+	q := &Query{Tables: c.tables, Generated: c.generated, Outer: c.outer, Cover: c.cover, from: sel.FromClause, OrderBy: len(sel.SortClause) > 0 || c.droppedOrder, Equalities: c.equalities, joinConds: c.joinConds, unread: c.unread, tree: tree}
 	for _, l := range c.levels {
 		for i, rv := range c.rvs {
 			if rv == l.rv {

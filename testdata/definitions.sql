@@ -54,8 +54,27 @@ CREATE TRANSFORM x AS SELECT f.id FROM fact f JOIN dim d ON d.id = f.d1 WHERE f.
 -- refuse validation: could not identify an equality operator for type json, so it cannot key a group
 CREATE TRANSFORM x AS SELECT j::json AS jj, count(*) AS n FROM fact GROUP BY 1;
 
--- refuse validation: returns a set of rows per row
+-- refuse validation: returns a set of rows per row in a select list, where its rows have no identity of their own; move it to FROM
 CREATE TRANSFORM x AS SELECT id, generate_series(1, v) AS g FROM fact;
+
+-- functions and VALUES lists in FROM, keyed by lineage and ordinal (ADR 0034)
+-- accept
+CREATE TRANSFORM series_per_row AS SELECT f.id, g.n FROM fact f, generate_series(1, f.v) AS g(n);
+
+-- accept
+CREATE TRANSFORM json_keys AS SELECT f.id, e.key, e.value FROM fact f LEFT JOIN LATERAL jsonb_each(f.j) AS e(key, value) ON true;
+
+-- accept
+CREATE TRANSFORM values_joined AS SELECT f.id, v.label FROM fact f JOIN (VALUES (0, 'none'), (1, 'one'), (1, 'uno')) AS v(k, label) ON v.k = f.v;
+
+-- refuse validation: the preserved side of a LEFT JOIN holds no table
+CREATE TRANSFORM x AS SELECT v.k, f.id FROM (VALUES (0), (1)) AS v(k) LEFT JOIN fact f ON f.v = v.k;
+
+-- refuse validation: FROM: the query reads no table
+CREATE TRANSFORM x AS SELECT g FROM generate_series(1, 3) AS g;
+
+-- refuse validation: only immutable functions may make rows in FROM
+CREATE TRANSFORM x AS SELECT f.id, h.at FROM fact f, generate_series(f.t, f.t + interval '2 hours', interval '1 hour') AS h(at);
 
 -- top-K: a window over the rows and a filter on it (ADR 0033)
 -- accept
@@ -161,8 +180,11 @@ CREATE TRANSFORM union_all_mixed AS SELECT id, v::numeric AS v FROM fact WHERE d
 -- accept
 CREATE TRANSFORM intersect_except AS (SELECT d1 FROM fact INTERSECT SELECT id FROM dim) EXCEPT SELECT a FROM dim2 WHERE w > 30;
 
--- refuse validation: INTERSECT ALL keeps a row as many times as its counts say
-CREATE TRANSFORM x AS SELECT d1 FROM fact INTERSECT ALL SELECT id FROM dim;
+-- accept
+CREATE TRANSFORM intersect_all AS SELECT d1 FROM fact INTERSECT ALL SELECT r FROM dim;
+
+-- accept
+CREATE TRANSFORM except_all AS SELECT d2 FROM fact EXCEPT ALL SELECT r FROM dim;
 
 -- refuse validation: does not read back as written after PostgreSQL's deparser renders it
 CREATE TRANSFORM x AS SELECT id, (t AT TIME ZONE 'UTC')::date AS day FROM fact;
