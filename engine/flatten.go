@@ -180,6 +180,11 @@ func (c *selectChecker) flattenItem(item *pg_query.Node, top bool, using []strin
 			return c.level(rs, inner, alias, what)
 		}
 		return c.pullUp(rs, inner, alias, what, top, using, subs, where)
+	case *pg_query.Node_RangeFunction:
+		if text := recursiveCall(n.RangeFunction); text != "" {
+			// A recursive CTE's reference: its level (recursive.go).
+			return c.recursiveLevel(n.RangeFunction, text)
+		}
 	}
 	return item, nil
 }

@@ -44,6 +44,7 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 		// lets the update stay on it (HOT), without a new index entry.
 		ddl = append(ddl, "CREATE TABLE "+p.Target.Ident()+" ("+strings.Join(cols, ", ")+") WITH (fillfactor = 90)")
 		ddl = append(ddl, p.lineageIndexes(p.Target)...)
+		ddl = append(ddl, p.recursiveIndexes()...)
 	} else {
 		p.Ledger.Name = fmt.Sprintf("ledger_%d", id)
 		names := p.Visible
@@ -276,7 +277,8 @@ func (p *Plan) groupKey(t Rel) string {
 // as equal (one NULL-extended row per preserved row).
 func (p *Plan) identityConstraint(cols string) string {
 	for _, src := range p.Sources {
-		if src.Nullable {
+		if src.Nullable || p.Surrogate != "" {
+			// The surrogate is the primary key.
 			return "UNIQUE NULLS NOT DISTINCT (" + cols + ")"
 		}
 	}

@@ -1,0 +1,464 @@
+package engine
+
+// recursive.go owns WITH RECURSIVE (ADR 0035): which recursive CTEs are
+// kept — linear recursion, anchor UNION [ALL] step, the step reading the
+// CTE once, inner-joined to source tables — and how a reference to one
+// reads it: as an inner level keyed by anchor (recursiveplan.go plans it,
+// recursivesql.go maintains it), through SELECT DISTINCT over it for
+// UNION, whose rows the level keeps per anchor.
+//
+// A reference becomes, before any other rewrite, a derived table over a
+// call of recursiveFunc whose argument is the level's query as text. The
+// call survives the text round trips the rewrites make (a derived table
+// that becomes a level is parsed again from its deparsed text), and the
+// checker that finally reads it in FROM (flattenItem) makes the level.
+// No other rewrite looks inside a string, so the recursive query's own
+// UNION is never taken for a set operation of the outer query.
+
+import (
+	"errors"
+	"strings"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/trellis-repl/trellis-repl/internal/terr"
+)
+
+// recursiveFunc is the placeholder call a recursive CTE's reference reads.
+const recursiveFunc = "__trellis_recursive"
+
+// RecursiveSpec is a recursive CTE kept as a level: its terms, parsed as
+// queries of their own, and how the step reads the CTE.
+type RecursiveSpec struct {
+	// Name is the CTE's name; Columns its column names, the level's
+	// output.
+	Name    string
+	Columns []string
+	// Union: anchor UNION step (sets); otherwise UNION ALL.
+	Union bool
+	// Anchor is the non-recursive term; Step the recursive one, whose
+	// Tables[Self] is the CTE's reference (named SelfTable), read as
+	// SelfRef.
+	Anchor, Step *Query
+	Self         int
+	SelfRef      string
+	// Joined are the CTE's columns the step equates with other columns.
+	Joined []string
+	// funcs are the functions the terms' select lists call, by name.
+	funcs []string
+}
+
+// keptForm is what every refusal of a recursive CTE says is kept.
+const keptForm = "a recursive CTE is kept as <anchor SELECT over tables> UNION [ALL] <SELECT … FROM the CTE JOIN tables ON … WHERE …>, the CTE read once in its recursive term"
+
+// recursiveRef is a kept recursive CTE as its references read it.
+type recursiveRef struct {
+	name  string
+	cols  []string
+	text  string // the level's query
+	union bool
+}
+
+// scopeRecursive is env extended by the CTEs of a WITH RECURSIVE: those
+// that do not read themselves are inlined as in a plain WITH; those that
+// do are checked (recursiveCTE) and read as a level.
+func (c *selectChecker) scopeRecursive(w *pg_query.WithClause, env map[string]*cteDef) (map[string]*cteDef, error) {
+	inner := make(map[string]*cteDef, len(env)+len(w.Ctes))
+	for k, v := range env {
+		inner[k] = v
+	}
+	for k, n := range w.Ctes {
+		cte := n.GetCommonTableExpr()
+		if cte == nil {
+			continue
+		}
+		if cte.Ctequery.GetSelectStmt() == nil {
+			return nil, c.withRefusal(w)
+		}
+		for _, later := range w.Ctes[k+1:] {
+			if lc := later.GetCommonTableExpr(); lc != nil {
+				if refs := tableRefs(cte.Ctequery, lc.Ctename); len(refs) > 0 {
+					return nil, c.errf(refs[0].Location, "WITH RECURSIVE %s reads %s, which is defined after it (mutual recursion or a forward reference); %s — order the CTEs so that each reads only itself and the ones before it",
+						quoteIdents([]string{cte.Ctename}), quoteIdents([]string{lc.Ctename}), keptForm)
+				}
+			}
+		}
+		if len(tableRefs(cte.Ctequery, cte.Ctename)) == 0 {
+			// Not recursive: inlined where it is read, as in a plain WITH.
+			own := withoutName(inner, cte.Ctename)
+			q, err := c.inlineWith(proto.Clone(cte.Ctequery).(*pg_query.Node), own)
+			if err != nil {
+				return nil, err
+			}
+			inner[cte.Ctename] = &cteDef{query: q, colnames: cte.Aliascolnames}
+			continue
+		}
+		ref, err := c.recursiveCTE(cte, withoutName(inner, cte.Ctename))
+		if err != nil {
+			return nil, err
+		}
+		inner[cte.Ctename] = &cteDef{recursive: ref}
+	}
+	return inner, nil
+}
+
+// withoutName is env without name: a CTE's query does not see an outer
+// CTE its own name shadows.
+func withoutName(env map[string]*cteDef, name string) map[string]*cteDef {
+	if _, ok := env[name]; !ok {
+		return env
+	}
+	out := make(map[string]*cteDef, len(env))
+	for k, v := range env {
+		if k != name {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// tableRefs are the unqualified references to table name in n.
+func tableRefs(n *pg_query.Node, name string) []*pg_query.RangeVar {
+	var out []*pg_query.RangeVar
+	walk(n.ProtoReflect(), func(m proto.Message) bool {
+		if rv, ok := m.(*pg_query.RangeVar); ok && rv.Relname == name && rv.Schemaname == "" && rv.Catalogname == "" {
+			out = append(out, rv)
+		}
+		return true
+	})
+	return out
+}
+
+// recursiveCTE checks that a CTE that reads itself is linear recursion
+// (keptForm), naming each part that is not, and returns how its
+// references read it.
+func (c *selectChecker) recursiveCTE(cte *pg_query.CommonTableExpr, env map[string]*cteDef) (*recursiveRef, error) {
+	name := quoteIdents([]string{cte.Ctename})
+	what := "WITH RECURSIVE " + name
+	if cte.SearchClause != nil {
+		return nil, c.errf(cte.SearchClause.Location, "%s: SEARCH … SET is not kept (the order it computes is an output of its own); carry a depth or a path column (0, then depth + 1; ARRAY[id], then path || id) and order by it when you read the target", what)
+	}
+	if cte.CycleClause != nil {
+		return nil, c.errf(cte.CycleClause.Location, "%s: CYCLE … SET is not kept; carry the path yourself (ARRAY[id] in the anchor, path || id in the recursive term) and stop with WHERE NOT id = ANY(path), or write UNION instead of UNION ALL, which ends cycles by itself", what)
+	}
+	body := proto.Clone(cte.Ctequery).(*pg_query.Node).GetSelectStmt()
+	if body.Op != pg_query.SetOperation_SETOP_UNION {
+		loc := int32(-1)
+		if refs := tableRefs(cte.Ctequery, cte.Ctename); len(refs) > 0 {
+			loc = refs[0].Location
+		}
+		return nil, c.errf(loc, "%s reads itself but is not a UNION of an anchor and a recursive term; %s", what, keptForm)
+	}
+	if len(body.SortClause) > 0 || body.LimitCount != nil || body.LimitOffset != nil {
+		return nil, c.errf(cte.Location, "%s: ORDER BY or LIMIT on the whole recursive query is not kept; remove it (order or limit when you read the target)", what)
+	}
+	anchor, step := body.Larg, body.Rarg
+	if anchor.Op != pg_query.SetOperation_SETOP_NONE {
+		return nil, c.errf(cte.Location, "%s: its anchor (the part before the last UNION) is itself a set operation; write one SELECT as the anchor — define one recursive CTE per anchor and UNION ALL them in the outer query", what)
+	}
+	anchorNode := &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: anchor}}
+	stepNode := &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: step}}
+	if refs := tableRefs(anchorNode, cte.Ctename); len(refs) > 0 {
+		return nil, c.errf(refs[0].Location, "%s: its anchor (the SELECT before UNION) reads %s itself; %s", what, name, keptForm)
+	}
+	if step.Op != pg_query.SetOperation_SETOP_NONE {
+		return nil, c.errf(cte.Location, "%s: its recursive term is a set operation; %s", what, keptForm)
+	}
+	refs := tableRefs(stepNode, cte.Ctename)
+	if len(refs) > 1 {
+		return nil, c.errf(refs[1].Location, "%s: its recursive term reads %s %d times; only linear recursion is kept (%s) — a path through two rows of the CTE at once is not", what, name, len(refs), keptForm)
+	}
+	if !inInnerFrom(step.FromClause, refs[0]) {
+		return nil, c.errf(refs[0].Location, "%s: its recursive term reads %s outside its FROM's inner joins (in a subquery, or on a side of an outer join); %s", what, name, keptForm)
+	}
+	var errs []error
+	for _, term := range []struct {
+		sel  *pg_query.SelectStmt
+		part string
+	}{{anchor, "its anchor"}, {step, "its recursive term"}} {
+		errs = append(errs, c.termRefusals(term.sel, what+": "+term.part)...)
+	}
+	if len(anchor.FromClause) == 0 {
+		errs = append(errs, c.errf(-1, "%s: its anchor reads no table; a recursive CTE is kept by anchor row, each found by its source row's key — select the anchor from its table (SELECT id, 0 FROM nodes WHERE id = 1)", what))
+	}
+	if err := joinRefusals(errs); err != nil {
+		return nil, err
+	}
+	var cols []string
+	for _, cn := range cte.Aliascolnames {
+		cols = append(cols, cn.GetString_().GetSval())
+	}
+	if len(cols) == 0 {
+		cols = outputNames(&pg_query.RangeSubselect{}, anchor)
+	}
+	if len(cols) != len(anchor.TargetList) {
+		return nil, c.errf(cte.Location, "%s names %d columns but its anchor selects %d; name as many columns as it selects", what, len(cols), len(anchor.TargetList))
+	}
+	for i, col := range cols {
+		switch {
+		case col == "" || col == "?column?":
+			return nil, c.errf(cte.Location, "%s: column %d has no name; name the columns (WITH RECURSIVE %s(a, b, …) AS …)", what, i+1, cte.Ctename)
+		case strings.HasPrefix(col, "__"):
+			return nil, c.errf(cte.Location, "%s: column %s begins with \"__\", which names the engine's hidden columns; rename it", what, quoteIdents([]string{col}))
+		}
+	}
+	if selectsStar(anchor) || selectsStar(step) {
+		// PostgreSQL expands and qualifies the definition; the recursive
+		// CTE is read from that text (parseSelect).
+		c.expandRecursive = true
+	}
+	// Earlier CTEs the terms read are inlined into them.
+	for _, n := range []*pg_query.Node{anchorNode, stepNode} {
+		if _, err := c.inlineWith(n, env); err != nil {
+			return nil, err
+		}
+	}
+	var colNodes, targets []*pg_query.Node
+	for _, col := range cols {
+		colNodes = append(colNodes, &pg_query.Node{Node: &pg_query.Node_String_{String_: &pg_query.String{Sval: col}}})
+		targets = append(targets, named(columnRef(cte.Ctename, col), col))
+	}
+	level := &pg_query.SelectStmt{Op: pg_query.SetOperation_SETOP_NONE, TargetList: targets,
+		FromClause: []*pg_query.Node{{Node: &pg_query.Node_RangeVar{RangeVar: &pg_query.RangeVar{Relname: cte.Ctename, Inh: true, Relpersistence: "p", Location: -1}}}},
+		WithClause: &pg_query.WithClause{Recursive: true, Ctes: []*pg_query.Node{{Node: &pg_query.Node_CommonTableExpr{CommonTableExpr: &pg_query.CommonTableExpr{
+			Ctename: cte.Ctename, Aliascolnames: colNodes, Ctequery: &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: &pg_query.SelectStmt{
+				Op: pg_query.SetOperation_SETOP_UNION, All: body.All, Larg: anchorNode.GetSelectStmt(), Rarg: stepNode.GetSelectStmt()}}}}}}}}}
+	text, err := deparseSelect(level)
+	if err != nil {
+		return nil, terr.Wrap(terr.Validation, err, "%s: %s cannot be rendered back to SQL by the bundled deparser (%v); rewrite it", c.label, what, err)
+	}
+	return &recursiveRef{name: cte.Ctename, cols: cols, text: text, union: !body.All}, nil
+}
+
+// termRefusals are the parts of a recursive CTE's term that are not
+// kept: anything but a SELECT of expressions over inner-joined tables.
+func (c *selectChecker) termRefusals(sel *pg_query.SelectStmt, what string) []error {
+	var errs []error
+	add := func(loc int32, part, fix string) {
+		errs = append(errs, c.errf(loc, "%s: %s is not kept in a recursive CTE; %s", what, part, fix))
+	}
+	linear := "the recursion is kept by anchor row (" + keptForm + ")"
+	switch {
+	case len(sel.GroupClause) > 0 || sel.HavingClause != nil || hasAggregate(sel):
+		add(-1, "an aggregate (GROUP BY, HAVING or an aggregate call)", "aggregate over the CTE in the outer query (SELECT part, sum(qty) FROM bom GROUP BY part), "+linear)
+	case len(sel.DistinctClause) > 0:
+		add(-1, "DISTINCT", "write UNION instead of UNION ALL, which keeps distinct rows")
+	}
+	if len(sel.WindowClause) > 0 || hasWindow(sel) {
+		add(-1, "a window function", "compute it in the outer query over the CTE")
+	}
+	if len(sel.SortClause) > 0 || sel.LimitCount != nil || sel.LimitOffset != nil {
+		add(-1, "ORDER BY or LIMIT", "remove it; bound the recursion with a condition (WHERE depth < 10)")
+	}
+	if len(sel.ValuesLists) > 0 {
+		add(-1, "VALUES", "select the anchor rows from a table")
+	}
+	if sel.WithClause != nil && sel.WithClause.Recursive {
+		add(sel.WithClause.Location, "a nested WITH RECURSIVE", "define it beside this one, in the same WITH")
+	}
+	if hasSublinks(&pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: sel}}) {
+		add(-1, "a subquery in an expression", "join its table in FROM instead")
+	}
+	for _, item := range sel.FromClause {
+		walk(item.ProtoReflect(), func(m proto.Message) bool {
+			switch x := m.(type) {
+			case *pg_query.JoinExpr:
+				if x.Jointype != pg_query.JoinType_JOIN_INNER {
+					add(-1, "an outer join", "join with INNER JOIN (a row that finds no match derives nothing further); "+linear)
+					return false
+				}
+			case *pg_query.RangeSubselect, *pg_query.SubLink:
+				return false
+			}
+			return true
+		})
+	}
+	return errs
+}
+
+// inInnerFrom reports whether rv is an item of from, or under its inner
+// joins.
+func inInnerFrom(from []*pg_query.Node, rv *pg_query.RangeVar) bool {
+	var in func(n *pg_query.Node) bool
+	in = func(n *pg_query.Node) bool {
+		switch x := n.Node.(type) {
+		case *pg_query.Node_RangeVar:
+			return x.RangeVar == rv
+		case *pg_query.Node_JoinExpr:
+			return x.JoinExpr.Jointype == pg_query.JoinType_JOIN_INNER && (in(x.JoinExpr.Larg) || in(x.JoinExpr.Rarg))
+		}
+		return false
+	}
+	for _, n := range from {
+		if in(n) {
+			return true
+		}
+	}
+	return false
+}
+
+// reference is the derived table that takes the place of rv, a reference
+// to the CTE: the level's columns, distinct for UNION, under rv's name.
+func (r *recursiveRef) reference(rv *pg_query.RangeVar) *pg_query.Node {
+	var names []*pg_query.Node
+	var targets []*pg_query.Node
+	for _, col := range r.cols {
+		names = append(names, &pg_query.Node{Node: &pg_query.Node_String_{String_: &pg_query.String{Sval: col}}})
+		targets = append(targets, named(columnRef(r.name, col), col))
+	}
+	call := &pg_query.Node{Node: &pg_query.Node_RangeFunction{RangeFunction: &pg_query.RangeFunction{
+		Functions: []*pg_query.Node{{Node: &pg_query.Node_List{List: &pg_query.List{Items: []*pg_query.Node{
+			{Node: &pg_query.Node_FuncCall{FuncCall: &pg_query.FuncCall{
+				Funcname: []*pg_query.Node{{Node: &pg_query.Node_String_{String_: &pg_query.String{Sval: recursiveFunc}}}},
+				Args: []*pg_query.Node{{Node: &pg_query.Node_AConst{AConst: &pg_query.A_Const{
+					Val: &pg_query.A_Const_Sval{Sval: &pg_query.String{Sval: r.text}}, Location: -1}}}},
+				Funcformat: pg_query.CoercionForm_COERCE_EXPLICIT_CALL, Location: -1}}},
+			nil}}}}},
+		Alias: &pg_query.Alias{Aliasname: r.name, Colnames: names}}}}
+	sel := &pg_query.SelectStmt{Op: pg_query.SetOperation_SETOP_NONE, TargetList: targets, FromClause: []*pg_query.Node{call}}
+	if r.union {
+		// Each anchor's rows are a set; across anchors, distinct as UNION.
+		sel.DistinctClause = []*pg_query.Node{{}}
+	}
+	alias := &pg_query.Alias{Aliasname: rv.Relname}
+	if rv.Alias != nil {
+		alias = proto.Clone(rv.Alias).(*pg_query.Alias)
+	}
+	return &pg_query.Node{Node: &pg_query.Node_RangeSubselect{RangeSubselect: &pg_query.RangeSubselect{
+		Subquery: &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: sel}}, Alias: alias}}}
+}
+
+// recursiveCall is the level text of a FROM item that is a reference's
+// recursiveFunc call, or "" for any other item.
+func recursiveCall(rf *pg_query.RangeFunction) string {
+	if len(rf.Functions) != 1 {
+		return ""
+	}
+	items := rf.Functions[0].GetList().GetItems()
+	if len(items) == 0 {
+		return ""
+	}
+	fc := items[0].GetFuncCall()
+	if fc == nil || len(fc.Args) != 1 {
+		return ""
+	}
+	if _, name := funcName(fc); name != recursiveFunc {
+		return ""
+	}
+	return fc.Args[0].GetAConst().GetSval().GetSval()
+}
+
+// recursiveLevel makes the level a recursiveFunc call in FROM reads.
+func (c *selectChecker) recursiveLevel(rf *pg_query.RangeFunction, text string) (*pg_query.Node, error) {
+	alias := ""
+	if rf.Alias != nil {
+		alias = rf.Alias.Aliasname
+	}
+	if l := c.sameLevel(text); l != nil {
+		return c.placeLevel(&Level{Alias: alias, Query: l.Query, SameAs: l, text: text}, alias), nil
+	}
+	q, err := parseRecursive(c.label, text, c.qualified)
+	if err != nil {
+		return nil, err
+	}
+	return c.placeLevel(&Level{Alias: alias, Query: q, text: text}, alias), nil
+}
+
+// parseRecursive parses a recursive CTE's level query (recursiveCTE made
+// it): its terms as queries of their own, the step's reference to the
+// CTE as a table named SelfTable.
+func parseRecursive(label, text string, qualified bool) (*Query, error) {
+	tree, err := pg_query.Parse(text)
+	if err != nil || len(tree.Stmts) != 1 {
+		return nil, terr.New(terr.Internal, "%s: parse the recursive CTE's level query: %v", label, err)
+	}
+	cte := tree.Stmts[0].GetStmt().GetSelectStmt().GetWithClause().GetCtes()[0].GetCommonTableExpr()
+	body := cte.Ctequery.GetSelectStmt()
+	what := label + ": WITH RECURSIVE " + quoteIdents([]string{cte.Ctename})
+	rs := &RecursiveSpec{Name: cte.Ctename, Union: !body.All}
+	for _, cn := range cte.Aliascolnames {
+		rs.Columns = append(rs.Columns, cn.GetString_().GetSval())
+	}
+	selfRef := cte.Ctename
+	for _, rv := range tableRefs(&pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: body.Rarg}}, cte.Ctename) {
+		if rv.Alias != nil {
+			selfRef = rv.Alias.Aliasname
+		}
+		rv.Relname, rv.Alias = SelfTable, &pg_query.Alias{Aliasname: selfRef}
+	}
+	term := func(sel *pg_query.SelectStmt, part string) (*Query, error) {
+		for i, t := range sel.TargetList {
+			if rt := t.GetResTarget(); rt != nil && i < len(rs.Columns) {
+				// The CTE's column list names the term's outputs.
+				rt.Name = rs.Columns[i]
+			}
+			walk(t.ProtoReflect(), func(m proto.Message) bool {
+				if fc, ok := m.(*pg_query.FuncCall); ok {
+					_, name := funcName(fc)
+					rs.funcs = append(rs.funcs, name)
+				}
+				return true
+			})
+		}
+		s, err := deparseSelect(sel)
+		if err != nil {
+			return nil, terr.Wrap(terr.Validation, err, "%s: %s cannot be rendered back to SQL by the bundled deparser (%v); rewrite it", what, part, err)
+		}
+		q, err := parseSelect(what+": "+part, s, 0, len(s), qualified)
+		if err != nil {
+			var te *terr.Error
+			if errors.As(err, &te) {
+				// Positions would count in the term as deparsed.
+				return nil, &terr.Error{Code: te.Code, Msg: positionRe.ReplaceAllString(te.Msg, ""), Err: te.Err}
+			}
+			return nil, err
+		}
+		switch {
+		case q.Expand:
+			return nil, terr.New(terr.Validation, "%s: %s selects * or reads a subquery in an expression; list its columns by name and join the subquery's table in FROM", what, part)
+		case len(q.Levels) > 0:
+			return nil, terr.New(terr.Validation, "%s: %s reads a subquery that aggregates (or a CTE that does); %s — aggregate in the outer query, over the recursive CTE", what, part, keptForm)
+		case len(q.Outer) > 0:
+			return nil, terr.New(terr.Validation, "%s: %s has an outer join; %s", what, part, keptForm)
+		case q.Aggregate || q.Window != nil:
+			return nil, terr.New(terr.Validation, "%s: %s aggregates; %s", what, part, keptForm)
+		}
+		return q, nil
+	}
+	if rs.Anchor, err = term(body.Larg, "its anchor"); err != nil {
+		return nil, err
+	}
+	if rs.Step, err = term(body.Rarg, "its recursive term"); err != nil {
+		return nil, err
+	}
+	rs.Self, rs.SelfRef = -1, selfRef
+	for i, t := range rs.Step.Tables {
+		if t.Name == SelfTable && t.Schema == "" {
+			rs.Self = i
+		}
+	}
+	if rs.Self < 0 {
+		return nil, terr.New(terr.Internal, "%s: its recursive term lost its reference to the CTE", what)
+	}
+	for _, eq := range rs.Step.Equalities {
+		for _, pair := range [][2]ColumnName{{eq.Left, eq.Right}, {eq.Right, eq.Left}} {
+			if pair[0].Ref == selfRef && pair[1].Ref != selfRef && contains(rs.Columns, pair[0].Column) && !contains(rs.Joined, pair[0].Column) {
+				rs.Joined = append(rs.Joined, pair[0].Column)
+			}
+		}
+	}
+	q := &Query{SQL: text, Rewritten: text, Recursive: rs}
+	for _, term := range []*Query{rs.Anchor, rs.Step} {
+		for i, t := range term.Tables {
+			if term != rs.Step || i != rs.Self {
+				q.Tables = append(q.Tables, t)
+			}
+		}
+		q.Views = append(q.Views, term.Views...)
+	}
+	for _, col := range rs.Columns {
+		q.Targets = append(q.Targets, Target{Name: col, Expr: ident(col), Group: -1})
+	}
+	return q, nil
+}
