@@ -185,6 +185,15 @@ func (c *selectChecker) recursiveCTE(cte *pg_query.CommonTableExpr, env map[stri
 	if err := joinRefusals(errs); err != nil {
 		return nil, err
 	}
+	if selectsStar(anchor) || selectsStar(step) {
+		if c.qualified {
+			return nil, c.errf(cte.Location, "%s selects *; list its columns by name", what)
+		}
+		// PostgreSQL expands and qualifies the definition; the recursive
+		// CTE is read from that text (parseSelect returns at once).
+		c.expandRecursive = true
+		return &recursiveRef{name: cte.Ctename}, nil
+	}
 	var cols []string
 	for _, cn := range cte.Aliascolnames {
 		cols = append(cols, cn.GetString_().GetSval())
@@ -202,11 +211,6 @@ func (c *selectChecker) recursiveCTE(cte *pg_query.CommonTableExpr, env map[stri
 		case strings.HasPrefix(col, "__"):
 			return nil, c.errf(cte.Location, "%s: column %s begins with \"__\", which names the engine's hidden columns; rename it", what, quoteIdents([]string{col}))
 		}
-	}
-	if selectsStar(anchor) || selectsStar(step) {
-		// PostgreSQL expands and qualifies the definition; the recursive
-		// CTE is read from that text (parseSelect).
-		c.expandRecursive = true
 	}
 	// Earlier CTEs the terms read are inlined into them.
 	for _, n := range []*pg_query.Node{anchorNode, stepNode} {
@@ -300,33 +304,34 @@ func inInnerFrom(from []*pg_query.Node, rv *pg_query.RangeVar) bool {
 
 // reference is the derived table that takes the place of rv, a reference
 // to the CTE: the level's columns, distinct for UNION, under rv's name.
+// It is parsed from text, so that it reads back as PostgreSQL's parser
+// makes it (expression checks compare a deparsed expression with its
+// parse).
 func (r *recursiveRef) reference(rv *pg_query.RangeVar) *pg_query.Node {
-	var names []*pg_query.Node
-	var targets []*pg_query.Node
+	name := ident(r.name)
+	var targets []string
 	for _, col := range r.cols {
-		names = append(names, &pg_query.Node{Node: &pg_query.Node_String_{String_: &pg_query.String{Sval: col}}})
-		targets = append(targets, named(columnRef(r.name, col), col))
+		targets = append(targets, name+"."+ident(col)+" AS "+ident(col))
 	}
-	call := &pg_query.Node{Node: &pg_query.Node_RangeFunction{RangeFunction: &pg_query.RangeFunction{
-		Functions: []*pg_query.Node{{Node: &pg_query.Node_List{List: &pg_query.List{Items: []*pg_query.Node{
-			{Node: &pg_query.Node_FuncCall{FuncCall: &pg_query.FuncCall{
-				Funcname: []*pg_query.Node{{Node: &pg_query.Node_String_{String_: &pg_query.String{Sval: recursiveFunc}}}},
-				Args: []*pg_query.Node{{Node: &pg_query.Node_AConst{AConst: &pg_query.A_Const{
-					Val: &pg_query.A_Const_Sval{Sval: &pg_query.String{Sval: r.text}}, Location: -1}}}},
-				Funcformat: pg_query.CoercionForm_COERCE_EXPLICIT_CALL, Location: -1}}},
-			nil}}}}},
-		Alias: &pg_query.Alias{Aliasname: r.name, Colnames: names}}}}
-	sel := &pg_query.SelectStmt{Op: pg_query.SetOperation_SETOP_NONE, TargetList: targets, FromClause: []*pg_query.Node{call}}
+	distinct := ""
 	if r.union {
 		// Each anchor's rows are a set; across anchors, distinct as UNION.
-		sel.DistinctClause = []*pg_query.Node{{}}
+		distinct = "DISTINCT "
 	}
+	sql := "SELECT " + distinct + strings.Join(targets, ", ") + " FROM " + recursiveFunc + "(" + quoteLiteral(r.text) + ") AS " +
+		name + "(" + strings.Join(identsOf(r.cols), ", ") + ")"
+	tree, err := pg_query.Parse(sql)
+	if err != nil || len(r.cols) == 0 {
+		// A * the expansion replaces (recursiveCTE): nothing reads it.
+		return &pg_query.Node{Node: &pg_query.Node_RangeVar{RangeVar: rv}}
+	}
+	sel := tree.Stmts[0].Stmt
+	clearLocations(sel.ProtoReflect())
 	alias := &pg_query.Alias{Aliasname: rv.Relname}
 	if rv.Alias != nil {
 		alias = proto.Clone(rv.Alias).(*pg_query.Alias)
 	}
-	return &pg_query.Node{Node: &pg_query.Node_RangeSubselect{RangeSubselect: &pg_query.RangeSubselect{
-		Subquery: &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: sel}}, Alias: alias}}}
+	return &pg_query.Node{Node: &pg_query.Node_RangeSubselect{RangeSubselect: &pg_query.RangeSubselect{Subquery: sel, Alias: alias}}}
 }
 
 // recursiveCall is the level text of a FROM item that is a reference's
@@ -347,6 +352,30 @@ func recursiveCall(rf *pg_query.RangeFunction) string {
 		return ""
 	}
 	return fc.Args[0].GetAConst().GetSval().GetSval()
+}
+
+// realizeRecursive writes every recursiveFunc call left in n — in
+// subqueries in expressions, which PostgreSQL evaluates as written (ADR
+// 0030), their dependency levels already made — back as the recursive
+// query it stands for.
+func realizeRecursive(n *pg_query.Node) {
+	replaceNodes(n, func(x *pg_query.Node) *pg_query.Node {
+		rf := x.GetRangeFunction()
+		if rf == nil {
+			return nil
+		}
+		text := recursiveCall(rf)
+		if text == "" {
+			return nil
+		}
+		tree, err := pg_query.Parse(text)
+		if err != nil || len(tree.Stmts) != 1 {
+			return nil
+		}
+		sub := tree.Stmts[0].Stmt
+		clearLocations(sub.ProtoReflect())
+		return &pg_query.Node{Node: &pg_query.Node_RangeSubselect{RangeSubselect: &pg_query.RangeSubselect{Subquery: sub, Alias: rf.Alias}}}
+	})
 }
 
 // recursiveLevel makes the level a recursiveFunc call in FROM reads.

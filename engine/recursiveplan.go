@@ -67,7 +67,7 @@ const (
 
 // MaxRecursionDepth is how many steps a UNION ALL derivation may take:
 // one that goes on is a cycle, which PostgreSQL would follow forever.
-const MaxRecursionDepth = 10000
+const MaxRecursionDepth = 1000
 
 // anchorLineage are the anchor sources' lineage columns: the identity of
 // an anchor, the same on every row it derives.

@@ -201,6 +201,9 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 	c.windows = hasWindow(sel) && !aggregates(sel)
 	fromOK := keep(c.flattenDerived(sel)) && keep(c.dependOnSublinks(sel)) && keep(c.checkFrom(sel))
 	c.fromRefused = !fromOK
+	// What is left of recursive CTEs is in subqueries PostgreSQL
+	// evaluates (recursive.go).
+	realizeRecursive(tree.Stmts[0].Stmt)
 	for i, oj := range c.outer {
 		if c.filteringDeps[oj.node] {
 			c.outer[i].Above = append(oj.Above, ColumnName{Column: "*"})
