@@ -475,6 +475,10 @@ func refNameUses(stmt *pg_query.Node) map[string]int {
 				uses[rv.Relname]++
 			}
 		}
+		if rf, ok := m.(*pg_query.RangeFunction); ok && rf.Alias != nil {
+			// A recursive CTE's level (recursive.go).
+			uses[rf.Alias.Aliasname]++
+		}
 		return true
 	})
 	return uses
