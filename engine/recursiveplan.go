@@ -221,6 +221,9 @@ func planRecursive(ctx context.Context, db DB, p *Plan, instanceSchema string, q
 		r.StepExprs = append(r.StepExprs, t.Expr)
 	}
 	r.Joined = rs.Joined
+	if p.Probes, err = recursiveProbes(ctx, db, p, rs); err != nil {
+		return nil, err
+	}
 	p.Cover = []int{r.Anchor[0]}
 	p.Visible = rs.Columns
 	if err := checkSetReturning(ctx, db, name, rs); err != nil {
@@ -267,6 +270,36 @@ func planRecursive(ctx context.Context, db DB, p *Plan, instanceSchema string, q
 	// Read by its owner's query: keyed by the surrogate (ADR 0019).
 	p.Surrogate = SurrogateCol
 	return p, nil
+}
+
+// recursiveProbes are the lookups a recursive level's statements make
+// through join columns (IndexGaps reports those no index serves): the
+// anchor term's joins, and each step source's column the step equates
+// with a column of the CTE — every step of the recursion, and a batch's
+// new-step branch, reach the source's rows through it.
+func recursiveProbes(ctx context.Context, db DB, p *Plan, rs *RecursiveSpec) ([]Probe, error) {
+	r := p.Recursive
+	var anchor []Source
+	for _, i := range r.Anchor {
+		anchor = append(anchor, p.Sources[i])
+	}
+	out, err := planProbes(ctx, db, anchor, rs.Anchor.Equalities)
+	if err != nil {
+		return nil, err
+	}
+	for _, eq := range rs.Step.Equalities {
+		for _, pair := range [][2]ColumnName{{eq.Left, eq.Right}, {eq.Right, eq.Left}} {
+			if pair[0].Ref != r.SelfRef {
+				continue
+			}
+			for _, i := range r.Step {
+				if p.Sources[i].Ref == pair[1].Ref && pair[1].Ref != r.SelfRef {
+					out = append(out, Probe{Source: i, Columns: []string{pair[1].Column}, Role: RoleJoinJoined})
+				}
+			}
+		}
+	}
+	return out, nil
 }
 
 // written is the recursive CTE as the user wrote it, over the resolved
