@@ -22,6 +22,8 @@ CREATE TABLE rnodes (id int PRIMARY KEY, parent_id int, name text, w int);
 CREATE TABLE redges (src int, dst int, PRIMARY KEY (src, dst));
 CREATE TABLE rparts (id text PRIMARY KEY, cost numeric);
 CREATE TABLE rcomp (part text, sub text, qty int, PRIMARY KEY (part, sub));
+CREATE TABLE rlinks (id int PRIMARY KEY, parent_id int);
+INSERT INTO rlinks SELECT i, NULLIF(i / 2, 0) FROM generate_series(1, 20) i;
 INSERT INTO rnodes SELECT i, CASE WHEN i <= 2 THEN NULL ELSE i / 3 END, 'n' || i, i % 4 FROM generate_series(1, 40) i;
 INSERT INTO redges VALUES (1, 2), (2, 3), (3, 4), (4, 2), (5, 6), (6, 7), (1, 5), (8, 8), (9, 10);
 INSERT INTO rparts SELECT p, length(p) * 1.5 FROM unnest(ARRAY['A', 'B', 'C', 'D', 'E', 'F', 'G', 'H']) p;
@@ -48,6 +50,12 @@ var recursiveDefs = []levelDef{
 		UNION ALL
 		SELECT up.id, p.id, up.depth + 1 FROM up, rnodes c, rnodes p WHERE c.id = up.anc AND p.id = c.parent_id)
 	SELECT id, anc, depth FROM up`},
+	// Ancestors as a set over a tree that re-parenting turns cyclic.
+	{"rc_links_up", `WITH RECURSIVE up(id, anc) AS (
+		SELECT id, parent_id FROM rlinks WHERE parent_id IS NOT NULL
+		UNION
+		SELECT up.id, l.parent_id FROM up JOIN rlinks l ON l.id = up.anc WHERE l.parent_id IS NOT NULL)
+	SELECT id, anc FROM up`},
 	// Reachability over a graph with cycles.
 	{"rc_reach", `WITH RECURSIVE reach(src, dst) AS (
 		SELECT src, dst FROM redges
@@ -106,17 +114,18 @@ var recursiveWrites = []string{
 	`INSERT INTO rnodes VALUES (200, 1, 'mid', 3); UPDATE rnodes SET parent_id = 200 WHERE id IN (3, 4)`,
 	// An inner node deleted: its subtree orphaned.
 	`DELETE FROM rnodes WHERE id = 5; DELETE FROM rcomp WHERE part = 'C' AND sub = 'D'`,
-	// Subtrees re-parented; cycles made in the graph.
-	`UPDATE rnodes SET parent_id = 2 WHERE id = 4; UPDATE rnodes SET parent_id = 100 WHERE id = 12; INSERT INTO redges VALUES (7, 5), (11, 1)`,
+	// Subtrees re-parented; cycles made in the graph and in the links
+	// (2 under its descendant 9).
+	`UPDATE rnodes SET parent_id = 2 WHERE id = 4; UPDATE rnodes SET parent_id = 100 WHERE id = 12; INSERT INTO redges VALUES (7, 5), (11, 1); UPDATE rlinks SET parent_id = 9 WHERE id = 2`,
 	// Quantities and costs change; a cycle broken, another edge moved.
-	`UPDATE rcomp SET qty = qty + 1 WHERE part = 'B'; UPDATE rparts SET cost = cost * 2 WHERE id IN ('D', 'H'); DELETE FROM redges WHERE src = 4 AND dst = 2; UPDATE redges SET dst = 9 WHERE src = 6 AND dst = 7`,
+	`UPDATE rcomp SET qty = qty + 1 WHERE part = 'B'; UPDATE rparts SET cost = cost * 2 WHERE id IN ('D', 'H'); DELETE FROM redges WHERE src = 4 AND dst = 2; UPDATE redges SET dst = 9 WHERE src = 6 AND dst = 7; UPDATE rlinks SET parent_id = 3 WHERE id = 4; UPDATE rlinks SET parent_id = id WHERE id = 20`,
 	// Keys change.
 	`UPDATE rnodes SET id = 300 WHERE id = 6; UPDATE rnodes SET id = 301, parent_id = NULL WHERE id = 13; UPDATE rcomp SET sub = 'G' WHERE part = 'D' AND sub = 'E'; UPDATE redges SET src = 8 WHERE src = 1 AND dst = 5`,
 	// Roots become children and back.
 	`UPDATE rnodes SET parent_id = 1 WHERE id = 2; UPDATE rnodes SET parent_id = NULL WHERE id = 10; UPDATE rnodes SET w = w + 1`,
 	`TRUNCATE redges; INSERT INTO redges VALUES (1, 2), (2, 1), (2, 3), (5, 5)`,
 	`TRUNCATE rcomp; INSERT INTO rcomp VALUES ('A', 'B', 1), ('B', 'C', 2), ('A', 'C', 3)`,
-	`DELETE FROM rnodes WHERE id % 5 = 0`,
+	`DELETE FROM rnodes WHERE id % 5 = 0; UPDATE rlinks SET parent_id = NULL WHERE id = 2; DELETE FROM rlinks WHERE id = 9`,
 }
 
 // TestRecursive builds every recursive shape over existing rows and keeps
