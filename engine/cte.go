@@ -72,16 +72,14 @@ func (c *selectChecker) inlineWith(n *pg_query.Node, env map[string]*cteDef) (*p
 }
 
 // scopeWith is env extended by the CTEs of w, each query's own references
-// to earlier CTEs (and to those of env) replaced.
+// to earlier CTEs (and to those of env) replaced. In a WITH RECURSIVE, a
+// CTE that reads itself is checked and read as a level (recursive.go).
 func (c *selectChecker) scopeWith(w *pg_query.WithClause, env map[string]*cteDef) (map[string]*cteDef, error) {
-	if w.Recursive {
-		return c.scopeRecursive(w, env)
-	}
 	inner := make(map[string]*cteDef, len(env)+len(w.Ctes))
 	for k, v := range env {
 		inner[k] = v
 	}
-	for _, n := range w.Ctes {
+	for k, n := range w.Ctes {
 		cte := n.GetCommonTableExpr()
 		if cte == nil {
 			continue
@@ -89,8 +87,21 @@ func (c *selectChecker) scopeWith(w *pg_query.WithClause, env map[string]*cteDef
 		if cte.Ctequery.GetSelectStmt() == nil {
 			return nil, c.withRefusal(w)
 		}
-		// A CTE sees the CTEs before it, not itself (that would be
-		// WITH RECURSIVE, above).
+		if w.Recursive {
+			if err := c.forwardRefusal(w, k); err != nil {
+				return nil, err
+			}
+			if len(tableRefs(cte.Ctequery, cte.Ctename)) > 0 {
+				ref, err := c.recursiveCTE(cte, withoutName(inner, cte.Ctename))
+				if err != nil {
+					return nil, err
+				}
+				inner[cte.Ctename] = &cteDef{recursive: ref}
+				continue
+			}
+		}
+		// A CTE sees the CTEs before it, not itself (it would be a
+		// recursive one, above).
 		q, err := c.inlineWith(proto.Clone(cte.Ctequery).(*pg_query.Node), inner)
 		if err != nil {
 			return nil, err

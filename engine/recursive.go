@@ -60,47 +60,20 @@ type recursiveRef struct {
 	union bool
 }
 
-// scopeRecursive is env extended by the CTEs of a WITH RECURSIVE: those
-// that do not read themselves are inlined as in a plain WITH; those that
-// do are checked (recursiveCTE) and read as a level.
-func (c *selectChecker) scopeRecursive(w *pg_query.WithClause, env map[string]*cteDef) (map[string]*cteDef, error) {
-	inner := make(map[string]*cteDef, len(env)+len(w.Ctes))
-	for k, v := range env {
-		inner[k] = v
-	}
-	for k, n := range w.Ctes {
-		cte := n.GetCommonTableExpr()
-		if cte == nil {
-			continue
-		}
-		if cte.Ctequery.GetSelectStmt() == nil {
-			return nil, c.withRefusal(w)
-		}
-		for _, later := range w.Ctes[k+1:] {
-			if lc := later.GetCommonTableExpr(); lc != nil {
-				if refs := tableRefs(cte.Ctequery, lc.Ctename); len(refs) > 0 {
-					return nil, c.errf(refs[0].Location, "WITH RECURSIVE %s reads %s, which is defined after it (mutual recursion or a forward reference); %s — order the CTEs so that each reads only itself and the ones before it",
-						quoteIdents([]string{cte.Ctename}), quoteIdents([]string{lc.Ctename}), keptForm)
-				}
+// forwardRefusal refuses CTE k of a WITH RECURSIVE when it reads a CTE
+// defined after it: mutual recursion (PostgreSQL refuses it too) or a
+// forward reference.
+func (c *selectChecker) forwardRefusal(w *pg_query.WithClause, k int) error {
+	cte := w.Ctes[k].GetCommonTableExpr()
+	for _, later := range w.Ctes[k+1:] {
+		if lc := later.GetCommonTableExpr(); lc != nil {
+			if refs := tableRefs(cte.Ctequery, lc.Ctename); len(refs) > 0 {
+				return c.errf(refs[0].Location, "WITH RECURSIVE %s reads %s, which is defined after it (mutual recursion or a forward reference); %s — order the CTEs so that each reads only itself and the ones before it",
+					quoteIdents([]string{cte.Ctename}), quoteIdents([]string{lc.Ctename}), keptForm)
 			}
 		}
-		if len(tableRefs(cte.Ctequery, cte.Ctename)) == 0 {
-			// Not recursive: inlined where it is read, as in a plain WITH.
-			own := withoutName(inner, cte.Ctename)
-			q, err := c.inlineWith(proto.Clone(cte.Ctequery).(*pg_query.Node), own)
-			if err != nil {
-				return nil, err
-			}
-			inner[cte.Ctename] = &cteDef{query: q, colnames: cte.Aliascolnames}
-			continue
-		}
-		ref, err := c.recursiveCTE(cte, withoutName(inner, cte.Ctename))
-		if err != nil {
-			return nil, err
-		}
-		inner[cte.Ctename] = &cteDef{recursive: ref}
 	}
-	return inner, nil
+	return nil
 }
 
 // withoutName is env without name: a CTE's query does not see an outer
