@@ -274,11 +274,15 @@ func (p *Plan) groupKey(t Rel) string {
 
 // identityConstraint keys the stored rows: a primary key, or where an
 // outer join may leave lineage NULL, a unique constraint that treats NULLs
-// as equal (one NULL-extended row per preserved row).
+// as equal (one NULL-extended row per preserved row); a unique constraint
+// too for a recursive CTE's level, keyed by its surrogate.
 func (p *Plan) identityConstraint(cols string) string {
+	if p.Recursive != nil {
+		// Its surrogate is the primary key (ADR 0035).
+		return "UNIQUE NULLS NOT DISTINCT (" + cols + ")"
+	}
 	for _, src := range p.Sources {
-		if src.Nullable || p.Surrogate != "" {
-			// The surrogate is the primary key.
+		if src.Nullable {
 			return "UNIQUE NULLS NOT DISTINCT (" + cols + ")"
 		}
 	}
