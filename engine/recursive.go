@@ -131,7 +131,7 @@ func (c *selectChecker) recursiveCTE(cte *pg_query.CommonTableExpr, env map[stri
 		errs = append(errs, c.termRefusals(term.sel, what+": "+term.part)...)
 	}
 	if len(anchor.FromClause) == 0 {
-		errs = append(errs, c.errf(-1, "%s: its anchor reads no table; a recursive CTE is kept by anchor row, each found by its source row's key — select the anchor from its table (SELECT id, 0 FROM nodes WHERE id = 1)", what))
+		errs = append(errs, c.errf(nodeLocation(anchor.TargetList[0]), "%s: its anchor reads no table; a recursive CTE is kept by anchor row, each found by its source row's key — select the anchor from its table (SELECT id, 0 FROM nodes WHERE id = 1)", what))
 	}
 	if err := joinRefusals(errs); err != nil {
 		return nil, err
@@ -194,17 +194,30 @@ func (c *selectChecker) termRefusals(sel *pg_query.SelectStmt, what string) []er
 		errs = append(errs, c.errf(loc, "%s: %s is not kept in a recursive CTE; %s", what, part, fix))
 	}
 	linear := "the recursion is kept by anchor row (" + keptForm + ")"
+	termNode := &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: sel}}
 	switch {
-	case len(sel.GroupClause) > 0 || sel.HavingClause != nil || hasAggregate(sel):
-		add(-1, "an aggregate (GROUP BY, HAVING or an aggregate call)", "aggregate over the CTE in the outer query (SELECT part, sum(qty) FROM bom GROUP BY part), "+linear)
+	case len(sel.GroupClause) > 0:
+		add(nodeLocation(sel.GroupClause[0]), "GROUP BY", "aggregate over the CTE in the outer query (SELECT part, sum(qty) FROM bom GROUP BY part), "+linear)
+	case sel.HavingClause != nil || hasAggregate(sel):
+		add(firstLocation(termNode, func(m proto.Message) bool {
+			fc, ok := m.(*pg_query.FuncCall)
+			return ok && fc.Over == nil && hasAggCall(&pg_query.Node{Node: &pg_query.Node_FuncCall{FuncCall: fc}})
+		}), "an aggregate (GROUP BY, HAVING or an aggregate call)", "aggregate over the CTE in the outer query (SELECT part, sum(qty) FROM bom GROUP BY part), "+linear)
 	case len(sel.DistinctClause) > 0:
-		add(-1, "DISTINCT", "write UNION instead of UNION ALL, which keeps distinct rows")
+		add(nodeLocation(sel.TargetList[0]), "DISTINCT", "write UNION instead of UNION ALL, which keeps distinct rows")
 	}
 	if len(sel.WindowClause) > 0 || hasWindow(sel) {
-		add(-1, "a window function", "compute it in the outer query over the CTE")
+		add(firstLocation(termNode, func(m proto.Message) bool {
+			fc, ok := m.(*pg_query.FuncCall)
+			return ok && fc.Over != nil
+		}), "a window function", "compute it in the outer query over the CTE")
 	}
 	if len(sel.SortClause) > 0 || sel.LimitCount != nil || sel.LimitOffset != nil {
-		add(-1, "ORDER BY or LIMIT", "remove it; bound the recursion with a condition (WHERE depth < 10)")
+		loc := nodeLocation(sel.LimitCount)
+		if len(sel.SortClause) > 0 {
+			loc = nodeLocation(sel.SortClause[0].GetSortBy().GetNode())
+		}
+		add(loc, "ORDER BY or LIMIT", "remove it; bound the recursion with a condition (WHERE depth < 10)")
 	}
 	if len(sel.ValuesLists) > 0 {
 		add(-1, "VALUES", "select the anchor rows from a table")
@@ -212,15 +225,16 @@ func (c *selectChecker) termRefusals(sel *pg_query.SelectStmt, what string) []er
 	if sel.WithClause != nil && sel.WithClause.Recursive {
 		add(sel.WithClause.Location, "a nested WITH RECURSIVE", "define it beside this one, in the same WITH")
 	}
-	if hasSublinks(&pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: sel}}) {
-		add(-1, "a subquery in an expression", "join its table in FROM instead")
+	if hasSublinks(termNode) {
+		add(firstLocation(termNode, func(m proto.Message) bool { _, ok := m.(*pg_query.SubLink); return ok }),
+			"a subquery in an expression", "join its table in FROM instead")
 	}
 	for _, item := range sel.FromClause {
 		walk(item.ProtoReflect(), func(m proto.Message) bool {
 			switch x := m.(type) {
 			case *pg_query.JoinExpr:
 				if x.Jointype != pg_query.JoinType_JOIN_INNER {
-					add(-1, "an outer join", "join with INNER JOIN (a row that finds no match derives nothing further); "+linear)
+					add(nodeLocation(x.Rarg), "an outer join", "join with INNER JOIN (a row that finds no match derives nothing further); "+linear)
 					return false
 				}
 			case *pg_query.RangeSubselect, *pg_query.SubLink:
@@ -230,6 +244,25 @@ func (c *selectChecker) termRefusals(sel *pg_query.SelectStmt, what string) []er
 		})
 	}
 	return errs
+}
+
+// firstLocation is the location of the first message below n for which
+// is holds, or -1.
+func firstLocation(n *pg_query.Node, is func(proto.Message) bool) int32 {
+	loc := int32(-1)
+	walk(n.ProtoReflect(), func(m proto.Message) bool {
+		if loc >= 0 {
+			return false
+		}
+		if is(m) {
+			if f := m.ProtoReflect().Descriptor().Fields().ByName("location"); f != nil {
+				loc = int32(m.ProtoReflect().Get(f).Int())
+			}
+			return false
+		}
+		return true
+	})
+	return loc
 }
 
 // inInnerFrom reports whether rv is an item of from, or under its inner
