@@ -181,6 +181,11 @@ func (c *selectChecker) flattenItem(item *pg_query.Node, top bool, using []strin
 			return c.level(rs, inner, alias, what)
 		}
 		return c.pullUp(rs, inner, alias, what, top, using, subs, where)
+	case *pg_query.Node_RangeFunction:
+		if text := recursiveCall(n.RangeFunction); text != "" {
+			// A recursive CTE's reference: its level (recursive.go).
+			return c.recursiveLevel(n.RangeFunction, text)
+		}
 	}
 	return item, nil
 }
@@ -470,6 +475,10 @@ func refNameUses(stmt *pg_query.Node) map[string]int {
 			} else {
 				uses[rv.Relname]++
 			}
+		}
+		if rf, ok := m.(*pg_query.RangeFunction); ok && rf.Alias != nil {
+			// A recursive CTE's level (recursive.go).
+			uses[rf.Alias.Aliasname]++
 		}
 		return true
 	})

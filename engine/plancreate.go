@@ -57,6 +57,10 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 		target = st.TargetName
 	}
 	p := &Plan{SearchPath: searchPath, Target: Rel{Schema: schema, Name: target}, Where: q.Where, Outer: q.Outer, Cover: q.Cover, Views: q.Views}
+	if q.Recursive != nil {
+		// The level of a recursive CTE, kept by anchor (ADR 0035).
+		return planRecursive(ctx, db, p, instanceSchema, q)
+	}
 	if q.Window != nil {
 		// Keyed by lineage and re-derived by partition (window.go).
 		p.Window = &PlanWindow{}

@@ -60,6 +60,9 @@ type selectChecker struct {
 	setOps int
 	// windows: window calls are accepted in the select list (window.go).
 	windows bool
+	// expandRecursive: a recursive CTE's term selects *, which
+	// PostgreSQL expands (recursive.go).
+	expandRecursive bool
 	// fromRefused: a FROM item was refused, so tables lists only part of
 	// FROM and a qualifier it lacks may name a table it never reached —
 	// not a mistake of its own to report.
@@ -115,6 +118,9 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 	// WITH first: its CTEs become derived tables where they are read.
 	if _, err := c.inlineWith(tree.Stmts[0].Stmt, nil); err != nil {
 		return nil, err
+	}
+	if c.expandRecursive && !qualified {
+		return &Query{SQL: original, Expand: true}, nil
 	}
 	// Set operations next: each is a SELECT over its branches (setop.go).
 	if err := c.rewriteSetOps(tree.Stmts[0].Stmt); err != nil {
@@ -200,6 +206,9 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 	c.windows = hasWindow(sel) && !aggregates(sel)
 	fromOK := keep(c.flattenDerived(sel)) && keep(c.dependOnSublinks(sel)) && keep(c.checkFrom(sel))
 	c.fromRefused = !fromOK
+	// What is left of recursive CTEs is in subqueries PostgreSQL
+	// evaluates (recursive.go).
+	realizeRecursive(tree.Stmts[0].Stmt)
 	for i, oj := range c.outer {
 		if c.filteringDeps[oj.node] {
 			c.outer[i].Above = append(oj.Above, ColumnName{Column: "*"})

@@ -122,6 +122,9 @@ type Query struct {
 	// Views are the plain views the definition read, expanded to their
 	// definitions (views.go).
 	Views []ViewDep
+	// Recursive, for the level of a recursive CTE (recursive.go, ADR
+	// 0035), is the CTE; Tables are then its terms' source tables.
+	Recursive *RecursiveSpec
 }
 
 // groupExprs are the GROUP BY expressions over the source: GroupBy less

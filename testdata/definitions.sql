@@ -253,8 +253,25 @@ CREATE TRANSFORM gapped WITHOUT SOURCE INDEX AS SELECT f.id, e.w FROM fact f JOI
 CREATE TRANSFORM level1 AS SELECT f.id, d.name, f.v FROM fact f JOIN dim d ON d.id = f.d1;
 CREATE TRANSFORM level2 AS SELECT name, count(*) AS n, sum(v) AS s FROM level1 GROUP BY name;
 
--- refuse validation: WITH RECURSIVE is not supported in a transform
-CREATE TRANSFORM x AS WITH RECURSIVE r(n) AS (SELECT d1 FROM fact WHERE d1 = 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) SELECT n FROM r;
+-- WITH RECURSIVE: linear recursion, kept by anchor (ADR 0035); the
+-- recursive term may read the CTE alone
+-- accept
+CREATE TRANSFORM rec_counter AS WITH RECURSIVE r(n) AS (SELECT d1 FROM fact WHERE d1 = 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) SELECT n FROM r;
+
+-- accept
+CREATE TRANSFORM rec_chain AS WITH RECURSIVE c(id, depth) AS (SELECT id, 0 FROM dim WHERE r = 0 UNION SELECT d.id, c.depth + 1 FROM c JOIN dim d ON d.id = c.id + 1 WHERE c.depth < 3) SELECT id, max(depth) AS depth FROM c GROUP BY id;
+
+-- refuse validation: which returns a set of rows per row: one derivation would give several rows the engine cannot tell apart
+CREATE TRANSFORM x AS WITH RECURSIVE r(n) AS (SELECT d1 FROM fact WHERE d1 = 1 UNION ALL SELECT generate_series(n + 1, n + 2) FROM r WHERE n < 5) SELECT n FROM r;
+
+-- refuse validation: now() is not immutable
+CREATE TRANSFORM x AS WITH RECURSIVE r(id, t) AS (SELECT id, t FROM fact WHERE d1 = 1 UNION ALL SELECT f.id, f.t FROM r JOIN fact f ON f.d1 = r.id WHERE f.t < now()) SELECT id FROM r;
+
+-- refuse validation: recursive query "r" column 1 has type integer in non-recursive term but type bigint overall
+CREATE TRANSFORM x AS WITH RECURSIVE r(n) AS (SELECT d1 FROM fact WHERE d1 = 1 UNION ALL SELECT n::bigint + 1 FROM r WHERE n < 5) SELECT n FROM r;
+
+-- refuse validation: its recursive term reads r 2 times; only linear recursion is kept
+CREATE TRANSFORM x AS WITH RECURSIVE r(n) AS (SELECT d1 FROM fact UNION SELECT a.n FROM r a JOIN r b ON b.n = a.n + 1) SELECT n FROM r;
 
 -- accept
 CREATE TRANSFORM stats_exact AS SELECT d2, stddev(v) AS sd, stddev_samp(v) AS ss, stddev_pop(v) AS sp, variance(v) AS va,
