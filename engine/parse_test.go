@@ -478,7 +478,7 @@ func badCases() []badCase {
 		{"recursive anchor aggregates", "CREATE TRANSFORM x AS WITH RECURSIVE r(a) AS (SELECT max(a) FROM t UNION ALL SELECT u.b FROM r JOIN u ON u.a = r.a) SELECT a FROM r",
 			`WITH RECURSIVE r: its anchor: an aggregate (GROUP BY, HAVING or an aggregate call) is not kept in a recursive CTE`},
 		{"recursive function in FROM", "CREATE TRANSFORM x AS WITH RECURSIVE r(a) AS (SELECT a FROM t UNION ALL SELECT g FROM r, generate_series(1, r.a) g) SELECT a FROM r",
-			`WITH RECURSIVE r: its recursive term: FROM: functions in FROM are not supported; select from tables`},
+			`WITH RECURSIVE r: its recursive term reads a function or VALUES list in FROM`},
 		{"data-modifying WITH", "CREATE TRANSFORM x AS WITH d AS (DELETE FROM u RETURNING b) SELECT a FROM t", `WITH d holds a data-modifying statement (INSERT, UPDATE, DELETE or MERGE); a transform's query only reads, so remove it`},
 		{"set operation column count", "CREATE TRANSFORM x AS SELECT a, b FROM t UNION SELECT a FROM u", "each UNION query must have the same number of columns: branch 1 selects 2, branch 2 selects 1"},
 		{"VALUES branch", "CREATE TRANSFORM x AS SELECT a FROM t UNION ALL VALUES (1)", "VALUES is not supported in a transform, also as a branch of UNION"},
