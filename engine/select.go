@@ -58,6 +58,10 @@ type selectChecker struct {
 	setOps int
 	// windows: window calls are accepted in the select list (window.go).
 	windows bool
+	// needsCatalog: a column outside aggregates matches no GROUP BY
+	// expression by text; PostgreSQL resolves and checks it when the
+	// definition is expanded (ADR 0037).
+	needsCatalog bool
 	// fromRefused: a FROM item was refused, so tables lists only part of
 	// FROM and a qualifier it lacks may name a table it never reached —
 	// not a mistake of its own to report.
@@ -219,11 +223,14 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 	items, err := c.selectList(sel)
 	if keep(err) && fromOK && joinRefusals(errs) == nil {
 		if keep(c.groupBy(sel, items, q)) && q.Aggregate {
-			keep(c.composedItems(sel, items, c.groupKeys, q))
+			keep(c.composedItems(sel, items, q))
 		}
 	}
 	if err := joinRefusals(errs); err != nil {
 		return nil, err
+	}
+	if c.needsCatalog {
+		return &Query{SQL: original, Expand: true}, nil
 	}
 	for _, it := range items {
 		q.Targets = append(q.Targets, it.t)
