@@ -381,6 +381,12 @@ func (sc *scratch) over(ctx context.Context, text string) (string, error) {
 			// expressions (ADR 0030); here it stands for a value.
 			return &pg_query.Node{Node: &pg_query.Node_AConst{AConst: &pg_query.A_Const{Isnull: true, Location: -1}}}
 		}
+		if n.GetGroupingFunc() != nil {
+			// GROUPING() is constant per grouping set: an integer.
+			c := fmt.Sprintf("c%d", len(sc.defs))
+			sc.defs = append(sc.defs, c+" integer")
+			return columnRef(c)
+		}
 		if fc := n.GetFuncCall(); fc != nil && fc.Over == nil {
 			col, ok, err := sc.aggregate(ctx, n)
 			if err != nil {

@@ -108,6 +108,7 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 	if sel == nil {
 		return nil, c.errf(0, "the query after AS must be a SELECT")
 	}
+	atTimeZoneAsCalls(tree.Stmts[0].Stmt)
 	// The definition as written is what the catalog shows; the rewrites
 	// below only change how it is kept.
 	original, err := pg_query.Deparse(tree)
