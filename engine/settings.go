@@ -48,12 +48,11 @@ func recordSettings(ctx context.Context, db interface {
 }
 
 // SessionSettings are the settings a session evaluating the plan's query
-// runs with: the appliers' pinned text settings (sessionSettings' first
-// entries), then the definition's own where it recorded them (a plan
-// stored before ADR 0037 has none and keeps the pins and the server's
-// time zone).
+// runs with: the appliers' pinned text settings (textSettings), then the
+// definition's own where it recorded them (a plan stored before ADR 0037
+// has none and keeps the pins and the server's time zone).
 func (p *Plan) SessionSettings() [][2]string {
-	out := [][2]string{{"DateStyle", "ISO, MDY"}, {"IntervalStyle", "postgres"}, {"extra_float_digits", "1"}, {"bytea_output", "hex"}}
+	out := append([][2]string{}, textSettings...)
 	for _, s := range p.Settings {
 		replaced := false
 		for i := range out {
