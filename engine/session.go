@@ -158,15 +158,17 @@ func (s *Session) applySettings(ctx context.Context, recorded []Setting) error {
 	for _, r := range recorded {
 		want[r.Name] = r.Value
 	}
+	var changed [][2]string
 	for _, name := range recordedSettings {
-		v, ok := want[name]
-		if !ok || s.settings[name] == v {
-			continue
+		if v, ok := want[name]; ok && s.settings[name] != v {
+			changed = append(changed, [2]string{name, v})
 		}
-		if _, err := s.conn.Exec(ctx, `SELECT set_config($1, $2, false)`, name, v); err != nil {
-			return fmt.Errorf("set %s to the definition's %q: %w", name, v, err)
-		}
-		s.settings[name] = v
+	}
+	if err := setConfig(ctx, s.conn, changed, false); err != nil {
+		return fmt.Errorf("apply the definition's settings: %w", err)
+	}
+	for _, kv := range changed {
+		s.settings[kv[0]] = kv[1]
 	}
 	return nil
 }

@@ -73,10 +73,23 @@ func (p *Plan) SessionSettings() [][2]string {
 func (p *Plan) ApplySettings(ctx context.Context, db interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }) error {
-	for _, kv := range p.SessionSettings() {
-		if _, err := db.Exec(ctx, `SELECT set_config($1, $2, true)`, kv[0], kv[1]); err != nil {
-			return fmt.Errorf("set %s: %w", kv[0], err)
-		}
+	return setConfig(ctx, db, p.SessionSettings(), true)
+}
+
+// setConfig sets settings (name, value pairs) in one statement, for the
+// transaction (local) or the session.
+func setConfig(ctx context.Context, db interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}, settings [][2]string, local bool) error {
+	if len(settings) == 0 {
+		return nil
+	}
+	names, values := make([]string, len(settings)), make([]string, len(settings))
+	for i, kv := range settings {
+		names[i], values[i] = kv[0], kv[1]
+	}
+	if _, err := db.Exec(ctx, `SELECT set_config(n, v, $3) FROM unnest($1::text[], $2::text[]) AS s(n, v)`, names, values, local); err != nil {
+		return fmt.Errorf("set %v: %w", names, err)
 	}
 	return nil
 }

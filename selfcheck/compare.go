@@ -84,9 +84,14 @@ func CompareUnder(ctx context.Context, conn Querier, target pgx.Identifier, colu
 	}
 	// Read-only: rolling back discards nothing.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	for _, kv := range settings {
-		if _, err := tx.Exec(ctx, `SELECT set_config($1, $2, true)`, kv[0], kv[1]); err != nil {
-			return Diff{}, fmt.Errorf("self-check of %s: set %s: %w", target.Sanitize(), kv[0], err)
+	if len(settings) > 0 {
+		// One statement for them all: a comparison is often one of many.
+		names, values := make([]string, len(settings)), make([]string, len(settings))
+		for i, kv := range settings {
+			names[i], values[i] = kv[0], kv[1]
+		}
+		if _, err := tx.Exec(ctx, `SELECT set_config(n, v, true) FROM unnest($1::text[], $2::text[]) AS s(n, v)`, names, values); err != nil {
+			return Diff{}, fmt.Errorf("self-check of %s: set the definition's settings: %w", target.Sanitize(), err)
 		}
 	}
 
