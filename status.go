@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -283,6 +284,10 @@ type Definition struct {
 	Sources []string `json:"sources"`
 	// State is the transform's state, as in Status.
 	State string `json:"state"`
+	// Settings are the session settings recorded when it was defined,
+	// under which every session evaluates its query (ADR 0037): "name =
+	// value" in a fixed order; none for a definition made before.
+	Settings []string `json:"settings,omitempty"`
 }
 
 // Definitions lists every transform's definition, or only those named
@@ -321,7 +326,8 @@ func (t *Trellis) Definitions(ctx context.Context, names ...string) ([]Definitio
 		}
 		out = append(out, Definition{Schema: tr.Schema, Name: tr.Name, Shape: tr.Shape,
 			SQL:    "CREATE TRANSFORM " + define.QuoteName(tr.Schema, tr.Name) + opt + " AS " + tr.Definition,
-			Target: p.Target.Ident(), Columns: p.Visible, Query: p.QuerySQL(), Sources: sourceIdents(p), State: tr.State})
+			Target: p.Target.Ident(), Columns: p.Visible, Query: p.QuerySQL(), Sources: sourceIdents(p), State: tr.State,
+			Settings: settingLines(p)})
 	}
 	return out, nil
 }
@@ -346,7 +352,8 @@ func (r SelfCheckResult) Equal() bool { return r.Missing == 0 && r.Extra == 0 }
 
 // CompareNow compares a transform's target with a fresh run of its query
 // at once, in this process, both read in one REPEATABLE READ snapshot
-// with a two-way EXCEPT ALL over the visible columns. Call it after
+// with a two-way EXCEPT ALL over the visible columns, the query under the
+// settings its definition recorded. Call it after
 // AwaitConverged (or with writes stopped): a live target legitimately
 // trails its source. SelfCheck is the job that waits for convergence,
 // pages through large targets, names each divergence and can repair.
@@ -364,7 +371,7 @@ func (t *Trellis) CompareNow(ctx context.Context, name string) (SelfCheckResult,
 		if err != nil {
 			return res, terr.Wrap(terr.Internal, err, "%v", err)
 		}
-		diff, err := selfcheck.Compare(ctx, t.pool, pgx.Identifier{p.Target.Schema, p.Target.Name}, p.Visible, p.QuerySQL())
+		diff, err := selfcheck.CompareUnder(ctx, t.pool, pgx.Identifier{p.Target.Schema, p.Target.Name}, p.Visible, p.QuerySQL(), p.SessionSettings())
 		if err != nil {
 			return res, terr.Wrap(terr.Unavailable, err, "compare %s with its query: %v", name, err)
 		}
@@ -375,6 +382,15 @@ func (t *Trellis) CompareNow(ctx context.Context, name string) (SelfCheckResult,
 		return res, nil
 	}
 	return res, terr.New(terr.NotFound, "transform %q does not exist; run `trellis-repl status` to list transforms", name)
+}
+
+// settingLines are p's recorded settings as "name = 'value'".
+func settingLines(p *engine.Plan) []string {
+	var out []string
+	for _, st := range p.Settings {
+		out = append(out, st.Name+" = '"+strings.ReplaceAll(st.Value, "'", "''")+"'")
+	}
+	return out
 }
 
 // sourceIdents are the tables p reads, quoted and qualified.
