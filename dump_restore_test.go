@@ -29,9 +29,13 @@ import (
 // copySQL adds a second source and a join to schemaSQL and defsSQL.
 const copySQL = `CREATE TABLE customers (id int PRIMARY KEY, name text);
 INSERT INTO customers SELECT g, 'c' || g FROM generate_series(0, 9) g;
-CREATE INDEX ON orders (customer)`
+CREATE INDEX ON orders (customer);
+CREATE TABLE extra (id int PRIMARY KEY, v int);
+INSERT INTO extra SELECT g, g FROM generate_series(1, 10) g`
 
-const copyDefs = defsSQL + `CREATE TRANSFORM named AS SELECT o.id, o.amount, c.name FROM orders o JOIN customers c ON c.id = o.customer;`
+// copyDefs adds a join, and a transform of a table the dump leaves out.
+const copyDefs = defsSQL + `CREATE TRANSFORM named AS SELECT o.id, o.amount, c.name FROM orders o JOIN customers c ON c.id = o.customer;
+CREATE TRANSFORM extra_sum AS SELECT count(*) AS n, sum(v) AS v FROM extra;`
 
 // TestDumpRestore copies the database in both capture modes: logical, as
 // the role that owns the database and everything in it, with pg_dump -Fc
@@ -40,7 +44,9 @@ const copyDefs = defsSQL + `CREATE TRANSFORM named AS SELECT o.id, o.amount, c.n
 // and psql from a server with wal_level=replica into another cluster,
 // paused until RESUME TRANSFORM ALL. Rows written to the copy before its
 // first run (the restored capture triggers fire under the old tables'
-// OIDs) reach the targets too.
+// OIDs) reach the targets too. The dump leaves one source table out
+// (pg_dump -T): its transform is paused with the fix, and the runner goes
+// on with the others.
 func TestDumpRestore(t *testing.T) { eachMode(t, testDumpRestore) }
 
 func testDumpRestore(t *testing.T, mode string) {
@@ -76,20 +82,50 @@ func testDumpRestore(t *testing.T, mode string) {
 	watch := watchStatus(c.tr)
 	started := time.Now()
 	c.start()
-	if cfg.OnDisruption == trellis.OnDisruptionPause {
-		awaitState(t, c, catalog.StatePaused)
-		disruptedBy(t, c, catalog.StatePaused, says)
-		c.apply(`RESUME TRANSFORM ALL`)
+	awaitPaused(t, c, "extra_sum")
+	st, err := c.tr.Status(context.Background(), "extra_sum")
+	if err != nil {
+		t.Fatal(err)
 	}
+	if f := st[0].CaptureFailure; f == nil || !strings.Contains(f.Error, says) || !strings.Contains(f.Error, `its FROM table public.extra no longer exists; recreate it, or DROP TRANSFORM extra_sum`) {
+		t.Fatalf("extra_sum on a copy without its source: %+v", f)
+	}
+	if cfg.OnDisruption == trellis.OnDisruptionPause {
+		awaitPaused(t, c, "big_orders", "by_customer", "totals", "named")
+		res, err := c.tr.Apply(context.Background(), `RESUME TRANSFORM ALL`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Join(res[0].Notes, "\n"); !strings.Contains(n, "resumed: big_orders, by_customer, totals, named") || !strings.Contains(n, "not resumed: extra_sum: ") {
+			t.Fatalf("RESUME TRANSFORM ALL: %+v", res)
+		}
+		paused := 0
+		all, err := c.tr.Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range all {
+			if s.Disruption == nil || !strings.Contains(s.Disruption.Reason, says) {
+				t.Errorf("%s: disruption %+v, want one saying %q", s.Name, s.Disruption, says)
+			}
+			if s.State == catalog.StatePaused {
+				paused++
+			}
+		}
+		if paused != 1 {
+			t.Errorf("%d transforms paused after RESUME TRANSFORM ALL, want extra_sum alone", paused)
+		}
+	}
+	c.apply(`DROP TRANSFORM extra_sum`)
 	c.converge("first run on the copy")
 	t.Logf("%s: exact %s after the first run started; states status showed: %v", mode, time.Since(started).Round(time.Millisecond), watch.neverLiveUnrepaired(t, started.Add(-time.Second)))
 	workload(c, rng, 10, 10)
 	c.converge("writes on the copy")
 }
 
-// restore copies database srcDSN into copyDSN: logical, pg_dump -Fc and
-// pg_restore; trigger, a plain pg_dump run by psql. Either must succeed
-// without an error.
+// restore copies database srcDSN, but for table extra, into copyDSN:
+// logical, pg_dump -Fc and pg_restore; trigger, a plain pg_dump run by
+// psql. Either must succeed without an error.
 func restore(t *testing.T, mode, srcDSN, copyDSN string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -102,12 +138,12 @@ func restore(t *testing.T, mode, srcDSN, copyDSN string) {
 	}
 	if mode == trellis.CaptureLogical {
 		f := filepath.Join(dir, "db.dump")
-		run("pg_dump", "-Fc", "-f", f, "--dbname="+srcDSN)
+		run("pg_dump", "-Fc", "-T", "extra", "-f", f, "--dbname="+srcDSN)
 		run("pg_restore", "--exit-on-error", "--dbname="+copyDSN, f)
 		return
 	}
 	f := filepath.Join(dir, "db.sql")
-	run("pg_dump", "-f", f, "--dbname="+srcDSN)
+	run("pg_dump", "-T", "extra", "-f", f, "--dbname="+srcDSN)
 	run("psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-o", "/dev/null", "-f", f, "--dbname="+copyDSN)
 }
 

@@ -267,6 +267,9 @@ func (l *Logical) canPublishAny(ctx context.Context, tables []Table) error {
 		if err == nil {
 			return nil
 		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // gone (a copy of the database without it): nothing to publish
+		}
 		if first == nil {
 			first = err
 		}

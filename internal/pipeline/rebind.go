@@ -55,9 +55,12 @@ func (t *Host) rebind(ctx context.Context, why string) error {
 			var te *terr.Error
 			if errors.As(err, &te) && (te.Code == terr.NotFound || te.Code == terr.Validation) {
 				f := &catalog.Failure{Kind: catalog.FailureCapture, DetectedAt: time.Now().UTC(),
-					Error: why + "; " + te.Error() + " (a transform is rebound to its sources by name and key when the runner first starts on a copy)"}
+					Error: why + "; " + te.Msg + " (the runner rebinds a transform to its sources by name and key when it first starts on a copy)"}
 				if !catalog.Frozen(tr.State) || tr.PausedBy != "user" {
 					if err := t.cat.Pause(ctx, tx, tr.ID, "system", f); err != nil {
+						return err
+					}
+					if err := t.cat.SetDisruption(ctx, tx, tr.ID, &catalog.Disruption{Reason: why, DetectedAt: f.DetectedAt}); err != nil {
 						return err
 					}
 				}
