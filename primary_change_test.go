@@ -31,6 +31,7 @@ var pausedDefs = strings.ReplaceAll(defsSQL, "CREATE TRANSFORM ", "CREATE TRANSF
 // for the other — and goes on being maintained from the new slots. Status
 // never says live for a target not rebuilt since the switch.
 func TestFailoverToPromotedStandby(t *testing.T) {
+	t.Parallel() // servers of its own, mostly waited on
 	ctx := context.Background()
 	primary := pgtest.NewServer(t, nil, false)
 	standby := pgtest.Backup(t, primary, true)
@@ -107,6 +108,7 @@ func TestFailoverToPromotedStandby(t *testing.T) {
 // trust_store_after_promotion (the store kept) the runner streams from the
 // store's position and those writes never arrive.
 func TestPointInTimeRestore(t *testing.T) {
+	t.Parallel() // servers of its own, mostly waited on
 	ctx := context.Background()
 	primary := pgtest.NewServer(t, nil, true)
 	if _, err := primary.CreateDatabase(ctx, "app"); err != nil {
@@ -195,39 +197,25 @@ func TestPointInTimeRestore(t *testing.T) {
 // lsn (the heartbeat records it).
 func awaitReceived(t *testing.T, e *env, lsn string) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		var ok bool
-		if err := e.conn.QueryRow(context.Background(), `SELECT coalesce(received_lsn >= $1::pg_lsn, false) FROM trellis.instance`, lsn).Scan(&ok); err != nil {
-			t.Fatal(err)
-		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the runner never received up to %s", lsn)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	awaitQuery(t, e, "the runner received up to "+lsn, `SELECT coalesce(received_lsn >= $1::pg_lsn, false) FROM trellis.instance`, lsn)
 }
 
 // awaitArchived waits until WAL file seg is archived.
 func awaitArchived(t *testing.T, e *env, seg string) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	awaitQuery(t, e, "WAL file "+seg+" archived", `SELECT coalesce(last_archived_wal >= $1, false) FROM pg_stat_archiver`, seg)
+}
+
+// awaitQuery waits until query (one boolean) says true.
+func awaitQuery(t *testing.T, e *env, what, query string, args ...any) {
+	t.Helper()
+	poll(t, what, func() bool {
 		var ok bool
-		if err := e.conn.QueryRow(context.Background(), `SELECT coalesce(last_archived_wal >= $1, false) FROM pg_stat_archiver`, seg).Scan(&ok); err != nil {
+		if err := e.conn.QueryRow(context.Background(), query, args...).Scan(&ok); err != nil {
 			t.Fatal(err)
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("WAL file %s was never archived", seg)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return ok
+	})
 }
 
 func mustLSN(t *testing.T, s string) uint64 {

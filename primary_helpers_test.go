@@ -8,7 +8,6 @@ package trellis_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand"
@@ -192,13 +191,7 @@ func (w *writer) resume() { w.hold.Unlock() }
 func (w *writer) awaitCommits(t *testing.T, n int64) {
 	t.Helper()
 	want := w.commits.Load() + n
-	deadline := time.Now().Add(2 * time.Minute)
-	for w.commits.Load() < want {
-		if time.Now().After(deadline) {
-			t.Fatalf("the writer committed %d of %d transactions in 2 minutes", w.commits.Load(), want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll(t, fmt.Sprintf("the writer committed %d transactions", want), func() bool { return w.commits.Load() >= want })
 }
 
 func (w *writer) stop() {
@@ -299,18 +292,24 @@ func disruptedBy(t *testing.T, e *env, state string, says ...string) {
 // awaitState waits until every transform of e is in state.
 func awaitState(t *testing.T, e *env, state string) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	poll(t, "every transform "+state, func() bool {
 		st, err := e.tr.Status(context.Background())
 		all := err == nil && len(st) > 0
 		for _, s := range st {
 			all = all && s.State == state
 		}
-		if all {
-			return
-		}
+		return all
+	})
+}
+
+// poll calls done every 50 ms until it reports true, failing the test
+// (with what is still not so) after two minutes.
+func poll(t *testing.T, what string, done func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !done() {
 		if time.Now().After(deadline) {
-			t.Fatalf("transforms not all %s after 2 minutes: %v", state, errors.Join(err, fmt.Errorf("%+v", st)))
+			t.Fatalf("after 2 minutes, still not so: %s", what)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
