@@ -268,7 +268,7 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 			}
 		}
 		s.Disruption = disruptionOf(tr, moved)
-		if moved != "" && !catalog.Frozen(tr.State) {
+		if moved != "" && !catalog.Frozen(tr.State) && tr.Disruption == nil {
 			s.State = StateDisrupted
 		}
 		if tr.AppliedLSN > 0 && curLSN >= tr.AppliedLSN {
@@ -299,13 +299,14 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 }
 
 // disruptionOf is what status says of a transform's disruption: the one
-// the catalog keeps, or, when the server is not the one the runner last
-// started on (moved, a sentence), that one.
+// the catalog keeps (a runner starting on a new server records the
+// disruption before the server), else, when the server is not the one the
+// runner last started on (moved, a sentence), that one.
 func disruptionOf(tr *catalog.Transform, moved string) *DisruptionStatus {
-	if moved != "" {
+	d := tr.Disruption
+	if d == nil && moved != "" {
 		return &DisruptionStatus{Reason: moved, Action: DisruptionUnseen}
 	}
-	d := tr.Disruption
 	if d == nil {
 		return nil
 	}
