@@ -6,6 +6,7 @@ package trellis_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand"
 	"os"
 	"strings"
@@ -163,4 +164,13 @@ func TestSlotDroppedRepairs(t *testing.T) {
 	e.write(1)
 	e.converge("after writes on the new slot")
 	e.running("at the end")
+}
+
+// TestOnDisruptionRefused: an --on-disruption mode that is neither pause
+// nor repair is a validation error naming both, before anything connects.
+func TestOnDisruptionRefused(t *testing.T) {
+	_, err := trellis.Open(context.Background(), trellis.Config{DSN: "postgres://nobody@127.0.0.1:1/none", OnDisruption: "rebuild"})
+	if trellis.CodeOf(err) != trellis.CodeValidation || !strings.Contains(fmt.Sprint(err), `on-disruption mode "rebuild" is unknown; use pause`) || !strings.Contains(fmt.Sprint(err), "or repair") {
+		t.Fatalf("Open with --on-disruption=rebuild: %v; want a validation error naming pause and repair", err)
+	}
 }

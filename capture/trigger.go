@@ -627,17 +627,13 @@ func (t *Trigger) ForgetCopied(ctx context.Context) (int, error) {
 	lw := lockWaiter{pool: t.cfg.Pool, timeout: t.cfg.LockTimeout}
 	n := 0
 	for _, reg := range regs {
-		name, err := relName(ctx, t.cfg.Pool, reg.OID)
-		if err != nil {
-			return n, err
-		}
-		if name == reg.Ident().Sanitize() {
-			continue // the copy kept this table's OID
-		}
 		// The restored triggers sit on the table that bears the name now.
 		on := reg
 		if err := t.cfg.Pool.QueryRow(ctx, `SELECT coalesce(to_regclass($1)::oid, 0)`, reg.Ident().Sanitize()).Scan(&on.OID); err != nil {
 			return n, fmt.Errorf("look up %s: %w", reg.Ident().Sanitize(), err)
+		}
+		if on.OID == reg.OID {
+			continue // the copy kept this table's OID (pg_upgrade does)
 		}
 		err = lw.run(ctx, on, "uninstall", "AccessExclusiveLock", nil, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, `DROP FUNCTION IF EXISTS `+t.obj(funcName(reg.OID))+`() CASCADE`); err != nil {

@@ -9,7 +9,6 @@ package pipeline
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,10 +25,6 @@ const (
 	// DisruptRepair rebuilds every affected transform in place at once.
 	DisruptRepair = "repair"
 )
-
-// repairs is a repair asked for while capture is down (a slot lost while
-// streaming): it runs once capture streams again.
-type repairs struct{ pending atomic.Pointer[string] }
 
 // disrupt marks every transform a disruption (why) may have left stale, at
 // the start of a run (no worker runs yet): paused, or set to rebuild in
@@ -136,22 +131,22 @@ func (r *runner) repairIn(ctx context.Context, tx pgx.Tx, why string) error {
 
 // repairWhenCaptured asks, under --on-disruption=repair, for the
 // transforms a disruption while streaming paused to be repaired once
-// capture streams again (captureHealth calls repairNow then).
-func (r *runner) repairWhenCaptured(why string) {
+// capture streams again (captureHealth then wakes the reconcile
+// goroutine, which calls repairPending).
+func (r *runner) repairWhenCaptured() {
 	if r.t.cfg.OnDisruption == DisruptRepair {
-		r.repairs.pending.Store(&why)
+		r.repairAsked.Store(true)
 	}
 }
 
 // repairPending repairs what a disruption while streaming paused, once
 // capture streams again; called from the reconcile goroutine.
 func (r *runner) repairPending(ctx context.Context) {
-	if r.repairs.pending.Swap(nil) == nil {
+	if !r.repairAsked.Swap(false) {
 		return
 	}
 	if err := r.repairAll(ctx, ""); err != nil && ctx.Err() == nil {
 		r.t.log.Error("repair the transforms a disruption paused", "err", err)
-		r.repairWhenCaptured("") // tried again at the next reconcile
-		signal(r.reconcileNow)
+		r.repairAsked.Store(true) // tried again at the next reconcile
 	}
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
 	"github.com/trellis-repl/trellis-repl/internal/define"
-	"github.com/trellis-repl/trellis-repl/internal/plant"
 	"github.com/trellis-repl/trellis-repl/internal/retry"
 	"github.com/trellis-repl/trellis-repl/internal/terr"
 	"github.com/trellis-repl/trellis-repl/replication"
@@ -87,8 +86,9 @@ type runner struct {
 	// server is the server this run started on (ADR 0039): a stream that
 	// finds its slot gone compares the server it reaches with it.
 	server catalog.Server
-	// repairs is a repair waiting for capture to stream again.
-	repairs repairs
+	// repairAsked: a disruption while streaming paused transforms that
+	// --on-disruption=repair repairs once capture streams again.
+	repairAsked atomic.Bool
 }
 
 // The captures whose removals the runner records (runner.removalWaits).
@@ -363,56 +363,6 @@ func (r *runner) prepare(ctx context.Context, mode, reason, slot string, logical
 	return nil
 }
 
-// judge compares the server with the one the instance last ran on (the
-// catalog's record, else the store's) and the store's positions with the
-// server's WAL (ADR 0039). When the server is another one, or the store is
-// not the one the instance last used, the store is discarded: its positions
-// are a future this server never had, another timeline's or another
-// cluster's (ReceivedLSN never goes back, so streaming would start past
-// this server's own transactions), and its keys are covered by the
-// rebuild that follows. Applied positions past the server's WAL are reset
-// (all of them after a copy into another cluster or database).
-func (r *runner) judge(ctx context.Context, inst *catalog.Instance) (*ServerChange, error) {
-	t := r.t
-	stored, err := r.storedServer()
-	if err != nil {
-		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
-	}
-	rec := inst.Server
-	if rec == nil {
-		rec = stored
-	}
-	cur, change, err := judgeServer(ctx, t.pool, rec, max(r.store.ReceivedLSN(), r.store.ConfirmedLSN()))
-	if err != nil {
-		return nil, err
-	}
-	r.server = cur
-	if change != nil {
-		t.log.Warn("the server is not the one this instance last ran on", "change", change.Kind, "detail", change.Sentence)
-	}
-	foreign := inst.StoreID != "" && !r.store.Created() && r.store.StoreID() != inst.StoreID
-	moved := stored != nil && (stored.SystemID != cur.SystemID || stored.DatabaseOID != cur.DatabaseOID || stored.Timeline != cur.Timeline)
-	trust := change.NewTimeline() && plant.Active(plant.TrustStoreAfterPromotion)
-	if (change != nil || foreign || moved) && !trust && !r.store.Created() {
-		if err := r.store.Reset(); err != nil {
-			return nil, terr.Wrap(terr.Unavailable, err, "discard the local checkpoint store: %v", err)
-		}
-		t.log.Warn("local checkpoint store discarded: what it held belongs to another server, timeline or instance", "store_id", r.store.StoreID())
-	}
-	past := cur.Insert()
-	if change.Copied() {
-		past = 0
-	}
-	n, err := t.cat.ResetAppliedPast(ctx, t.pool, past)
-	if err != nil {
-		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
-	}
-	if n > 0 {
-		t.log.Warn("applied positions of another WAL history reset", "transforms", n)
-	}
-	return change, nil
-}
-
 // captureHealth follows capture (capture.HealthFunc): readiness, and
 // every failure counted as a capture error.
 func (r *runner) captureHealth(up bool, reason string) {
@@ -420,7 +370,7 @@ func (r *runner) captureHealth(up bool, reason string) {
 		r.obs.Error(ErrorCapture)
 	}
 	r.t.ready.captured(up, reason)
-	if up && r.repairs.pending.Load() != nil {
+	if up && r.repairAsked.Load() {
 		signal(r.reconcileNow) // the reconcile goroutine repairs (repairPending)
 	}
 }
@@ -543,7 +493,7 @@ func (r *runner) stream(ctx context.Context) error {
 		if err := r.pauseAll(ctx, d.Reason, false); err != nil {
 			return err
 		}
-		r.repairWhenCaptured(d.Reason)
+		r.repairWhenCaptured()
 		// Under --capture=auto a lost slot is not made again: triggers
 		// cannot lose their position.
 		if r.canSwitch() {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
+	"github.com/trellis-repl/trellis-repl/internal/plant"
 	"github.com/trellis-repl/trellis-repl/internal/terr"
 )
 
@@ -240,6 +241,56 @@ func ServerDiffers(ctx context.Context, q catalog.Querier, rec *catalog.Server) 
 		return "", err
 	}
 	return ch.Sentence, nil
+}
+
+// judge compares the server with the one the instance last ran on (the
+// catalog's record, else the store's) and the store's positions with the
+// server's WAL (ADR 0039). When the server is another one, or the store is
+// not the one the instance last used, the store is discarded: its positions
+// are a future this server never had, another timeline's or another
+// cluster's (ReceivedLSN never goes back, so streaming would start past
+// this server's own transactions), and its keys are covered by the
+// rebuild that follows. Applied positions past the server's WAL are reset
+// (all of them after a copy into another cluster or database).
+func (r *runner) judge(ctx context.Context, inst *catalog.Instance) (*ServerChange, error) {
+	t := r.t
+	stored, err := r.storedServer()
+	if err != nil {
+		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
+	}
+	rec := inst.Server
+	if rec == nil {
+		rec = stored
+	}
+	cur, change, err := judgeServer(ctx, t.pool, rec, max(r.store.ReceivedLSN(), r.store.ConfirmedLSN()))
+	if err != nil {
+		return nil, err
+	}
+	r.server = cur
+	if change != nil {
+		t.log.Warn("the server is not the one this instance last ran on", "change", change.Kind, "detail", change.Sentence)
+	}
+	foreign := inst.StoreID != "" && !r.store.Created() && r.store.StoreID() != inst.StoreID
+	moved := stored != nil && (stored.SystemID != cur.SystemID || stored.DatabaseOID != cur.DatabaseOID || stored.Timeline != cur.Timeline)
+	trust := change.NewTimeline() && plant.Active(plant.TrustStoreAfterPromotion)
+	if (change != nil || foreign || moved) && !trust && !r.store.Created() {
+		if err := r.store.Reset(); err != nil {
+			return nil, terr.Wrap(terr.Unavailable, err, "discard the local checkpoint store: %v", err)
+		}
+		t.log.Warn("local checkpoint store discarded: what it held belongs to another server, timeline or instance", "store_id", r.store.StoreID())
+	}
+	past := cur.Insert()
+	if change.Copied() {
+		past = 0
+	}
+	n, err := t.cat.ResetAppliedPast(ctx, t.pool, past)
+	if err != nil {
+		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
+	}
+	if n > 0 {
+		t.log.Warn("applied positions of another WAL history reset", "transforms", n)
+	}
+	return change, nil
 }
 
 // recordServer records cur as the server the runner started on, in the
