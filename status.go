@@ -66,6 +66,38 @@ type CorrectingNode struct {
 	KeysRemaining *int64    `json:"keys_remaining"`
 }
 
+// StateDisrupted is the state status reports, instead of the catalog's, for
+// a transform that is not frozen while the server is not the one the
+// runner last started on (a promoted standby, a restore, a copy of the
+// database; ADR 0039) and no runner has started here since: its target may
+// disagree with its query. It is never stored: the runner's next start
+// pauses or repairs the transform.
+const StateDisrupted = "disrupted"
+
+// The actions of DisruptionStatus.
+const (
+	// DisruptionPaused: paused until RESUME TRANSFORM (or RESUME TRANSFORM ALL).
+	DisruptionPaused = "paused"
+	// DisruptionRepairing: rebuilding in place (--on-disruption=repair, or
+	// after RESUME).
+	DisruptionRepairing = "repairing"
+	// DisruptionUnseen: no runner has started on this server since it
+	// changed; the next start pauses or repairs the transform.
+	DisruptionUnseen = "awaiting_runner"
+)
+
+// DisruptionStatus is why a transform's target may disagree with its query
+// (ADR 0039): lost continuity — a slot or store lost, a failover, a
+// point-in-time restore, a copy of the database — said as a sentence,
+// since when, and what is being done about it (DisruptionPaused,
+// DisruptionRepairing, DisruptionUnseen). It stays until the transform is
+// live again.
+type DisruptionStatus struct {
+	Reason     string     `json:"reason"`
+	DetectedAt *time.Time `json:"detected_at"`
+	Action     string     `json:"action"`
+}
+
 // TransformStatus is one transform's state as every process sees it.
 // Absent parts are nil (JSON null).
 type TransformStatus struct {
@@ -116,6 +148,9 @@ type TransformStatus struct {
 	// Build is the progress of the transform's last build (null when it
 	// has not built since the catalog records builds).
 	Build *BuildProgress `json:"build"`
+	// Disruption says why the target may disagree with its query, from a
+	// loss of continuity until the transform is live again (null otherwise).
+	Disruption *DisruptionStatus `json:"disruption"`
 }
 
 // Status reports every transform, or only those named. It reads the
@@ -141,6 +176,12 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 		return nil, terr.Wrap(terr.Unavailable, err, "read WAL position: %v", err)
 	}
 	curLSN, _ := catalog.ParseLSN(cur)
+	// A server other than the one the runner last started on (no runner
+	// started here since): nothing the catalog says live can be trusted.
+	moved, err := pipeline.ServerDiffers(ctx, t.pool, inst.Server)
+	if err != nil {
+		return nil, err
+	}
 	held, err := t.cat.HeldCounts(ctx, t.pool)
 	if err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
@@ -227,6 +268,10 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 				s.SlotName = &sl
 			}
 		}
+		s.Disruption = disruptionOf(tr, moved)
+		if moved != "" && !catalog.Frozen(tr.State) && tr.Disruption == nil {
+			s.State = StateDisrupted
+		}
 		if tr.AppliedLSN > 0 && curLSN >= tr.AppliedLSN {
 			lag := int64(curLSN - tr.AppliedLSN)
 			s.LagBytes = &lag
@@ -252,6 +297,26 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 		}
 	}
 	return out, nil
+}
+
+// disruptionOf is what status says of a transform's disruption: the one
+// the catalog keeps (a runner starting on a new server records the
+// disruption before the server), else, when the server is not the one the
+// runner last started on (moved, a sentence), that one.
+func disruptionOf(tr *catalog.Transform, moved string) *DisruptionStatus {
+	d := tr.Disruption
+	if d == nil && moved != "" {
+		return &DisruptionStatus{Reason: moved, Action: DisruptionUnseen}
+	}
+	if d == nil {
+		return nil
+	}
+	at := d.DetectedAt
+	out := &DisruptionStatus{Reason: d.Reason, DetectedAt: &at, Action: DisruptionRepairing}
+	if catalog.Frozen(tr.State) {
+		out.Action = DisruptionPaused
+	}
+	return out
 }
 
 // Runner is the instance's RunnerStatus, as every transform's Status

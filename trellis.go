@@ -167,7 +167,21 @@ type Config struct {
 	// about that fraction of its rows, from a random one (default
 	// DefaultSelfCheckSample; 1 compares everything).
 	SelfCheckSample float64
+	// OnDisruption is what Run does to the transforms whose targets may
+	// have missed changes when continuity is lost — a slot or local store
+	// lost, a failover to a promoted standby, a point-in-time restore, a
+	// copy of the database, an upgrade (ADR 0039, docs/operations.md):
+	// OnDisruptionPause (default) pauses each until RESUME TRANSFORM (or
+	// RESUME TRANSFORM ALL); OnDisruptionRepair rebuilds each in place at
+	// once, once capture is back, while the old rows keep serving.
+	OnDisruption string
 }
+
+// The values of Config.OnDisruption.
+const (
+	OnDisruptionPause  = pipeline.DisruptPause
+	OnDisruptionRepair = pipeline.DisruptRepair
+)
 
 // The defaults of Config's latency budgets (ADR 0016, docs/tuning.md).
 const (
@@ -221,6 +235,12 @@ func Open(ctx context.Context, cfg Config) (*Trellis, error) {
 	case ConfirmLocal, ConfirmApplied:
 	default:
 		return nil, terr.New(terr.Validation, "confirm mode %q is unknown; use local or applied", cfg.Confirm)
+	}
+	if cfg.OnDisruption == "" {
+		cfg.OnDisruption = OnDisruptionPause
+	}
+	if cfg.OnDisruption != OnDisruptionPause && cfg.OnDisruption != OnDisruptionRepair {
+		return nil, terr.New(terr.Validation, "on-disruption mode %q is unknown; use pause (wait for RESUME TRANSFORM) or repair (rebuild in place at once)", cfg.OnDisruption)
 	}
 	if cfg.ProgressInterval <= 0 {
 		cfg.ProgressInterval = time.Second
@@ -424,7 +444,8 @@ func (t *Trellis) options() pipeline.Options {
 	return pipeline.Options{DSN: c.DSN, DataDir: c.DataDir, Capture: c.Capture, Confirm: c.Confirm, Publication: c.Publication,
 		ProgressInterval: c.ProgressInterval, BatchSize: c.BatchSize, CoalesceWindow: c.CoalesceWindow, CoalesceKeys: c.CoalesceKeys,
 		StoreSyncInterval: c.StoreSyncInterval, TriggerPollInterval: c.TriggerPollInterval, MaxRetainedWAL: c.MaxRetainedWAL,
-		QuarantineAfter: c.QuarantineAfter, ReadOnly: c.ReadOnly, SelfCheckEvery: c.SelfCheckEvery, SelfCheckSample: c.SelfCheckSample}
+		QuarantineAfter: c.QuarantineAfter, ReadOnly: c.ReadOnly, SelfCheckEvery: c.SelfCheckEvery, SelfCheckSample: c.SelfCheckSample,
+		OnDisruption: c.OnDisruption}
 }
 
 // writable refuses a call that writes on a read-only open.
@@ -605,7 +626,16 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token, names []string)
 			}
 		}
 		if len(behind) == 0 {
-			return nil
+			// Converged, unless the server is not the one the runner last
+			// started on (ADR 0039): then the positions say nothing yet.
+			moved, err := t.serverMoved(ctx)
+			if err != nil {
+				return err
+			}
+			if moved == "" {
+				return nil
+			}
+			behind = append(behind, "every transform ("+moved+"; no runner has started on this server since)")
 		}
 		select {
 		case <-ctx.Done():
@@ -615,6 +645,18 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token, names []string)
 		}
 		delay = min(2*delay, 20*time.Millisecond)
 	}
+}
+
+// serverMoved is the sentence saying how the server is not the one the
+// runner last started on, "" when it is.
+func (t *Trellis) serverMoved(ctx context.Context) (string, error) {
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), catalogReadTimeout)
+	defer cancel()
+	inst, err := t.cat.GetInstance(qctx, t.pool)
+	if err != nil {
+		return "", terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
+	}
+	return pipeline.ServerDiffers(qctx, t.pool, inst.Server)
 }
 
 // catalogReadTimeout bounds the catalog reads of one round of a wait.

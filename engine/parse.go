@@ -114,6 +114,17 @@ func (p *stmtParser) parse() (Statement, error) {
 			return Statement{}, err
 		}
 		st := Statement{Kind: kind}
+		if p.word(0) == "all" {
+			if kind == PauseTransform {
+				return Statement{}, p.errHere("PAUSE TRANSFORM ALL is not supported; pause each transform by name (RESUME TRANSFORM ALL resumes every transform the system paused)")
+			}
+			p.i++
+			st.All, p.label = true, "RESUME TRANSFORM ALL"
+			if p.i < len(p.toks) {
+				return Statement{}, p.errHere("unexpected %s after RESUME TRANSFORM ALL; end the statement with ';'", p.found())
+			}
+			return st, nil
+		}
 		if err := p.name(&st); err != nil {
 			return Statement{}, err
 		}

@@ -33,6 +33,10 @@ type Statement struct {
 	// Name (a redefinition's shadow table).
 	TargetName string
 	IfExists   bool // DROP TRANSFORM IF EXISTS
+	// All: RESUME TRANSFORM ALL, every transform the system paused or
+	// quarantined (Name is empty). ALL is a reserved word, so no transform
+	// is named by it unquoted.
+	All bool
 	// WithoutSourceIndex: CREATE TRANSFORM name WITHOUT SOURCE INDEX AS …,
 	// the user's acknowledgement of the source indexes a join lacks.
 	WithoutSourceIndex bool

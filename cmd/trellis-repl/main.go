@@ -4,6 +4,7 @@
 //	trellis-repl apply  --dsn URL (-f FILE | -e SQL)
 //	trellis-repl run    --dsn URL [--data-dir DIR] [--capture auto|logical|trigger]
 //	                    [--confirm local|applied] [--metrics-addr HOST:PORT]
+//	                    [--on-disruption pause|repair]
 //	trellis-repl status --dsn URL [--json | --check [--max-lag D] | --watch[=INTERVAL]] [NAME...]
 //	trellis-repl definitions --dsn URL [--json] [NAME...]
 //	trellis-repl await  --dsn URL [--timeout D] [NAME...]
@@ -47,6 +48,7 @@ const usage = `usage:
                       [--confirm local|applied] [--metrics-addr HOST:PORT] [--schema NAME]
                       [--max-retained-wal SIZE] [--publication NAME] [--quarantine-after N]
                       [--self-check-every D] [--self-check-sample FRACTION]
+                      [--on-disruption pause|repair]
   trellis-repl status --dsn URL [--json | --check [--max-lag D] | --watch[=INTERVAL]] [--schema NAME] [NAME...]
   trellis-repl definitions --dsn URL [--json] [NAME...]        each definition with its sources and state
   trellis-repl await  --dsn URL [--timeout D] [NAME...]       wait until every write so far is in the targets
@@ -255,6 +257,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, mask *redact.M
 	dataDir := fs.String("data-dir", "", "local checkpoint store directory")
 	capture := fs.String("capture", trellis.CaptureAuto, "capture mode: auto, logical or trigger")
 	confirm := fs.String("confirm", trellis.ConfirmLocal, "confirm mode: local or applied")
+	onDisruption := fs.String("on-disruption", trellis.OnDisruptionPause, "when continuity is lost (a slot or store lost, a failover, a point-in-time restore, a copy of the database): pause each affected transform until RESUME TRANSFORM (or RESUME TRANSFORM ALL), or repair: rebuild each in place at once (docs/operations.md)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on HOST:PORT (/metrics)")
 	perTransform := fs.Bool("metrics-per-transform", true, "export each transform's series on /metrics (about 47 each); false: only the instance's totals (docs/metrics.md)")
 	var logs logFlags
@@ -311,7 +314,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, mask *redact.M
 		Confirm: *confirm, Logger: log, Metrics: m, MaxRetainedWAL: maxRetainedBytes, Publication: *publication, QuarantineAfter: *quarantineAfter,
 		BatchSize: *batchSize, CoalesceWindow: orNone(*coalesce), CoalesceKeys: *coalesceKeys, StoreSyncInterval: orNone(*syncEvery),
 		ProgressInterval: *progressEvery, MaxConnections: *maxConns, PoolSize: *poolSize, TriggerPollInterval: *triggerPoll,
-		InstanceMetricsOnly: !*perTransform}
+		InstanceMetricsOnly: !*perTransform, OnDisruption: *onDisruption}
 	if err := selfChecks.apply(&cfg); err != nil {
 		return err
 	}
@@ -327,7 +330,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, mask *redact.M
 		}
 		defer stop()
 	}
-	log.Info("trellis-repl running", "schema", t.Schema(), "capture", *capture, "confirm", *confirm)
+	log.Info("trellis-repl running", "schema", t.Schema(), "capture", *capture, "confirm", *confirm, "on_disruption", *onDisruption)
 	return t.Run(ctx)
 }
 

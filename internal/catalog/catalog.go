@@ -152,6 +152,10 @@ type Transform struct {
 	// Build is the progress of the last build, nil when none started
 	// since the catalog recorded builds.
 	Build *BuildProgress
+	// Disruption is why the target may disagree with its query (ADR
+	// 0039), from the disruption until the transform is live again; nil
+	// otherwise.
+	Disruption *Disruption
 }
 
 // BuildProgress is how far a build got: the keys it walked (source rows,
@@ -311,6 +315,11 @@ var migrations = []string{
 	// no transform reads any more, so no transform row to hang them on),
 	// as the JSON array the runner writes at each attempt.
 	`ALTER TABLE {{s}}.instance ADD COLUMN IF NOT EXISTS capture_waits jsonb;`,
+	// 10: the server the runner last started on (ADR 0039), compared at
+	// every start and by status; and why a transform's target may
+	// disagree with its query (a disruption), kept until it is live again.
+	`ALTER TABLE {{s}}.instance ADD COLUMN IF NOT EXISTS server jsonb;
+	 ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS disruption jsonb;`,
 }
 
 // Current is the catalog version this binary writes and reads.
@@ -390,11 +399,11 @@ const transformCols = `t.id, t.schema_name, t.name, t.definition, t.shape, t.pla
 	t.source_table, t.source_oid, t.created_at, t.state_changed_at,
 	coalesce(p.applied_lsn, '0/0')::text, p.applied_at, coalesce(p.keys_applied, 0), coalesce(p.keys_waiting, 0),
 	coalesce(t.replaces, 0), t.replace_notes, t.capture_wait, t.drain_failure,
-	t.build_rows_done, t.build_rows_total, t.build_started_at, t.build_finished_at, coalesce(t.owner, 0)`
+	t.build_rows_done, t.build_rows_total, t.build_started_at, t.build_finished_at, coalesce(t.owner, 0), t.disruption`
 
 func scanTransform(row pgx.Row) (*Transform, error) {
 	var t Transform
-	var cf, bf, df []byte
+	var cf, bf, df, dis []byte
 	var lsn string
 	var cursor []string
 	var b BuildProgress
@@ -402,7 +411,11 @@ func scanTransform(row pgx.Row) (*Transform, error) {
 	if err := row.Scan(&t.ID, &t.Schema, &t.Name, &t.Definition, &t.Shape, &t.Plan, &t.State,
 		&t.PausedBy, &t.Rebuild, &cursor, &t.BuildPhase, &cf, &bf, &t.SourceTable, &t.SourceOID,
 		&t.CreatedAt, &t.StateChangedAt, &lsn, &t.AppliedAt, &t.KeysApplied, &t.KeysWaiting, &t.Replaces, &t.ReplaceNotes, &t.CaptureWait, &df,
-		&b.RowsDone, &b.RowsTotal, &bStarted, &b.FinishedAt, &t.Owner); err != nil {
+		&b.RowsDone, &b.RowsTotal, &bStarted, &b.FinishedAt, &t.Owner, &dis); err != nil {
+		return nil, err
+	}
+	var err error
+	if t.Disruption, err = scanDisruption(dis, t.Name); err != nil {
 		return nil, err
 	}
 	if bStarted != nil {
@@ -571,7 +584,8 @@ func (c Catalog) SetState(ctx context.Context, q Querier, id int64, from, to str
 	tag, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET state = $3, state_changed_at = now(),
 		rebuild = CASE WHEN $3 = 'live' THEN false ELSE rebuild END,
 		backfill_failure = CASE WHEN $3 = 'live' THEN NULL ELSE backfill_failure END,
-		build_finished_at = CASE WHEN $3 = 'live' AND build_started_at IS NOT NULL THEN coalesce(build_finished_at, now()) ELSE build_finished_at END
+		build_finished_at = CASE WHEN $3 = 'live' AND build_started_at IS NOT NULL THEN coalesce(build_finished_at, now()) ELSE build_finished_at END,
+		disruption = CASE WHEN $3 = 'live' THEN NULL ELSE disruption END
 		WHERE id = $1 AND state = $2`, id, from, to)
 	if err != nil {
 		return false, fmt.Errorf("set state of transform %d: %w", id, err)
@@ -732,6 +746,9 @@ type Instance struct {
 	// CaptureWaits is the runner's JSON array of removals of capture
 	// waiting for a lock, or nil (none).
 	CaptureWaits json.RawMessage
+	// Server is the server the runner last started on (nil: none
+	// recorded, before catalog version 10 or any start since).
+	Server *Server
 }
 
 // Retention is the replication slot's retained WAL against the runner's
@@ -750,16 +767,20 @@ func (c Catalog) GetInstance(ctx context.Context, q Querier) (*Instance, error) 
 	var recv, conf *string
 	var pid *int
 	var store, mode, cmode, creason, slot *string
-	var retention, waits []byte
-	// retention and capture_waits through to_jsonb: a catalog not migrated
-	// to them yet (read by a process that does not migrate) reads as none.
+	var retention, waits, server []byte
+	// retention, capture_waits and server through to_jsonb: a catalog not
+	// migrated to them yet (read by a process that does not migrate) reads
+	// as none.
 	err := q.QueryRow(ctx, `SELECT store_id, confirm_mode, capture_mode, capture_reason, slot_name,
 		received_lsn::text, confirmed_lsn::text, runner_pid, heartbeat_at, started_at, to_jsonb(i) -> 'retention',
-		to_jsonb(i) -> 'capture_waits'
+		to_jsonb(i) -> 'capture_waits', to_jsonb(i) -> 'server'
 		FROM `+c.T("instance")+` i WHERE id = 1`).
-		Scan(&store, &mode, &cmode, &creason, &slot, &recv, &conf, &pid, &in.HeartbeatAt, &in.StartedAt, &retention, &waits)
+		Scan(&store, &mode, &cmode, &creason, &slot, &recv, &conf, &pid, &in.HeartbeatAt, &in.StartedAt, &retention, &waits, &server)
 	if err != nil {
 		return nil, fmt.Errorf("read instance: %w", err)
+	}
+	if in.Server, err = decodeServer(server); err != nil {
+		return nil, err
 	}
 	if len(waits) > 0 && string(waits) != "null" {
 		in.CaptureWaits = waits

@@ -45,7 +45,11 @@ func (t *Definer) ApplyStatement(ctx context.Context, tx pgx.Tx, st *engine.Stat
 			return res, terr.Wrap(terr.Unavailable, err, "read current schema: %v", err)
 		}
 	}
-	existing, err := t.cat.Get(ctx, tx, schema, st.Name)
+	var existing *catalog.Transform
+	var err error
+	if !st.All {
+		existing, err = t.cat.Get(ctx, tx, schema, st.Name)
+	}
 	if err != nil {
 		return res, terr.Wrap(terr.Unavailable, err, "%v", err)
 	}
@@ -108,6 +112,13 @@ func (t *Definer) ApplyStatement(ctx context.Context, tx pgx.Tx, st *engine.Stat
 			res.Action = "unchanged"
 		}
 	case engine.ResumeTransform:
+		if st.All {
+			res, err := t.resumeAll(ctx, tx, res)
+			if err == nil {
+				view.discard() // re-typed plans
+			}
+			return res, err
+		}
 		if existing == nil {
 			return res, missing()
 		}

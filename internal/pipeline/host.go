@@ -42,6 +42,8 @@ type Options struct {
 	ReadOnly                                    bool
 	SelfCheckEvery                              time.Duration
 	SelfCheckSample                             float64
+	// OnDisruption is DisruptPause or DisruptRepair (ADR 0039).
+	OnDisruption string
 }
 
 // Host is what the runtime runs on for one open instance: its settings,

@@ -57,7 +57,8 @@ func (t *Host) RunWith(ctx context.Context, streamFn capture.StreamFunc) error {
 		if err == nil || ctx.Err() != nil {
 			return nil
 		}
-		if !fault.Disconnected(err) {
+		var moved *errServerChanged
+		if !fault.Disconnected(err) && !errors.As(err, &moved) && !errors.Is(err, errInRecovery) {
 			return err
 		}
 		t.setRunner(RunnerReconnecting, err.Error())
@@ -114,6 +115,9 @@ func (s *supervisor) runOnce(ctx context.Context) error {
 		lockConn.Close(cctx)
 	}()
 	if err := s.takeLock(ctx, lockConn); err != nil {
+		return err
+	}
+	if err := t.rebindCopy(ctx); err != nil {
 		return err
 	}
 	var dbOID uint32
