@@ -762,7 +762,7 @@ func FuzzParseStatements(f *testing.F) {
 			t.Fatal("no statements and no error")
 		}
 		for _, st := range stmts {
-			if st.Name == "" || len(st.Name) > maxIdentLen || len(st.Schema) > maxIdentLen || strings.HasPrefix(st.Name, reservedPrefix) {
+			if st.Name == "" && !st.All || len(st.Name) > maxIdentLen || len(st.Schema) > maxIdentLen || strings.HasPrefix(st.Name, reservedPrefix) {
 				t.Fatalf("bad name %q.%q", st.Schema, st.Name)
 			}
 			if (st.Kind == CreateTransform) != (st.Query != nil) {
