@@ -3,6 +3,8 @@ package trellis
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/define"
 	"github.com/trellis-repl/trellis-repl/internal/terr"
@@ -10,8 +12,13 @@ import (
 
 // Apply runs a script of definition statements in one transaction: either
 // all of them take effect or none does. Building a new transform continues
-// in the background under Run.
+// in the background under Run. Like every call that does not wait, it
+// returns within Config.CallTimeout: a script blocked by a lock another
+// session holds fails with code timeout and changes nothing.
 func (t *Trellis) Apply(ctx context.Context, script string) ([]Result, error) {
+	if err := t.open("Apply"); err != nil {
+		return nil, err
+	}
 	if err := t.writable("Apply"); err != nil {
 		return nil, err
 	}
@@ -22,36 +29,25 @@ func (t *Trellis) Apply(ctx context.Context, script string) ([]Result, error) {
 	if len(sts) == 0 {
 		return nil, terr.New(terr.Validation, "the script contains no statement; write e.g. CREATE TRANSFORM name AS SELECT …")
 	}
-	conn, err := t.pool.Acquire(ctx)
-	if err != nil {
-		return nil, terr.Wrap(terr.Unavailable, err, "connect: %v", err)
-	}
-	defer conn.Release()
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return nil, terr.Wrap(terr.Unavailable, err, "begin: %v", err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck
-	// One definition change at a time per instance keeps names and
-	// publication membership consistent.
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "trellis-repl apply "+t.cat.Schema); err != nil {
-		return nil, terr.Wrap(terr.Unavailable, err, "lock the catalog: %v", err)
-	}
 	var out []Result
-	view := &define.View{}
-	for i := range sts {
-		st := &sts[i]
-		r, err := t.def.ApplyStatement(ctx, tx, st, view)
-		if err != nil {
-			return nil, err
+	err = t.bounded(ctx, "Apply", func(ctx context.Context, tx pgx.Tx) error {
+		// One definition change at a time per instance keeps names and
+		// publication membership consistent.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "trellis-repl apply "+t.cat.Schema); err != nil {
+			return terr.Wrap(terr.Unavailable, err, "lock the catalog: %v", err)
 		}
-		out = append(out, r)
-	}
-	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, t.cat.NotifyChannel()); err != nil {
-		return nil, terr.Wrap(terr.Unavailable, err, "notify: %v", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, terr.Wrap(terr.Unavailable, err, "commit: %v", err)
+		view := &define.View{}
+		for i := range sts {
+			r, err := t.def.ApplyStatement(ctx, tx, &sts[i], view)
+			if err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return t.notifyRunner(ctx, tx)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -122,29 +122,40 @@ type TransformStatus struct {
 // transforms (status of 1,000 transforms answers within a second, issue
 // 25): nothing is read per transform.
 func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatus, error) {
-	ts, err := t.cat.List(ctx, t.pool)
+	var out []TransformStatus
+	err := t.bounded(ctx, "Status", func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		out, err = t.status(ctx, tx, names)
+		return err
+	})
+	return out, err
+}
+
+// status is Status in the call's transaction.
+func (t *Trellis) status(ctx context.Context, q pgx.Tx, names []string) ([]TransformStatus, error) {
+	ts, err := t.cat.List(ctx, q)
 	if err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
 	}
-	inst, err := t.cat.GetInstance(ctx, t.pool)
+	inst, err := t.cat.GetInstance(ctx, q)
 	if err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
 	}
-	runner, err := t.runnerStatus(ctx, inst)
+	runner, err := t.runnerStatus(ctx, q, inst)
 	if err != nil {
 		return nil, err
 	}
 	var cur string
 	var now time.Time
-	if err := t.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text, now()`).Scan(&cur, &now); err != nil {
+	if err := q.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text, now()`).Scan(&cur, &now); err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "read WAL position: %v", err)
 	}
 	curLSN, _ := catalog.ParseLSN(cur)
-	held, err := t.cat.HeldCounts(ctx, t.pool)
+	held, err := t.cat.HeldCounts(ctx, q)
 	if err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
 	}
-	corr, err := t.cat.Corrections(ctx, t.pool, 0)
+	corr, err := t.cat.Corrections(ctx, q, 0)
 	if err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
 	}
@@ -175,7 +186,7 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 			}
 		}
 	}
-	leading, err := engine.LeadingIndexColumns(ctx, t.pool, probed)
+	leading, err := engine.LeadingIndexColumns(ctx, q, probed)
 	if err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
 	}
@@ -258,11 +269,16 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 // when no transform is left to carry it (after the last DROP TRANSFORM,
 // whose capture removal may wait for a lock).
 func (t *Trellis) Runner(ctx context.Context) (*RunnerStatus, error) {
-	inst, err := t.cat.GetInstance(ctx, t.pool)
-	if err != nil {
-		return nil, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
-	}
-	return t.runnerStatus(ctx, inst)
+	var rs *RunnerStatus
+	err := t.bounded(ctx, "Runner", func(ctx context.Context, tx pgx.Tx) error {
+		inst, err := t.cat.GetInstance(ctx, tx)
+		if err != nil {
+			return terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
+		}
+		rs, err = t.runnerStatus(ctx, tx, inst)
+		return err
+	})
+	return rs, err
 }
 
 // Definition is a transform's stored definition.
@@ -288,9 +304,16 @@ type Definition struct {
 // Definitions lists every transform's definition, or only those named
 // (name or schema.name; an unknown one is a not_found error).
 func (t *Trellis) Definitions(ctx context.Context, names ...string) ([]Definition, error) {
-	ts, err := t.cat.List(ctx, t.pool)
+	var ts []*catalog.Transform
+	err := t.bounded(ctx, "Definitions", func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		if ts, err = t.cat.List(ctx, tx); err != nil {
+			return terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
+		return nil, err
 	}
 	want := map[string]bool{}
 	for _, n := range names {
@@ -350,8 +373,12 @@ func (r SelfCheckResult) Equal() bool { return r.Missing == 0 && r.Extra == 0 }
 // AwaitConverged (or with writes stopped): a live target legitimately
 // trails its source. SelfCheck is the job that waits for convergence,
 // pages through large targets, names each divergence and can repair.
+// It reads whole tables, so ctx alone bounds it, not Config.CallTimeout.
 func (t *Trellis) CompareNow(ctx context.Context, name string) (SelfCheckResult, error) {
 	res := SelfCheckResult{Name: name}
+	if err := t.open("CompareNow"); err != nil {
+		return res, err
+	}
 	ts, err := t.cat.List(ctx, t.pool)
 	if err != nil {
 		return res, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
@@ -417,8 +444,8 @@ type RunnerStatus struct {
 }
 
 // runnerStatus is the instance's RunnerStatus.
-func (t *Trellis) runnerStatus(ctx context.Context, inst *catalog.Instance) (*RunnerStatus, error) {
-	st, err := pipeline.InspectLock(ctx, t.pool, t.cat.LockKey())
+func (t *Trellis) runnerStatus(ctx context.Context, q catalog.Querier, inst *catalog.Instance) (*RunnerStatus, error) {
+	st, err := pipeline.InspectLock(ctx, q, t.cat.LockKey())
 	if err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
 	}

@@ -16,6 +16,8 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -167,6 +169,16 @@ type Config struct {
 	// about that fraction of its rows, from a random one (default
 	// DefaultSelfCheckSample; 1 compares everything).
 	SelfCheckSample float64
+	// CallTimeout bounds every call that does not wait for something
+	// (Open, Apply, Status, Definitions, the quarantine calls, SelfCheck's
+	// request, WatermarkToken, …), waiting for a connection and for
+	// locks included (default DefaultCallTimeout, 30s; ADR 0040). The
+	// server enforces it (statement_timeout and lock_timeout in the call's
+	// transaction) and the client backs it up a second later; a call out
+	// of time fails with code timeout and changes nothing. The waits
+	// (AwaitConverged, AwaitTransforms, AwaitSelfCheckJob), CompareNow and
+	// Run take their own deadline from their context.
+	CallTimeout time.Duration
 }
 
 // The defaults of Config's latency budgets (ADR 0016, docs/tuning.md).
@@ -192,6 +204,9 @@ type Trellis struct {
 	rt *pipeline.Host
 	// def applies definition statements (internal/define).
 	def *define.Definer
+	// closed is set by Close: every call is refused from then on.
+	closed    atomic.Bool
+	closeOnce sync.Once
 }
 
 // ResolveDSN returns dsn, else TRELLIS_DATABASE_URL, else "" (which pgx
@@ -203,9 +218,27 @@ func ResolveDSN(dsn string) string {
 	return os.Getenv("TRELLIS_DATABASE_URL")
 }
 
-// Open connects and creates or upgrades the catalog.
+// Open connects and creates or upgrades the catalog, within
+// Config.CallTimeout.
 func Open(ctx context.Context, cfg Config) (*Trellis, error) {
 	cfg.DSN = ResolveDSN(cfg.DSN)
+	if cfg.CallTimeout < 0 {
+		return nil, terr.New(terr.Validation, "call timeout %s is negative; give a positive duration such as 30s, or none for the default (%s)", cfg.CallTimeout, DefaultCallTimeout)
+	}
+	if cfg.CallTimeout == 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	octx, cancel := withBudget(ctx, cfg.CallTimeout)
+	defer cancel()
+	t, err := open(octx, cfg)
+	if fault.TimedOut(err) && terr.CodeOf(err) != terr.Timeout {
+		err = terr.Wrap(terr.Timeout, err, "Open did not finish within the call timeout (%s, Config.CallTimeout): %s; retry once the server answers, or raise Config.CallTimeout", cfg.CallTimeout, fault.Message(err))
+	}
+	return t, err
+}
+
+// open is Open once the call timeout is set.
+func open(ctx context.Context, cfg Config) (*Trellis, error) {
 	if cfg.Capture == "" {
 		cfg.Capture = CaptureAuto
 	}
@@ -405,9 +438,17 @@ func withoutSchema(setting, user, schema string) (string, bool) {
 	return strings.Join(out, ", "), changed
 }
 
-// Close releases the connection pool. It does not stop a Run in progress:
-// cancel Run's context first.
-func (t *Trellis) Close() { t.pool.Close() }
+// Close stops the background work of this handle (every Run in
+// progress returns, its workers stopped and its store closed) and then
+// releases its connections. It may be called more than once; every call
+// after it is a validation error.
+func (t *Trellis) Close() {
+	t.closeOnce.Do(func() {
+		t.closed.Store(true)
+		t.rt.Stop()
+		t.pool.Close()
+	})
+}
 
 // Schema is the instance schema.
 func (t *Trellis) Schema() string { return t.cat.Schema }
@@ -415,7 +456,13 @@ func (t *Trellis) Schema() string { return t.cat.Schema }
 // WatermarkToken returns a token for "now": AwaitConverged(token) returns
 // once every write committed before this call is in every target.
 func (t *Trellis) WatermarkToken(ctx context.Context) (Token, error) {
-	return t.rt.WatermarkToken(ctx)
+	ctx, cancel, err := t.call(ctx, "WatermarkToken")
+	if err != nil {
+		return 0, err
+	}
+	defer cancel()
+	tk, err := t.rt.WatermarkToken(ctx)
+	return tk, t.timedOut("WatermarkToken", err)
 }
 
 // options are the settings the runtime reads, from cfg with its defaults.
@@ -455,6 +502,9 @@ func (t *Trellis) AwaitConverged(ctx context.Context, token Token) error {
 // by anyone, cannot converge (code conflict); an unknown name is a
 // not_found error.
 func (t *Trellis) AwaitTransforms(ctx context.Context, token Token, names ...string) error {
+	if err := t.open("AwaitTransforms"); err != nil {
+		return err
+	}
 	ts, err := t.cat.List(ctx, t.pool)
 	if err != nil {
 		return terr.Wrap(terr.Unavailable, err, "read transforms: %v", err)
