@@ -36,6 +36,9 @@ func (t *Trellis) Apply(ctx context.Context, script string) ([]Result, error) {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "trellis-repl apply "+t.cat.Schema); err != nil {
 			return terr.Wrap(terr.Unavailable, err, "lock the catalog: %v", err)
 		}
+		if err := t.def.Prepare(ctx, tx); err != nil {
+			return err
+		}
 		view := &define.View{}
 		for i := range sts {
 			r, err := t.def.ApplyStatement(ctx, tx, &sts[i], view)

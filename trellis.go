@@ -76,6 +76,13 @@ type Config struct {
 	DSN string
 	// Schema is the instance schema holding the catalog (default "trellis").
 	Schema string
+	// TargetSchema is where a transform named without a schema is created,
+	// and where PAUSE, RESUME and DROP look a bare name up (default: the
+	// connection's current schema, usually public). A qualified name
+	// (CREATE TRANSFORM reports.daily AS …) still goes where it says. The
+	// schema must exist; a definition reads another transform's target by
+	// its bare name from any schema (ADR 0040).
+	TargetSchema string
 	// DataDir is where Run keeps its local checkpoint store. Default:
 	// ./trellis-repl-data/<system id>-<database oid>-<schema>.
 	DataDir string
@@ -228,6 +235,9 @@ func Open(ctx context.Context, cfg Config) (*Trellis, error) {
 	if cfg.CallTimeout == 0 {
 		cfg.CallTimeout = DefaultCallTimeout
 	}
+	if cfg.TargetSchema != "" && cfg.TargetSchema == catalog.New(cfg.Schema).Schema {
+		return nil, terr.New(terr.Validation, "target schema %q is the instance schema, which holds trellis-repl's catalog; put the targets in another schema (Config.TargetSchema)", cfg.TargetSchema)
+	}
 	octx, cancel := withBudget(ctx, cfg.CallTimeout)
 	defer cancel()
 	t, err := open(octx, cfg)
@@ -331,7 +341,7 @@ func open(ctx context.Context, cfg Config) (*Trellis, error) {
 			pcfg.ConnConfig.Host, pcfg.ConnConfig.Port, err)
 	}
 	t := &Trellis{cfg: cfg, pool: pool, cat: catalog.New(cfg.Schema), log: cfg.Logger, budget: budget}
-	t.def = define.New(t.cat)
+	t.def = define.New(t.cat, cfg.TargetSchema)
 	if cfg.ReadOnly {
 		if err := t.checkCatalog(ctx); err != nil {
 			pool.Close()

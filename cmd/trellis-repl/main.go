@@ -42,8 +42,8 @@ import (
 )
 
 const usage = `usage:
-  trellis-repl apply  --dsn URL (-f FILE | -e SQL) [--schema NAME]
-  trellis-repl run    --dsn URL [--data-dir DIR] [--capture auto|logical|trigger]
+  trellis-repl apply  --dsn URL (-f FILE | -e SQL) [--schema NAME] [--target-schema NAME]
+  trellis-repl run    --dsn URL [--data-dir DIR] [--capture auto|logical|trigger] [--target-schema NAME]
                       [--confirm local|applied] [--metrics-addr HOST:PORT] [--schema NAME]
                       [--max-retained-wal SIZE] [--publication NAME] [--quarantine-after N]
                       [--self-check-every D] [--self-check-sample FRACTION]
@@ -199,6 +199,11 @@ type common struct {
 	schema string
 }
 
+// targetSchemaFlag registers --target-schema (Config.TargetSchema).
+func targetSchemaFlag(fs *flag.FlagSet) *string {
+	return fs.String("target-schema", "", "schema a transform named without one is created and looked up in (default: the connection's current schema)")
+}
+
 func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.dsn, "dsn", "", "PostgreSQL connection string (default TRELLIS_DATABASE_URL, then PG* variables)")
 	fs.StringVar(&c.schema, "schema", "trellis", "instance schema holding trellis-repl's catalog")
@@ -208,6 +213,7 @@ func cmdApply(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
 	var c common
 	c.register(fs)
+	target := targetSchemaFlag(fs)
 	file := fs.String("f", "", "file with definition statements (- for standard input)")
 	expr := fs.String("e", "", "definition statements")
 	if err := parse(fs, args); err != nil {
@@ -230,7 +236,7 @@ func cmdApply(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		script = string(b)
 	}
-	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema})
+	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, TargetSchema: *target})
 	if err != nil {
 		return err
 	}
@@ -252,6 +258,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, mask *redact.M
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	var c common
 	c.register(fs)
+	target := targetSchemaFlag(fs)
 	dataDir := fs.String("data-dir", "", "local checkpoint store directory")
 	capture := fs.String("capture", trellis.CaptureAuto, "capture mode: auto, logical or trigger")
 	confirm := fs.String("confirm", trellis.ConfirmLocal, "confirm mode: local or applied")
@@ -307,7 +314,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, mask *redact.M
 	if *maxConns < trellis.MinRunnerConnections {
 		return usageError{fmt.Sprintf("--max-connections must be at least %d (1 lock session, 1 capture, 1 control, 1 applier session)", trellis.MinRunnerConnections)}
 	}
-	cfg := trellis.Config{DSN: c.dsn, Schema: c.schema, DataDir: *dataDir, Capture: *capture,
+	cfg := trellis.Config{DSN: c.dsn, Schema: c.schema, TargetSchema: *target, DataDir: *dataDir, Capture: *capture,
 		Confirm: *confirm, Logger: log, Metrics: m, MaxRetainedWAL: maxRetainedBytes, Publication: *publication, QuarantineAfter: *quarantineAfter,
 		BatchSize: *batchSize, CoalesceWindow: orNone(*coalesce), CoalesceKeys: *coalesceKeys, StoreSyncInterval: orNone(*syncEvery),
 		ProgressInterval: *progressEvery, MaxConnections: *maxConns, PoolSize: *poolSize, TriggerPollInterval: *triggerPoll,

@@ -39,11 +39,9 @@ var kindNames = map[engine.StatementKind]string{
 // definitions know of the transforms (see View).
 func (t *Definer) ApplyStatement(ctx context.Context, tx pgx.Tx, st *engine.Statement, view *View) (Result, error) {
 	res := Result{Statement: kindNames[st.Kind], Name: st.Name}
-	schema := st.Schema
-	if schema == "" {
-		if err := tx.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
-			return res, terr.Wrap(terr.Unavailable, err, "read current schema: %v", err)
-		}
+	schema, err := t.schemaOf(ctx, tx, st.Schema)
+	if err != nil {
+		return res, err
 	}
 	existing, err := t.cat.Get(ctx, tx, schema, st.Name)
 	if err != nil {
