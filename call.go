@@ -92,10 +92,17 @@ func (t *Trellis) bounded(ctx context.Context, what string, fn func(ctx context.
 	return t.timedOut(what, t.inTx(ctx, func(tx pgx.Tx) error { return fn(ctx, tx) }))
 }
 
-// inTx runs fn in one transaction, under the call's limits (limit),
-// committed when fn returns nil.
+// inTx runs fn in one transaction on the handle's pool (inTxOn).
 func (t *Trellis) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	tx, err := t.pool.Begin(ctx)
+	return inTxOn(ctx, t.pool, fn)
+}
+
+// inTxOn runs fn in one transaction of db, under the call's limits
+// (limit), committed when fn returns nil.
+func inTxOn(ctx context.Context, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, fn func(pgx.Tx) error) error {
+	tx, err := db.Begin(ctx)
 	if err != nil {
 		return terr.Wrap(terr.Unavailable, err, "begin: %v", err)
 	}
@@ -120,10 +127,13 @@ func (t *Trellis) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 
 // timedOut turns an error whose cause is the call's budget running out
 // (fault.TimedOut) into a timeout error; others pass as they are.
-func (t *Trellis) timedOut(what string, err error) error {
+func (t *Trellis) timedOut(what string, err error) error { return timedOut(what, t.cfg.CallTimeout, err) }
+
+// timedOut is Trellis.timedOut for a call of budget d.
+func timedOut(what string, d time.Duration, err error) error {
 	if err == nil || !fault.TimedOut(err) || terr.CodeOf(err) == terr.Timeout {
 		return err
 	}
 	return terr.Wrap(terr.Timeout, err, "%s did not finish within the call timeout (%s, Config.CallTimeout): %s; nothing it did was kept: retry once what it waited for (a lock another session holds, a busy server) is free, or raise Config.CallTimeout",
-		what, t.cfg.CallTimeout, fault.Message(err))
+		what, d, fault.Message(err))
 }

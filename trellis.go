@@ -167,7 +167,15 @@ type Config struct {
 	// schema that does not exist is a not_found error and nothing is
 	// created; a role with pg_monitor and USAGE and SELECT on the
 	// instance schema suffices. Apply, Run and the releases refuse.
+	// ReadOnly implies NoInstall.
 	ReadOnly bool
+	// NoInstall opens without creating or upgrading anything: the
+	// instance's catalog must be there at this binary's version, installed
+	// by Migrate (a missing instance is not_found, an older catalog a
+	// conflict naming Migrate). For services whose schema changes run
+	// apart from them (ADR 0040). Without it Open installs or upgrades the
+	// catalog as Migrate does.
+	NoInstall bool
 	// SelfCheckEvery, when > 0, has Run compare a sample of every live
 	// target with its query this often, and expose what it finds as the
 	// metric trellis_selfcheck_divergences (ADR 0017 §6).
@@ -241,10 +249,7 @@ func Open(ctx context.Context, cfg Config) (*Trellis, error) {
 	octx, cancel := withBudget(ctx, cfg.CallTimeout)
 	defer cancel()
 	t, err := open(octx, cfg)
-	if fault.TimedOut(err) && terr.CodeOf(err) != terr.Timeout {
-		err = terr.Wrap(terr.Timeout, err, "Open did not finish within the call timeout (%s, Config.CallTimeout): %s; retry once the server answers, or raise Config.CallTimeout", cfg.CallTimeout, fault.Message(err))
-	}
-	return t, err
+	return t, timedOut("Open", cfg.CallTimeout, err)
 }
 
 // open is Open once the call timeout is set.
@@ -350,9 +355,14 @@ func open(ctx context.Context, cfg Config) (*Trellis, error) {
 		t.rt = pipeline.New(t.options(), pool, budget, t.cat, t.log, nil)
 		return t, nil
 	}
-	if err := t.cat.Migrate(ctx, pool); err != nil {
+	if cfg.NoInstall {
+		err = t.checkCatalog(ctx)
+	} else {
+		err = t.inTx(ctx, func(tx pgx.Tx) error { return install(ctx, tx, t.cat, cfg.TargetSchema) })
+	}
+	if err != nil {
 		pool.Close()
-		return nil, terr.Wrap(terr.Unavailable, err, "cannot install the catalog in schema %q: %v; the role needs CREATE on the database", t.cat.Schema, err)
+		return nil, err
 	}
 	if err := t.observe(ctx); err != nil {
 		pool.Close()
@@ -361,7 +371,8 @@ func open(ctx context.Context, cfg Config) (*Trellis, error) {
 	return t, nil
 }
 
-// checkCatalog makes sure a read-only open finds the instance's catalog,
+// checkCatalog makes sure an open that installs nothing (ReadOnly,
+// NoInstall) finds the instance's catalog,
 // at the version this binary reads, and that the role may read it.
 func (t *Trellis) checkCatalog(ctx context.Context) error {
 	p, err := t.cat.Probe(ctx, t.pool)
@@ -379,7 +390,7 @@ func (t *Trellis) checkCatalog(ctx context.Context) error {
 		if err != nil {
 			return terr.Wrap(terr.Unavailable, err, "%v", err)
 		}
-		see := "this database holds no trellis-repl instance: `trellis-repl apply` creates one"
+		see := "this database holds no trellis-repl instance: `trellis-repl migrate` (Migrate) or `apply` creates one"
 		if len(others) > 0 {
 			see = "instances on this database: " + strings.Join(others, ", ")
 		}
@@ -392,7 +403,7 @@ func (t *Trellis) checkCatalog(ctx context.Context) error {
 	case p.Version > want:
 		return terr.New(terr.Conflict, "the catalog in schema %q is at version %d, newer than this binary reads (%d): upgrade trellis-repl", t.cat.Schema, p.Version, want)
 	case p.Version < want:
-		return terr.New(terr.Conflict, "the catalog in schema %q is at version %d, older than this binary reads (%d): `trellis-repl run` or `apply` of this version upgrades it (reading commands never write)", t.cat.Schema, p.Version, want)
+		return terr.New(terr.Conflict, "the catalog in schema %q is at version %d, older than this binary reads (%d): `trellis-repl migrate` (Migrate) of this version upgrades it (reading commands and Config.NoInstall never write)", t.cat.Schema, p.Version, want)
 	}
 	return nil
 }

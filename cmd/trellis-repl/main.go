@@ -1,7 +1,8 @@
 // Command trellis-repl keeps derived tables inside PostgreSQL equal to SQL
 // queries. It is a thin layer over the trellis package:
 //
-//	trellis-repl apply  --dsn URL (-f FILE | -e SQL)
+//	trellis-repl apply  --dsn URL (-f FILE | -e SQL) [--target-schema NAME]
+//	trellis-repl migrate --dsn URL [--schema NAME]
 //	trellis-repl run    --dsn URL [--data-dir DIR] [--capture auto|logical|trigger]
 //	                    [--confirm local|applied] [--metrics-addr HOST:PORT]
 //	trellis-repl status --dsn URL [--json | --check [--max-lag D] | --watch[=INTERVAL]] [NAME...]
@@ -47,6 +48,7 @@ const usage = `usage:
                       [--confirm local|applied] [--metrics-addr HOST:PORT] [--schema NAME]
                       [--max-retained-wal SIZE] [--publication NAME] [--quarantine-after N]
                       [--self-check-every D] [--self-check-sample FRACTION]
+  trellis-repl migrate --dsn URL [--schema NAME] [--target-schema NAME]   install or upgrade the catalog only
   trellis-repl status --dsn URL [--json | --check [--max-lag D] | --watch[=INTERVAL]] [--schema NAME] [NAME...]
   trellis-repl definitions --dsn URL [--json] [NAME...]        each definition with its sources and state
   trellis-repl await  --dsn URL [--timeout D] [NAME...]       wait until every write so far is in the targets
@@ -83,7 +85,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func runWithContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		fmt.Fprintln(stderr, "validation: no command given; use apply, run, status, definitions, await, doctor, held, release, quarantine, bench or version")
+		fmt.Fprintln(stderr, "validation: no command given; use apply, migrate, run, status, definitions, await, doctor, held, release, quarantine, bench or version")
 		return exitUsage
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -96,6 +98,8 @@ func runWithContext(ctx context.Context, args []string, stdout, stderr io.Writer
 	switch args[0] {
 	case "apply":
 		err = cmdApply(ctx, args[1:], stdout)
+	case "migrate":
+		err = cmdMigrate(ctx, args[1:], stdout)
 	case "run":
 		err = cmdRun(ctx, args[1:], stderr, mask)
 	case "status":
@@ -251,6 +255,27 @@ func cmdApply(ctx context.Context, args []string, stdout io.Writer) error {
 			fmt.Fprintf(stdout, "  note: %s\n", n)
 		}
 	}
+	return nil
+}
+
+// cmdMigrate installs or upgrades the instance's catalog and nothing
+// else (trellis.Migrate), for deployments whose services open with
+// Config.NoInstall.
+func cmdMigrate(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	var c common
+	c.register(fs)
+	target := targetSchemaFlag(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{"migrate takes no arguments"}
+	}
+	if err := trellis.Migrate(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, TargetSchema: *target}); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "catalog of instance %s is current\n", c.schema)
 	return nil
 }
 

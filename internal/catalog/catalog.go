@@ -327,6 +327,14 @@ func (c Catalog) Migrate(ctx context.Context, conn interface {
 		return fmt.Errorf("begin migration: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
+	if err := c.MigrateTx(ctx, tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// MigrateTx is Migrate inside the caller's transaction, which commits it.
+func (c Catalog) MigrateTx(ctx context.Context, tx pgx.Tx) error {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "trellis-repl migrate "+c.Schema); err != nil {
 		return fmt.Errorf("lock for migration: %w", err)
 	}
@@ -354,7 +362,7 @@ func (c Catalog) Migrate(ctx context.Context, conn interface {
 			return fmt.Errorf("record catalog migration %d: %w", v, err)
 		}
 	}
-	return tx.Commit(ctx)
+	return nil
 }
 
 func replaceSchema(sql, quoted string) string {
