@@ -127,7 +127,9 @@ func inTxOn(ctx context.Context, db interface {
 
 // timedOut turns an error whose cause is the call's budget running out
 // (fault.TimedOut) into a timeout error; others pass as they are.
-func (t *Trellis) timedOut(what string, err error) error { return timedOut(what, t.cfg.CallTimeout, err) }
+func (t *Trellis) timedOut(what string, err error) error {
+	return timedOut(what, t.cfg.CallTimeout, err)
+}
 
 // timedOut is Trellis.timedOut for a call of budget d.
 func timedOut(what string, d time.Duration, err error) error {
