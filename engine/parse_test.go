@@ -324,6 +324,11 @@ drop transform s.b -- trailing comment without a semicolon`,
 			want:   []Statement{{Kind: DropTransform, Name: "if", IfExists: true}, {Kind: DropTransform, Name: "if"}},
 		},
 		{
+			name:   "REQUEST BACKFILL OF a table, bare or qualified, named like the reserved prefix",
+			script: `REQUEST BACKFILL OF orders; request backfill of "Sales".__raw`,
+			want:   []Statement{{Kind: RequestBackfill, Name: "orders"}, {Kind: RequestBackfill, Schema: "Sales", Name: "__raw"}},
+		},
+		{
 			name:   "63-byte name",
 			script: "PAUSE TRANSFORM " + strings.Repeat("n", 63),
 			want:   []Statement{{Kind: PauseTransform, Name: strings.Repeat("n", 63)}},
@@ -404,7 +409,12 @@ func badCases() []badCase {
 		{"empty script", "", "script: no statement found"},
 		{"invalid UTF-8", "PAUSE TRANSFORM a;\nCREATE TRANSFORM A AS SELECT \xaf", "script: invalid UTF-8 at byte 48 (line 2, column 30)"},
 		{"comments only", "-- x;\n/* y; */ ; ;", "script: no statement found"},
-		{"plain SELECT", "SELECT 1", "statement 1: expected CREATE TRANSFORM, PAUSE TRANSFORM, RESUME TRANSFORM or DROP TRANSFORM, found \"SELECT\" (line 1, column 1)"},
+		{"plain SELECT", "SELECT 1", "statement 1: expected CREATE TRANSFORM, PAUSE TRANSFORM, RESUME TRANSFORM, DROP TRANSFORM or REQUEST BACKFILL, found \"SELECT\" (line 1, column 1)"},
+		{"REQUEST without BACKFILL", "REQUEST orders", `expected BACKFILL after REQUEST, found "orders" (line 1, column 9); write REQUEST BACKFILL OF table`},
+		{"REQUEST BACKFILL without OF", "REQUEST BACKFILL orders", `expected OF after REQUEST BACKFILL, found "orders"`},
+		{"REQUEST BACKFILL of nothing", "REQUEST BACKFILL OF", "expected a table name, found the end of the statement"},
+		{"REQUEST BACKFILL of three parts", "REQUEST BACKFILL OF a.b.c", "a table name has at most two parts (schema.name)"},
+		{"REQUEST BACKFILL of two tables", "REQUEST BACKFILL OF a, b", `table "a": unexpected ","`},
 		{"second statement unknown", "PAUSE TRANSFORM a;\n  VACUUM", "statement 2: expected CREATE TRANSFORM"},
 		{"CREATE TABLE", "CREATE TABLE t (a int)", "expected TRANSFORM after CREATE, found \"TABLE\""},
 		{"OR REPLACE with IF NOT EXISTS", "CREATE OR REPLACE TRANSFORM IF NOT EXISTS x AS SELECT a FROM t", `transform "x": CREATE OR REPLACE and IF NOT EXISTS contradict each other`},
@@ -635,7 +645,7 @@ func FuzzParseStatements(f *testing.F) {
 			t.Fatal("no statements and no error")
 		}
 		for _, st := range stmts {
-			if st.Name == "" || len(st.Name) > maxIdentLen || len(st.Schema) > maxIdentLen || strings.HasPrefix(st.Name, reservedPrefix) {
+			if st.Name == "" || len(st.Name) > maxIdentLen || len(st.Schema) > maxIdentLen || strings.HasPrefix(st.Name, reservedPrefix) && st.Kind != RequestBackfill {
 				t.Fatalf("bad name %q.%q", st.Schema, st.Name)
 			}
 			if (st.Kind == CreateTransform) != (st.Query != nil) {

@@ -15,6 +15,10 @@ const (
 	PauseTransform
 	ResumeTransform
 	DropTransform
+	// RequestBackfill is REQUEST BACKFILL OF table: every transform reading
+	// the table re-derives all of its keys (ADR 0040). Schema and Name are
+	// the table's.
+	RequestBackfill
 )
 
 // Statement is one parsed and syntactically validated statement.

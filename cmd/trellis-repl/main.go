@@ -3,6 +3,7 @@
 //
 //	trellis-repl apply  --dsn URL (-f FILE | -e SQL) [--target-schema NAME]
 //	trellis-repl migrate --dsn URL [--schema NAME]
+//	trellis-repl backfill --dsn URL TABLE
 //	trellis-repl run    --dsn URL [--data-dir DIR] [--capture auto|logical|trigger]
 //	                    [--confirm local|applied] [--metrics-addr HOST:PORT]
 //	trellis-repl status --dsn URL [--json | --check [--max-lag D] | --watch[=INTERVAL]] [NAME...]
@@ -49,6 +50,7 @@ const usage = `usage:
                       [--max-retained-wal SIZE] [--publication NAME] [--quarantine-after N]
                       [--self-check-every D] [--self-check-sample FRACTION]
   trellis-repl migrate --dsn URL [--schema NAME] [--target-schema NAME]   install or upgrade the catalog only
+  trellis-repl backfill --dsn URL TABLE       re-derive every transform reading TABLE (after a load capture missed)
   trellis-repl status --dsn URL [--json | --check [--max-lag D] | --watch[=INTERVAL]] [--schema NAME] [NAME...]
   trellis-repl definitions --dsn URL [--json] [NAME...]        each definition with its sources and state
   trellis-repl await  --dsn URL [--timeout D] [NAME...]       wait until every write so far is in the targets
@@ -85,7 +87,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func runWithContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		fmt.Fprintln(stderr, "validation: no command given; use apply, migrate, run, status, definitions, await, doctor, held, release, quarantine, bench or version")
+		fmt.Fprintln(stderr, "validation: no command given; use apply, migrate, backfill, run, status, definitions, await, doctor, held, release, quarantine, bench or version")
 		return exitUsage
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -100,6 +102,8 @@ func runWithContext(ctx context.Context, args []string, stdout, stderr io.Writer
 		err = cmdApply(ctx, args[1:], stdout)
 	case "migrate":
 		err = cmdMigrate(ctx, args[1:], stdout)
+	case "backfill":
+		err = cmdBackfill(ctx, args[1:], stdout)
 	case "run":
 		err = cmdRun(ctx, args[1:], stderr, mask)
 	case "status":
@@ -249,13 +253,18 @@ func cmdApply(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	printResults(stdout, res)
+	return nil
+}
+
+// printResults prints what each statement did, with its notes.
+func printResults(stdout io.Writer, res []trellis.Result) {
 	for _, r := range res {
 		fmt.Fprintf(stdout, "%s %s: %s\n", r.Statement, r.Name, r.Action)
 		for _, n := range r.Notes {
 			fmt.Fprintf(stdout, "  note: %s\n", n)
 		}
 	}
-	return nil
 }
 
 // cmdMigrate installs or upgrades the instance's catalog and nothing
@@ -276,6 +285,30 @@ func cmdMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "catalog of instance %s is current\n", c.schema)
+	return nil
+}
+
+// cmdBackfill requests a backfill of a table (REQUEST BACKFILL OF).
+func cmdBackfill(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("backfill", flag.ContinueOnError)
+	var c common
+	c.register(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError{"backfill takes one table: backfill [schema.]table"}
+	}
+	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, NoInstall: true})
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	r, err := t.RequestBackfill(ctx, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	printResults(stdout, []trellis.Result{r})
 	return nil
 }
 

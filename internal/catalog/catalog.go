@@ -606,11 +606,28 @@ func (c Catalog) StartBuild(ctx context.Context, q Querier, id int64, total *int
 }
 
 // AdvanceBuild records build progress: the phase, the last key done and
-// rows more keys walked (in the transaction that applied them).
+// rows more keys walked (in the transaction that applied them). Only a
+// build in progress moves: one a backfill request started over since
+// (RequestBackfill) keeps the cursor it reset.
 func (c Catalog) AdvanceBuild(ctx context.Context, q Querier, id int64, phase int, cursor []string, rows int64) error {
 	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET build_phase = $2, build_cursor = $3,
-		build_rows_done = build_rows_done + $4 WHERE id = $1`, id, phase, cursor, rows)
+		build_rows_done = build_rows_done + $4 WHERE id = $1 AND state = $5`, id, phase, cursor, rows, StateBackfilling)
 	return err
+}
+
+// RequestBackfill starts a transform that is not frozen over on the path
+// RESUME takes (ADR 0040): waiting_to_backfill with a rebuild, which
+// re-derives every key in place and deletes orphans. It reports whether
+// it did (a frozen transform is left as it is). Held keys stay held.
+func (c Catalog) RequestBackfill(ctx context.Context, q Querier, id int64) (bool, error) {
+	tag, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET state = $2, rebuild = true,
+		build_phase = 0, build_cursor = NULL, backfill_failure = NULL, state_changed_at = now(),
+		build_rows_done = 0, build_rows_total = NULL, build_started_at = NULL, build_finished_at = NULL
+		WHERE id = $1 AND state NOT IN ($3, $4)`, id, StateWaiting, StatePaused, StateQuarantined)
+	if err != nil {
+		return false, fmt.Errorf("request a backfill of transform %d: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
 // SetBackfillFailure records a failed build attempt (nil clears it).

@@ -38,6 +38,9 @@ var kindNames = map[engine.StatementKind]string{
 // ApplyStatement applies one statement of a script; view is what the script's
 // definitions know of the transforms (see View).
 func (t *Definer) ApplyStatement(ctx context.Context, tx pgx.Tx, st *engine.Statement, view *View) (Result, error) {
+	if st.Kind == engine.RequestBackfill {
+		return t.requestBackfill(ctx, tx, st)
+	}
 	res := Result{Statement: kindNames[st.Kind], Name: st.Name}
 	schema, err := t.schemaOf(ctx, tx, st.Schema)
 	if err != nil {

@@ -721,7 +721,7 @@ func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.T
 	}
 	if len(keys) == 0 {
 		if phase+1 < last {
-			return false, w.r.t.cat.SetBuildCursor(ctx, w.r.t.pool, w.id, phase+1, nil)
+			return false, w.r.t.cat.AdvanceBuild(ctx, w.r.t.pool, w.id, phase+1, nil, 0)
 		}
 		if tr.Rebuild || a.LedgerOnly {
 			// The ledger is now exact; make the target its aggregation (a
@@ -782,7 +782,7 @@ func (w *worker) buildAgain(ctx context.Context, a *engine.Applier, cause error)
 	// transaction: a crash between would leave a finished build over an
 	// empty ledger.
 	err := a.ClearAggregate(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		return w.r.t.cat.SetBuildCursor(ctx, tx, w.id, 0, nil)
+		return w.r.t.cat.AdvanceBuild(ctx, tx, w.id, 0, nil, 0)
 	})
 	if err != nil {
 		return err
