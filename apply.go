@@ -31,26 +31,43 @@ func (t *Trellis) Apply(ctx context.Context, script string) ([]Result, error) {
 	}
 	var out []Result
 	err = t.bounded(ctx, "Apply", func(ctx context.Context, tx pgx.Tx) error {
-		// One definition change at a time per instance keeps names and
-		// publication membership consistent.
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "trellis-repl apply "+t.cat.Schema); err != nil {
-			return terr.Wrap(terr.Unavailable, err, "lock the catalog: %v", err)
-		}
-		if err := t.def.Prepare(ctx, tx); err != nil {
+		if err := t.lockDefinitions(ctx, tx); err != nil {
 			return err
 		}
-		view := &define.View{}
-		for i := range sts {
-			r, err := t.def.ApplyStatement(ctx, tx, &sts[i], view)
-			if err != nil {
-				return err
-			}
-			out = append(out, r)
-		}
-		return t.notifyRunner(ctx, tx)
+		var err error
+		out, err = t.applyStatements(ctx, tx, sts)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// lockDefinitions takes the instance's definition lock for tx: one
+// definition change at a time per instance keeps names and publication
+// membership consistent.
+func (t *Trellis) lockDefinitions(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "trellis-repl apply "+t.cat.Schema); err != nil {
+		return terr.Wrap(terr.Unavailable, err, "lock the catalog: %v", err)
+	}
+	return nil
+}
+
+// applyStatements applies parsed statements in tx, which holds the
+// definition lock, and wakes the runner at commit.
+func (t *Trellis) applyStatements(ctx context.Context, tx pgx.Tx, sts []engine.Statement) ([]Result, error) {
+	if err := t.def.Prepare(ctx, tx); err != nil {
+		return nil, err
+	}
+	var out []Result
+	view := &define.View{}
+	for i := range sts {
+		r, err := t.def.ApplyStatement(ctx, tx, &sts[i], view)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, t.notifyRunner(ctx, tx)
 }

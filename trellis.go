@@ -360,6 +360,9 @@ func open(ctx context.Context, cfg Config) (*Trellis, error) {
 	} else {
 		err = t.inTx(ctx, func(tx pgx.Tx) error { return install(ctx, tx, t.cat, cfg.TargetSchema) })
 	}
+	if err == nil {
+		err = t.applyRestored(ctx)
+	}
 	if err != nil {
 		pool.Close()
 		return nil, err

@@ -4,6 +4,7 @@
 //	trellis-repl apply  --dsn URL (-f FILE | -e SQL) [--target-schema NAME]
 //	trellis-repl migrate --dsn URL [--schema NAME]
 //	trellis-repl backfill --dsn URL TABLE
+//	trellis-repl dump   --dsn URL [--append-to FILE]
 //	trellis-repl run    --dsn URL [--data-dir DIR] [--capture auto|logical|trigger]
 //	                    [--confirm local|applied] [--metrics-addr HOST:PORT]
 //	trellis-repl status --dsn URL [--json | --check [--max-lag D] | --watch[=INTERVAL]] [NAME...]
@@ -51,6 +52,8 @@ const usage = `usage:
                       [--self-check-every D] [--self-check-sample FRACTION]
   trellis-repl migrate --dsn URL [--schema NAME] [--target-schema NAME]   install or upgrade the catalog only
   trellis-repl backfill --dsn URL TABLE       re-derive every transform reading TABLE (after a load capture missed)
+  trellis-repl dump --dsn URL [--append-to FILE]   definitions as a script apply -f replays; or append a
+                      restore section to a pg_dump --schema-only FILE
   trellis-repl status --dsn URL [--json | --check [--max-lag D] | --watch[=INTERVAL]] [--schema NAME] [NAME...]
   trellis-repl definitions --dsn URL [--json] [NAME...]        each definition with its sources and state
   trellis-repl await  --dsn URL [--timeout D] [NAME...]       wait until every write so far is in the targets
@@ -104,6 +107,8 @@ func runWithContext(ctx context.Context, args []string, stdout, stderr io.Writer
 		err = cmdMigrate(ctx, args[1:], stdout)
 	case "backfill":
 		err = cmdBackfill(ctx, args[1:], stdout)
+	case "dump":
+		err = cmdDump(ctx, args[1:], stdout)
 	case "run":
 		err = cmdRun(ctx, args[1:], stderr, mask)
 	case "status":
@@ -309,6 +314,52 @@ func cmdBackfill(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	printResults(stdout, []trellis.Result{r})
+	return nil
+}
+
+// cmdDump prints the definitions as a script `apply -f` replays, or
+// appends to a pg_dump --schema-only file the section that restores the
+// instance with it (trellis.Dump, trellis.RestoreSQL). It only reads.
+func cmdDump(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("dump", flag.ContinueOnError)
+	var c common
+	c.register(fs)
+	appendTo := fs.String("append-to", "", "append the restore section to this pg_dump --schema-only file instead of printing the script")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{"dump takes no arguments"}
+	}
+	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, ReadOnly: true, MaxConnections: 1})
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	if *appendTo == "" {
+		script, err := t.Dump(ctx)
+		if err != nil {
+			return err
+		}
+		_, err = io.WriteString(stdout, script)
+		return err
+	}
+	section, err := t.RestoreSQL(ctx)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(*appendTo, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return &trellis.Error{Code: trellis.CodeNotFound, Msg: fmt.Sprintf("cannot append to %s: %v; give the file pg_dump --schema-only wrote", *appendTo, err)}
+	}
+	if _, err := io.WriteString(f, section); err != nil {
+		f.Close()
+		return &trellis.Error{Code: trellis.CodeUnavailable, Msg: fmt.Sprintf("append to %s: %v", *appendTo, err)}
+	}
+	if err := f.Close(); err != nil {
+		return &trellis.Error{Code: trellis.CodeUnavailable, Msg: fmt.Sprintf("append to %s: %v", *appendTo, err)}
+	}
+	fmt.Fprintf(stdout, "appended the restore section of instance %s to %s\n", c.schema, *appendTo)
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -311,6 +312,15 @@ var migrations = []string{
 	// no transform reads any more, so no transform row to hang them on),
 	// as the JSON array the runner writes at each attempt.
 	`ALTER TABLE {{s}}.instance ADD COLUMN IF NOT EXISTS capture_waits jsonb;`,
+	// 10: definition scripts a restore queued (ADR 0040): the section
+	// `trellis-repl dump --append-to` adds to a pg_dump file installs the
+	// catalog empty and queues the instance's definitions here; the first
+	// Open that may write applies them and deletes them.
+	`CREATE TABLE IF NOT EXISTS {{s}}.restore_scripts (
+		id bigserial PRIMARY KEY,
+		script text NOT NULL,
+		queued_at timestamptz NOT NULL DEFAULT now()
+	);`,
 }
 
 // Current is the catalog version this binary writes and reads.
@@ -363,6 +373,52 @@ func (c Catalog) MigrateTx(ctx context.Context, tx pgx.Tx) error {
 		}
 	}
 	return nil
+}
+
+// InstallSQL is the SQL that installs this binary's catalog in a schema
+// that does not hold one, as psql runs it: the schema, every migration and
+// their versions recorded (a restore section, ADR 0040).
+func (c Catalog) InstallSQL() string {
+	s := pgx.Identifier{c.Schema}.Sanitize()
+	var b strings.Builder
+	fmt.Fprintf(&b, "CREATE SCHEMA %s;\n", s)
+	fmt.Fprintf(&b, "CREATE TABLE %s (version int PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());\n", c.T("schema_migrations"))
+	for v, m := range migrations {
+		fmt.Fprintf(&b, "-- catalog migration %d\n%s\n", v+1, strings.TrimRight(replaceSchema(m, s), "; \n\t")+";")
+	}
+	fmt.Fprintf(&b, "INSERT INTO %s (version) SELECT generate_series(1, %d);\n", c.T("schema_migrations"), len(migrations))
+	return b.String()
+}
+
+// RestoreScript is a definition script a restore queued.
+type RestoreScript struct {
+	ID     int64
+	Script string
+}
+
+// TakeRestoreScripts returns the queued restore scripts, oldest first,
+// locked until tx ends, and deletes them in tx: applied in the same
+// transaction, they go only if they applied.
+func (c Catalog) TakeRestoreScripts(ctx context.Context, tx pgx.Tx) ([]RestoreScript, error) {
+	rows, err := tx.Query(ctx, `DELETE FROM `+c.T("restore_scripts")+` WHERE id IN
+		(SELECT id FROM `+c.T("restore_scripts")+` ORDER BY id FOR UPDATE) RETURNING id, script`)
+	if err != nil {
+		return nil, fmt.Errorf("read the queued restore scripts: %w", err)
+	}
+	defer rows.Close()
+	var out []RestoreScript
+	for rows.Next() {
+		var r RestoreScript
+		if err := rows.Scan(&r.ID, &r.Script); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the queued restore scripts: %w", err)
+	}
+	slices.SortFunc(out, func(a, b RestoreScript) int { return int(a.ID - b.ID) })
+	return out, nil
 }
 
 func replaceSchema(sql, quoted string) string {
