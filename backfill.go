@@ -11,9 +11,9 @@ import (
 )
 
 // RequestBackfill re-reads table for every transform that reads it,
-// after rows reached it behind capture's back (a load with
-// session_replication_role = replica, a COPY before capture was
-// installed, a restored table): each such transform goes back to
+// after rows reached it behind capture's back (a load with the capture
+// triggers disabled, rows restored or edited while the instance was not
+// capturing, targets edited by hand): each such transform goes back to
 // waiting_to_backfill and re-derives every one of its keys in place,
 // deleting the rows no source row backs any more, while the others keep
 // running; Status shows the catch-up as a build. table is an SQL name,
