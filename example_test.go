@@ -90,6 +90,7 @@ func ExampleTrellis_Run() {
 
 	// Run maintains the transforms until its context ends (or Close).
 	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- h.Run(runCtx) }()
 
