@@ -3,7 +3,9 @@ package trellis
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -299,6 +301,11 @@ type Definition struct {
 	Sources []string `json:"sources"`
 	// State is the transform's state, as in Status.
 	State string `json:"state"`
+	// Reads names the transforms whose targets this one reads (a chain),
+	// directly or through its inner levels; ReadBy those that read its
+	// target. [] when none.
+	Reads  []string `json:"reads"`
+	ReadBy []string `json:"read_by"`
 }
 
 // Definitions lists every transform's definition, or only those named
@@ -326,6 +333,7 @@ func (t *Trellis) Definitions(ctx context.Context, names ...string) ([]Definitio
 		}
 		want[n] = true
 	}
+	reads := readsOf(ts)
 	out := []Definition{}
 	for _, tr := range ts {
 		if tr.Owner != 0 {
@@ -344,9 +352,105 @@ func (t *Trellis) Definitions(ctx context.Context, names ...string) ([]Definitio
 		}
 		out = append(out, Definition{Schema: tr.Schema, Name: tr.Name, Shape: tr.Shape,
 			SQL:    "CREATE TRANSFORM " + define.QuoteName(tr.Schema, tr.Name) + opt + " AS " + tr.Definition,
-			Target: p.Target.Ident(), Columns: p.Visible, Query: p.QuerySQL(), Sources: sourceIdents(p), State: tr.State})
+			Target: p.Target.Ident(), Columns: p.Visible, Query: p.QuerySQL(), Sources: sourceIdents(p), State: tr.State,
+			Reads: nameList(reads[tr.ID]), ReadBy: []string{}})
+	}
+	for i := range out {
+		for j := range out {
+			if slices.Contains(out[j].Reads, out[i].Name) && out[j].Schema+"."+out[j].Name != out[i].Schema+"."+out[i].Name {
+				out[i].ReadBy = append(out[i].ReadBy, out[j].Name)
+			}
+		}
 	}
 	return out, nil
+}
+
+// readsOf maps each transform a user defined to the transforms whose
+// targets it reads, itself or through its inner levels (which are named
+// by their owner).
+func readsOf(ts []*catalog.Transform) map[int64][]*catalog.Transform {
+	byID := map[int64]*catalog.Transform{}
+	for _, tr := range ts {
+		byID[tr.ID] = tr
+	}
+	root := func(tr *catalog.Transform) *catalog.Transform {
+		for tr.Owner != 0 && byID[tr.Owner] != nil {
+			tr = byID[tr.Owner]
+		}
+		return tr
+	}
+	writer := map[string]*catalog.Transform{}
+	plans := map[int64]*engine.Plan{}
+	for _, tr := range ts {
+		if p, err := engine.Decode(tr.Plan); err == nil {
+			plans[tr.ID] = p
+			writer[p.Target.Ident()] = root(tr)
+		}
+	}
+	out := map[int64][]*catalog.Transform{}
+	for _, tr := range ts {
+		p := plans[tr.ID]
+		if p == nil {
+			continue
+		}
+		r := root(tr)
+		for _, src := range p.Sources {
+			if w := writer[src.Ident()]; w != nil && w != r && !slices.Contains(out[r.ID], w) {
+				out[r.ID] = append(out[r.ID], w)
+			}
+		}
+	}
+	return out
+}
+
+// nameList are the transforms' names ([] for none).
+func nameList(ts []*catalog.Transform) []string {
+	out := []string{}
+	for _, tr := range ts {
+		out = append(out, tr.Name)
+	}
+	return out
+}
+
+// StatusOf is the status of the transform that writes table (bare,
+// resolved on the search_path and then in Config.TargetSchema, or
+// schema-qualified, an SQL name quoted where it must be), or nil when no
+// transform writes it.
+func (t *Trellis) StatusOf(ctx context.Context, table string) (*TransformStatus, error) {
+	var out *TransformStatus
+	err := t.bounded(ctx, "StatusOf", func(ctx context.Context, tx pgx.Tx) error {
+		var schema, name string
+		err := tx.QueryRow(ctx, `SELECT n.nspname::text, c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE c.oid = coalesce(to_regclass($1), to_regclass(quote_ident($2) || '.' || $1))`, table, t.cfg.TargetSchema).Scan(&schema, &name)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return terr.Wrap(terr.Validation, err, "%q is not a table name: %v; give [schema.]table", table, err)
+		}
+		ts, err := t.cat.List(ctx, tx)
+		if err != nil {
+			return terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
+		}
+		for _, tr := range ts {
+			p, err := engine.Decode(tr.Plan)
+			if err != nil || tr.Replaces != 0 || p.Target.Schema != schema || p.Target.Name != name {
+				continue
+			}
+			st, err := t.status(ctx, tx, []string{tr.Name})
+			if err != nil {
+				return err
+			}
+			for i := range st {
+				if st[i].Schema == tr.Schema {
+					out = &st[i]
+				}
+			}
+			return nil
+		}
+		return nil
+	})
+	return out, err
 }
 
 // SelfCheckResult is the outcome of comparing a target with a fresh run of
