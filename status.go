@@ -306,6 +306,9 @@ type Definition struct {
 	// target. [] when none.
 	Reads  []string `json:"reads"`
 	ReadBy []string `json:"read_by"`
+	// Version counts the definition's accepted edits: 1 when created, one
+	// more per ALTER TRANSFORM (ADR 0041).
+	Version int `json:"version"`
 }
 
 // Definitions lists every transform's definition, or only those named
@@ -353,7 +356,7 @@ func (t *Trellis) Definitions(ctx context.Context, names ...string) ([]Definitio
 		out = append(out, Definition{Schema: tr.Schema, Name: tr.Name, Shape: tr.Shape,
 			SQL:    "CREATE TRANSFORM " + define.QuoteName(tr.Schema, tr.Name) + opt + " AS " + tr.Definition,
 			Target: p.Target.Ident(), Columns: p.Visible, Query: p.QuerySQL(), Sources: sourceIdents(p), State: tr.State,
-			Reads: nameList(reads[tr.ID]), ReadBy: []string{}})
+			Reads: nameList(reads[tr.ID]), ReadBy: []string{}, Version: tr.Version})
 	}
 	for i := range out {
 		for j := range out {

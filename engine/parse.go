@@ -132,6 +132,8 @@ func (p *stmtParser) parse() (Statement, error) {
 			return Statement{}, err
 		}
 		return st, p.expectEnd()
+	case "alter":
+		return p.parseAlter()
 	case "request":
 		p.i++
 		if err := p.expect("backfill", "REQUEST", "; write REQUEST BACKFILL OF table"); err != nil {
@@ -156,7 +158,7 @@ func (p *stmtParser) parse() (Statement, error) {
 
 // statementWords are the statements a script may hold, for the error
 // naming what was expected.
-const statementWords = "CREATE TRANSFORM, PAUSE TRANSFORM, RESUME TRANSFORM, DROP TRANSFORM or REQUEST BACKFILL"
+const statementWords = "CREATE TRANSFORM, ALTER TRANSFORM, PAUSE TRANSFORM, RESUME TRANSFORM, DROP TRANSFORM or REQUEST BACKFILL"
 
 // qualifiedLabel is [schema.]name as an error names it.
 func qualifiedLabel(schema, name string) string {

@@ -153,6 +153,12 @@ type Transform struct {
 	// Build is the progress of the last build, nil when none started
 	// since the catalog recorded builds.
 	Build *BuildProgress
+	// BuildKind is BuildColumns during a column build, "" otherwise;
+	// DropColumns are the target columns it drops once done (ADR 0041).
+	BuildKind   string
+	DropColumns []string
+	// Version counts the definition's accepted edits (1 when created).
+	Version int
 }
 
 // BuildProgress is how far a build got: the keys it walked (source rows,
@@ -321,7 +327,17 @@ var migrations = []string{
 		script text NOT NULL,
 		queued_at timestamptz NOT NULL DEFAULT now()
 	);`,
+	// 11: ALTER TRANSFORM (ADR 0041): the kind of build in progress
+	// ('columns' for a column build, NULL for a build or rebuild), the
+	// columns it drops once done, and the definition's version.
+	`ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS build_kind text;
+	 ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS drop_columns text[];
+	 ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS version int NOT NULL DEFAULT 1;`,
 }
+
+// BuildColumns is the build_kind of a column build (ADR 0041): the build
+// phases re-derive every key with the plan ALTER TRANSFORM changed.
+const BuildColumns = "columns"
 
 // Current is the catalog version this binary writes and reads.
 func Current() int { return len(migrations) }
@@ -454,7 +470,8 @@ const transformCols = `t.id, t.schema_name, t.name, t.definition, t.shape, t.pla
 	t.source_table, t.source_oid, t.created_at, t.state_changed_at,
 	coalesce(p.applied_lsn, '0/0')::text, p.applied_at, coalesce(p.keys_applied, 0), coalesce(p.keys_waiting, 0),
 	coalesce(t.replaces, 0), t.replace_notes, t.capture_wait, t.drain_failure,
-	t.build_rows_done, t.build_rows_total, t.build_started_at, t.build_finished_at, coalesce(t.owner, 0)`
+	t.build_rows_done, t.build_rows_total, t.build_started_at, t.build_finished_at, coalesce(t.owner, 0),
+	coalesce(t.build_kind, ''), t.drop_columns, t.version`
 
 func scanTransform(row pgx.Row) (*Transform, error) {
 	var t Transform
@@ -466,7 +483,7 @@ func scanTransform(row pgx.Row) (*Transform, error) {
 	if err := row.Scan(&t.ID, &t.Schema, &t.Name, &t.Definition, &t.Shape, &t.Plan, &t.State,
 		&t.PausedBy, &t.Rebuild, &cursor, &t.BuildPhase, &cf, &bf, &t.SourceTable, &t.SourceOID,
 		&t.CreatedAt, &t.StateChangedAt, &lsn, &t.AppliedAt, &t.KeysApplied, &t.KeysWaiting, &t.Replaces, &t.ReplaceNotes, &t.CaptureWait, &df,
-		&b.RowsDone, &b.RowsTotal, &bStarted, &b.FinishedAt, &t.Owner); err != nil {
+		&b.RowsDone, &b.RowsTotal, &bStarted, &b.FinishedAt, &t.Owner, &t.BuildKind, &t.DropColumns, &t.Version); err != nil {
 		return nil, err
 	}
 	if bStarted != nil {
@@ -605,7 +622,7 @@ func (c Catalog) Pause(ctx context.Context, q Querier, id int64, by string, fail
 // Resume clears failures, releases every key the transform holds (the
 // rebuild re-derives them) and asks for a full rebuild.
 func (c Catalog) Resume(ctx context.Context, q Querier, id int64) error {
-	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET state = $2, paused_by = NULL, rebuild = true,
+	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET state = $2, paused_by = NULL, rebuild = true, build_kind = NULL,
 		build_phase = 0, build_cursor = NULL, capture_failure = NULL, backfill_failure = NULL,
 		drain_failure = NULL, state_changed_at = now(),
 		build_rows_done = 0, build_rows_total = NULL, build_started_at = NULL, build_finished_at = NULL WHERE id = $1`, id, StateWaiting)
@@ -634,6 +651,7 @@ func (c Catalog) Quarantine(ctx context.Context, q Querier, id int64) error {
 func (c Catalog) SetState(ctx context.Context, q Querier, id int64, from, to string) (bool, error) {
 	tag, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET state = $3, state_changed_at = now(),
 		rebuild = CASE WHEN $3 = 'live' THEN false ELSE rebuild END,
+		build_kind = CASE WHEN $3 = 'live' THEN NULL ELSE build_kind END,
 		backfill_failure = CASE WHEN $3 = 'live' THEN NULL ELSE backfill_failure END,
 		build_finished_at = CASE WHEN $3 = 'live' AND build_started_at IS NOT NULL THEN coalesce(build_finished_at, now()) ELSE build_finished_at END
 		WHERE id = $1 AND state = $2`, id, from, to)
@@ -671,12 +689,33 @@ func (c Catalog) AdvanceBuild(ctx context.Context, q Querier, id int64, phase in
 	return err
 }
 
+// StartColumnBuild records an accepted ALTER TRANSFORM (ADR 0041): the
+// new plan and definition, the version bumped, the columns to drop once
+// built, and a column build starting now.
+func (c Catalog) StartColumnBuild(ctx context.Context, q Querier, id int64, plan json.RawMessage, definition string, drops []string) error {
+	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET plan = $2, definition = $3, version = version + 1,
+		drop_columns = $4, state = $5, build_kind = $6, rebuild = false, build_phase = 0, build_cursor = NULL,
+		backfill_failure = NULL, state_changed_at = now(), build_rows_done = 0, build_rows_total = NULL,
+		build_started_at = now(), build_finished_at = NULL WHERE id = $1`,
+		id, []byte(plan), definition, drops, StateBackfilling, BuildColumns)
+	if err != nil {
+		return fmt.Errorf("record the edit of transform %d: %w", id, err)
+	}
+	return nil
+}
+
+// ColumnsDropped clears the columns a column build had to drop.
+func (c Catalog) ColumnsDropped(ctx context.Context, q Querier, id int64) error {
+	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET drop_columns = NULL WHERE id = $1`, id)
+	return err
+}
+
 // RequestBackfill starts a transform that is not frozen over on the path
 // RESUME takes (ADR 0040): waiting_to_backfill with a rebuild, which
 // re-derives every key in place and deletes orphans. It reports whether
 // it did (a frozen transform is left as it is). Held keys stay held.
 func (c Catalog) RequestBackfill(ctx context.Context, q Querier, id int64) (bool, error) {
-	tag, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET state = $2, rebuild = true,
+	tag, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET state = $2, rebuild = true, build_kind = NULL,
 		build_phase = 0, build_cursor = NULL, backfill_failure = NULL, state_changed_at = now(),
 		build_rows_done = 0, build_rows_total = NULL, build_started_at = NULL, build_finished_at = NULL
 		WHERE id = $1 AND state NOT IN ($3, $4)`, id, StateWaiting, StatePaused, StateQuarantined)

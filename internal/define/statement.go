@@ -33,6 +33,7 @@ var kindNames = map[engine.StatementKind]string{
 	engine.PauseTransform:  "PAUSE TRANSFORM",
 	engine.ResumeTransform: "RESUME TRANSFORM",
 	engine.DropTransform:   "DROP TRANSFORM",
+	engine.AlterTransform:  "ALTER TRANSFORM",
 }
 
 // ApplyStatement applies one statement of a script; view is what the script's
@@ -91,6 +92,16 @@ func (t *Definer) ApplyStatement(ctx context.Context, tx pgx.Tx, st *engine.Stat
 		if st.Query.OrderBy {
 			res.Notes = append(res.Notes, "ORDER BY dropped: the target is a table and keeps no row order; order the rows when you read it")
 		}
+	case engine.AlterTransform:
+		if existing == nil {
+			return res, missing()
+		}
+		r, err := t.alter(ctx, tx, schema, st, existing)
+		if err != nil {
+			return res, err
+		}
+		view.discard() // a new plan
+		return r, nil
 	case engine.PauseTransform:
 		if existing == nil {
 			return res, missing()

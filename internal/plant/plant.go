@@ -71,6 +71,11 @@ const (
 	// applier connection of its own again, outside the connection budget
 	// (ADR 0028).
 	ApplierConnectionPerTransform = "applier_connection_per_transform"
+	// ColumnBuildSkipsNewChanges: during a column build (ALTER TRANSFORM,
+	// ADR 0041) the changes drained between build chunks go through an
+	// applier of the previous plan, so a key the build has passed and that
+	// changes again is written with the old expression.
+	ColumnBuildSkipsNewChanges = "column_build_skips_new_changes"
 )
 
 // EnvVar names the environment variable that selects a planted bug.
