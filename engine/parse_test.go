@@ -329,6 +329,17 @@ drop transform s.b -- trailing comment without a semicolon`,
 			want:   []Statement{{Kind: ResumeTransform, All: true}, {Kind: ResumeTransform, All: true}, {Kind: ResumeTransform, Name: "all"}},
 		},
 		{
+			name:   "ALTER TRANSFORM: clauses in order, commas inside calls, COLUMN optional, quoted names",
+			script: `ALTER TRANSFORM s.t ADD n AS coalesce(a, 0) + 1, DROP COLUMN "Old", ALTER COLUMN total AS round(price * qty, 2)`,
+			want: []Statement{{Kind: AlterTransform, Schema: "s", Name: "t", Alter: []AlterClause{
+				{Op: "add", Column: "n", Expr: "coalesce(a, 0) + 1"}, {Op: "drop", Column: "Old"}, {Op: "alter", Column: "total", Expr: "round(price * qty, 2)"}}}},
+		},
+		{
+			name:   "REQUEST BACKFILL OF a table, bare or qualified, named like the reserved prefix",
+			script: `REQUEST BACKFILL OF orders; request backfill of "Sales".__raw`,
+			want:   []Statement{{Kind: RequestBackfill, Name: "orders"}, {Kind: RequestBackfill, Schema: "Sales", Name: "__raw"}},
+		},
+		{
 			name:   "63-byte name",
 			script: "PAUSE TRANSFORM " + strings.Repeat("n", 63),
 			want:   []Statement{{Kind: PauseTransform, Name: strings.Repeat("n", 63)}},
@@ -490,7 +501,20 @@ func badCases() []badCase {
 		{"empty script", "", "script: no statement found"},
 		{"invalid UTF-8", "PAUSE TRANSFORM a;\nCREATE TRANSFORM A AS SELECT \xaf", "script: invalid UTF-8 at byte 48 (line 2, column 30)"},
 		{"comments only", "-- x;\n/* y; */ ; ;", "script: no statement found"},
-		{"plain SELECT", "SELECT 1", "statement 1: expected CREATE TRANSFORM, PAUSE TRANSFORM, RESUME TRANSFORM or DROP TRANSFORM, found \"SELECT\" (line 1, column 1)"},
+		{"plain SELECT", "SELECT 1", "statement 1: expected CREATE TRANSFORM, ALTER TRANSFORM, PAUSE TRANSFORM, RESUME TRANSFORM, DROP TRANSFORM or REQUEST BACKFILL, found \"SELECT\" (line 1, column 1)"},
+		{"ALTER without TRANSFORM", "ALTER TABLE t ADD x int", `expected TRANSFORM after ALTER, found "TABLE"`},
+		{"ALTER without a clause", "ALTER TRANSFORM t", "expected ADD, DROP or ALTER, found the end of the statement"},
+		{"ALTER of the key space", "ALTER TRANSFORM t SET WHERE x", `expected ADD, DROP or ALTER, found "SET"; ALTER TRANSFORM edits computed columns only`},
+		{"ALTER ADD without AS", "ALTER TRANSFORM t ADD x", "expected AS after ADD x, found the end of the statement"},
+		{"ALTER ADD of two expressions", "ALTER TRANSFORM t ADD x AS a b c", `ADD x AS a b c: syntax error`},
+		{"ALTER ADD of a query", "ALTER TRANSFORM t ADD x AS 1 FROM u", "not one expression"},
+		{"ALTER ADD without an expression", "ALTER TRANSFORM t ADD x AS , DROP y", "the expression is missing"},
+		{"ALTER clauses without a comma", "ALTER TRANSFORM t DROP x DROP y", `expected ',' or the end of the statement, found "DROP"`},
+		{"REQUEST without BACKFILL", "REQUEST orders", `expected BACKFILL after REQUEST, found "orders" (line 1, column 9); write REQUEST BACKFILL OF table`},
+		{"REQUEST BACKFILL without OF", "REQUEST BACKFILL orders", `expected OF after REQUEST BACKFILL, found "orders"`},
+		{"REQUEST BACKFILL of nothing", "REQUEST BACKFILL OF", "expected a table name, found the end of the statement"},
+		{"REQUEST BACKFILL of three parts", "REQUEST BACKFILL OF a.b.c", "a table name has at most two parts (schema.name)"},
+		{"REQUEST BACKFILL of two tables", "REQUEST BACKFILL OF a, b", `table "a": unexpected ","`},
 		{"second statement unknown", "PAUSE TRANSFORM a;\n  VACUUM", "statement 2: expected CREATE TRANSFORM"},
 		{"CREATE TABLE", "CREATE TABLE t (a int)", "expected TRANSFORM after CREATE, found \"TABLE\""},
 		{"OR REPLACE with IF NOT EXISTS", "CREATE OR REPLACE TRANSFORM IF NOT EXISTS x AS SELECT a FROM t", `transform "x": CREATE OR REPLACE and IF NOT EXISTS contradict each other`},
@@ -762,7 +786,7 @@ func FuzzParseStatements(f *testing.F) {
 			t.Fatal("no statements and no error")
 		}
 		for _, st := range stmts {
-			if st.Name == "" && !st.All || len(st.Name) > maxIdentLen || len(st.Schema) > maxIdentLen || strings.HasPrefix(st.Name, reservedPrefix) {
+			if st.Name == "" && !st.All || len(st.Name) > maxIdentLen || len(st.Schema) > maxIdentLen || strings.HasPrefix(st.Name, reservedPrefix) && st.Kind != RequestBackfill {
 				t.Fatalf("bad name %q.%q", st.Schema, st.Name)
 			}
 			if (st.Kind == CreateTransform) != (st.Query != nil) {

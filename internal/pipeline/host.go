@@ -70,6 +70,8 @@ type Host struct {
 	// progressed fires when Run here applies or changes a transform's
 	// state (broadcast.go); waits wake on it.
 	progressed broadcast
+	// runs are the Runs in progress, which Stop ends (runset.go).
+	runs runSet
 }
 
 // New returns a Host over an open pool. obs may be nil (NopObserver).

@@ -43,6 +43,11 @@ func (t *Host) RunWith(ctx context.Context, streamFn capture.StreamFunc) error {
 	if err := t.budget.runnable(); err != nil {
 		return err
 	}
+	ctx, done, err := t.runs.start(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
 	t.log.Info("connection budget", "max_connections", t.budget.Total, "control", t.budget.Control,
 		"appliers", t.budget.Appliers, "builds_at_most", t.budget.Builds)
 	if f, err := BudgetFinding(ctx, t.pool, t.budget); err == nil && f.Result != "ok" {

@@ -83,6 +83,11 @@ const (
 	// and the server skips every transaction the new timeline commits
 	// before it.
 	TrustStoreAfterPromotion = "trust_store_after_promotion"
+	// ColumnBuildSkipsNewChanges: during a column build (ALTER TRANSFORM,
+	// ADR 0041) the changes drained between build chunks go through an
+	// applier of the previous plan, so a key the build has passed and that
+	// changes again is written with the old expression.
+	ColumnBuildSkipsNewChanges = "column_build_skips_new_changes"
 )
 
 // EnvVar names the environment variable that selects a planted bug.
