@@ -1,7 +1,11 @@
 package trellis_test
 
 import (
+	"context"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	trellis "github.com/trellis-repl/trellis-repl"
 )
@@ -114,5 +118,75 @@ func TestScalarMoves(t *testing.T) {
 			`INSERT INTO l SELECT g, g % 70, 4, 0 FROM generate_series(200, 290) g`,
 			`DELETE FROM l WHERE qty = 4`,
 		})
+	})
+}
+
+// TestSubqueryAheadOfItsLevel is ADR 0043's case, made deterministic by a
+// lock: the owner re-derives a row while its dependency level is held
+// back, reads a subquery answer the level never stores (the level's next
+// re-derive sees the source back where it was and writes nothing), and
+// must re-derive the row again once the level has caught up. Before ADR
+// 0043 the owner kept the answer it read for good.
+func TestSubqueryAheadOfItsLevel(t *testing.T) {
+	t.Parallel()
+	eachModeParallel(t, func(t *testing.T, mode string) {
+		e := newEnv(t, trellis.Config{Capture: mode})
+		e.exec(`CREATE TABLE ah_o (id int PRIMARY KEY, grp text, v int);
+			CREATE TABLE ah_s (k text PRIMARY KEY);
+			INSERT INTO ah_o VALUES (1, 'b', 0), (2, 'c', 0);
+			INSERT INTO ah_s VALUES ('b')`)
+		e.apply(`CREATE TRANSFORM ahead AS SELECT o.grp, count(*) AS n FROM ah_o o WHERE NOT EXISTS (SELECT 1 FROM ah_s s WHERE s.k = o.grp) GROUP BY 1`)
+		e.start()
+		e.converge("built")
+		e.exec(`DELETE FROM ah_s WHERE k = 'b'`)
+		e.converge("b gone from the subquery's table")
+
+		var ledger string
+		if err := e.conn.QueryRow(context.Background(), `SELECT format('%I.%I', plan->'ledger'->>'schema', plan->'ledger'->>'name')
+			FROM trellis.transforms WHERE owner IS NOT NULL`).Scan(&ledger); err != nil {
+			t.Fatal(err)
+		}
+		// Hold the level back: its re-derive reads its ledger, which the
+		// owner never reads.
+		lock, err := pgx.Connect(context.Background(), e.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lock.Close(context.Background())
+		tx, err := lock.Begin(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(context.Background(), "LOCK TABLE "+ledger+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+			t.Fatal(err)
+		}
+		e.exec(`INSERT INTO ah_s VALUES ('b')`)
+		// The owner re-derives group b now: the subquery sees b again.
+		e.exec(`UPDATE ah_o SET v = v + 1 WHERE id = 1`)
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			var n int
+			if err := e.conn.QueryRow(context.Background(), `SELECT count(*) FROM ahead WHERE grp = 'b'`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the owner never re-derived group b while its level was held back")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		// b goes again before the level re-derives: it will see no b, as
+		// it stores, and write nothing.
+		e.exec(`DELETE FROM ah_s WHERE k = 'b'`)
+		if err := tx.Commit(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		e.converge("the level caught up")
+		var n int
+		if err := e.conn.QueryRow(context.Background(), `SELECT n FROM ahead WHERE grp = 'b'`).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("group b: n = %d, %v; want 1", n, err)
+		}
 	})
 }

@@ -188,14 +188,34 @@ type Batch struct {
 	AppliedLSN uint64
 	// Extra runs inside the transaction after the writes (e.g. build cursor).
 	Extra func(ctx context.Context, tx pgx.Tx) error
+	// Stale, when set, receives after the commit the keys (per source, as
+	// Keys) of rows whose answers a dependency level did not store yet in
+	// the apply's snapshot: they must be re-derived again (ADR 0043).
+	Stale func(keys [][][]string)
 }
 
 // Apply re-derives one batch in one transaction and returns the number of
 // target and ledger row writes it made.
 func (a *Applier) Apply(ctx context.Context, b Batch) (int64, error) {
 	begin := a.conn.Begin
+	// A plan whose answers are checked against its dependency levels
+	// re-derives and checks in one snapshot (ADR 0043), taken after the
+	// visibility wait.
+	checked := a.Stmts.Stale != ""
+	if checked {
+		begin = func(ctx context.Context) (pgx.Tx, error) {
+			return a.conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+		}
+	}
 	if a.stale != nil {
 		begin = func(ctx context.Context) (pgx.Tx, error) { return a.stale.begin(ctx, a.conn) }
+	}
+	wait := len(b.Xids) > 0 && !plant.Active(plant.SkipVisibilityWait)
+	if wait && checked {
+		if err := waitVisible(ctx, a.conn, b.Xids); err != nil {
+			return 0, err
+		}
+		wait = false
 	}
 	tx, err := begin(ctx)
 	if err != nil {
@@ -205,7 +225,7 @@ func (a *Applier) Apply(ctx context.Context, b Batch) (int64, error) {
 	if err := a.clear(ctx, tx); err != nil {
 		return 0, err
 	}
-	if len(b.Xids) > 0 && !plant.Active(plant.SkipVisibilityWait) {
+	if wait {
 		if err := waitVisible(ctx, tx, b.Xids); err != nil {
 			return 0, err
 		}
@@ -215,9 +235,15 @@ func (a *Applier) Apply(ctx context.Context, b Batch) (int64, error) {
 		n += len(ks)
 	}
 	var written int64
+	var stale [][][]string
 	if n > 0 {
 		if written, err = a.rederive(ctx, tx, b.Keys); err != nil {
 			return 0, err
+		}
+		if checked {
+			if stale, err = a.staleKeys(ctx, tx); err != nil {
+				return 0, err
+			}
 		}
 	}
 	if err := a.cat.RecordProgress(ctx, tx, a.ID, b.AppliedLSN, int64(n)); err != nil {
@@ -231,7 +257,61 @@ func (a *Applier) Apply(ctx context.Context, b Batch) (int64, error) {
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("commit apply of %s: %w", a.Plan.Target.Name, err)
 	}
+	if len(stale) > 0 && b.Stale != nil {
+		b.Stale(stale)
+	}
 	return written, nil
+}
+
+// staleKeys runs the dependency check (Statements.Stale) and returns the
+// keys of the rows it flags, per source; a NULL-extended source has none.
+func (a *Applier) staleKeys(ctx context.Context, tx pgx.Tx) ([][][]string, error) {
+	rows, err := tx.Query(ctx, a.Stmts.Stale)
+	if err != nil {
+		return nil, fmt.Errorf("check %s's answers against its dependency levels: %w", a.Plan.Target.Name, err)
+	}
+	defer rows.Close()
+	out := make([][][]string, len(a.Plan.Sources))
+	found := false
+	for rows.Next() {
+		vals := make([]*string, 0, len(a.Plan.Sources))
+		for _, src := range a.Plan.Sources {
+			for range src.Key {
+				vals = append(vals, new(string))
+			}
+		}
+		dest := make([]any, len(vals))
+		for i := range vals {
+			dest[i] = &vals[i]
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("check %s's answers against its dependency levels: %w", a.Plan.Target.Name, err)
+		}
+		at := 0
+		for i, src := range a.Plan.Sources {
+			key := make([]string, len(src.Key))
+			whole := true
+			for j := range src.Key {
+				if vals[at+j] == nil {
+					whole = false
+				} else {
+					key[j] = *vals[at+j]
+				}
+			}
+			at += len(src.Key)
+			if whole {
+				out[i] = append(out[i], key)
+				found = true
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("check %s's answers against its dependency levels: %w", a.Plan.Target.Name, err)
+	}
+	if !found {
+		return nil, nil
+	}
+	return out, nil
 }
 
 // rederive runs the apply statements for the batch's keys and returns the
@@ -522,7 +602,9 @@ WHERE NOT pg_visible_in_snapshot(
 
 // waitVisible blocks until a statement snapshot of tx sees every xid. In READ
 // COMMITTED each later statement's snapshot sees at least as much.
-func waitVisible(ctx context.Context, tx pgx.Tx, xids []uint32) error {
+func waitVisible(ctx context.Context, tx interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}, xids []uint32) error {
 	arg := make([]int64, len(xids))
 	for i, x := range xids {
 		arg[i] = int64(x)

@@ -96,6 +96,7 @@ func generatedSQL(p *Plan) string {
 		section("walk", e.First, e.After)
 	}
 	section("reconcile", s.Reconcile...)
+	section("dependency check", s.Stale)
 	if rb := s.RangeBuild; rb != nil {
 		section("range build: next ($1 lo, $2 limit)", rb.Next)
 		section("range build: stored ($1 lo, $2 hi)", rb.Stored)

@@ -47,6 +47,10 @@ type Level struct {
 	// read twice): this one is no transform of its own, it reads that
 	// level's target (Apply binds it to SameAs's).
 	SameAs *Level
+	// Dependency: the level stands for a subquery in an expression (ADR
+	// 0030); the owner joins it for lineage only and checks its answers
+	// against it (Plan.Dependencies, ADR 0043).
+	Dependency bool
 
 	rv   *pg_query.RangeVar // the placeholder in the outer FROM tree
 	text string             // its query as deparsed, to find a SameAs

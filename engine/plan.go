@@ -131,6 +131,11 @@ type Plan struct {
 	// 0035), says how its rows are re-derived: by anchor.
 	Recursive *PlanRecursive `json:"recursive,omitempty"`
 
+	// Dependencies are the dependency levels of the query's subqueries
+	// (ADR 0030) and how each answer is checked against them (ADR 0043);
+	// none in plans stored before.
+	Dependencies []Dependency `json:"dependencies,omitempty"`
+
 	// Views are the views the definition read as their definitions then;
 	// one replaced or dropped since is drift (views.go).
 	Views []ViewDep `json:"views,omitempty"`

@@ -157,6 +157,11 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 			return nil, terr.Wrap(terr.Internal, err, "transform %q: %v", name, err)
 		}
 		p.Full = p.selectFrom(q, from)
+		if p.Multi() {
+			if p.Dependencies, err = q.dependencies(p.Sources); err != nil {
+				return nil, terr.Wrap(terr.Internal, err, "transform %q: %v", name, err)
+			}
+		}
 	}
 	// Types of the visible columns, as PostgreSQL types the user's query.
 	outTypes, err := describeStored(ctx, db, p.selectSQL(q))

@@ -215,7 +215,7 @@ func prefixed(pre string, names []string) []string {
 
 // buildScope generates the statements of a plan with several sources.
 func buildScope(p *Plan, merge bool) *Statements {
-	s := &Statements{}
+	s := &Statements{Stale: staleSQL(p)}
 	scopeKeyTables(s, p)
 	widened := map[int]bool{}
 	for _, oj := range p.Outer {

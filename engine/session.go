@@ -231,6 +231,7 @@ func (s *Statements) forTransform(id int64) {
 	for i := range s.Reconcile {
 		rename(&s.Reconcile[i])
 	}
+	rename(&s.Stale)
 	if r := s.RangeBuild; r != nil {
 		for _, q := range []*string{&r.Next, &r.Stored, &r.Copy, &r.Changes, &r.LedgerStored, &r.LedgerCopy} {
 			rename(q)

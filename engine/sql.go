@@ -41,6 +41,10 @@ type Statements struct {
 	// Reconcile recomputes an aggregate target wholly from its ledger
 	// (the last step of a rebuild: repairs a target written by others).
 	Reconcile []string
+	// Stale, for a plan with dependency levels, lists the source keys of
+	// the rows in scope whose answers its levels do not store yet (ADR
+	// 0043); run after Apply in its snapshot.
+	Stale string
 	// RangeBuild, when set, copies the first build phase's chunks by key
 	// range (ADR 0020).
 	RangeBuild *RangeBuild

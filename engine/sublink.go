@@ -531,6 +531,7 @@ func (c *selectChecker) joinLevel(sel *pg_query.SelectStmt, alias string, on *pg
 	if err != nil {
 		return dependencyJoin{}, err
 	}
+	c.levels[len(c.levels)-1].Dependency = true
 	if on == nil {
 		on = &pg_query.Node{Node: &pg_query.Node_AConst{AConst: &pg_query.A_Const{Val: &pg_query.A_Const_Boolval{Boolval: &pg_query.Boolean{Boolval: true}}, Location: -1}}}
 	}

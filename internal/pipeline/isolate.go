@@ -123,7 +123,12 @@ func (w *worker) applyOnce(ctx context.Context, a *engine.Applier, units []unit,
 			return nil
 		}
 	}
+	var stale [][][]string
+	b.Stale = func(keys [][][]string) { stale = keys }
 	n, err := a.Apply(ctx, b)
+	if err == nil && stale != nil {
+		err = w.markRecheck(stale)
+	}
 	if err == nil && len(unheld) > 0 {
 		for _, id := range unheld {
 			delete(w.held, id)

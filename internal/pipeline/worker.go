@@ -86,6 +86,12 @@ type worker struct {
 	// requests are work the worker runs between live batches (a
 	// self-check's repair, selfcheck_run.go).
 	requests chan workerRequest
+	// recheck counts the keys the last batches marked to re-derive again
+	// because a dependency level was behind (recheck.go, ADR 0043);
+	// recheckWait is the pause before the next batch while they keep
+	// coming back.
+	recheck     int
+	recheckWait time.Duration
 	// onSession: the worker's applier is attached to a session of the
 	// runner's applier pool (turn).
 	onSession bool
@@ -657,6 +663,9 @@ func (w *worker) drain(ctx context.Context, a *engine.Applier, live bool) (more 
 		}
 		w.r.obs.BatchApplied(w.name, AppliedBatch{Keys: len(b.Keys), Rows: n, Duration: time.Since(start)})
 		if err := w.r.store.Done(w.id, b); err != nil {
+			return false, err
+		}
+		if err := w.pauseForRecheck(ctx); err != nil {
 			return false, err
 		}
 		if lsn > 0 {

@@ -1,0 +1,129 @@
+package engine
+
+// This file owns the check of ADR 0043: an owner re-derives its rows with
+// each subquery evaluated against the source tables, and its dependency
+// levels (ADR 0030) only wake it when what they store changes. A row whose
+// answer was read while its level was behind is not covered by a future
+// level write, so the apply reports its source keys to be re-derived
+// again. Plan.Dependencies is recorded at define; Statements.Stale is the
+// check, run in the re-derive's snapshot.
+
+import (
+	"fmt"
+	"strings"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
+	"google.golang.org/protobuf/proto"
+)
+
+// Dependency is one dependency level an owner joins, and what checking an
+// answer against it needs.
+type Dependency struct {
+	// Source is the level's index in Plan.Sources.
+	Source int `json:"source"`
+	// Query is the level's query over the base tables: what its target
+	// equals once it has converged.
+	Query string `json:"query"`
+	// On is the owner's join condition over the level with the level's
+	// columns read from a row of Query (dependRow).
+	On string `json:"on"`
+	// Cols are the level's output columns.
+	Cols []string `json:"cols"`
+}
+
+// dependRow is the alias of a row of a dependency level's query in the
+// check.
+const dependRow = "__trellis_dq"
+
+// dependencies lists the dependency levels among the query's bound levels,
+// by the index of the source each stands for.
+func (q *Query) dependencies(sources []Source) ([]Dependency, error) {
+	var out []Dependency
+	for i := range sources {
+		l := q.levelAt(i)
+		if l == nil || !l.Dependency {
+			continue
+		}
+		ref := sources[i].Ref
+		on, err := q.joinCondition(ref)
+		if err != nil {
+			return nil, err
+		}
+		d := Dependency{Source: i, Query: l.SQL, On: on}
+		for _, t := range l.Query.Targets {
+			d.Cols = append(d.Cols, t.Name)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// joinCondition is the ON condition of the join that reads the table
+// named ref, its references to ref read from dependRow instead.
+func (q *Query) joinCondition(ref string) (string, error) {
+	var quals *pg_query.Node
+	for _, it := range q.from {
+		walk(it.ProtoReflect(), func(m proto.Message) bool {
+			if _, ok := m.(*pg_query.SubLink); ok {
+				return false
+			}
+			j, ok := m.(*pg_query.JoinExpr)
+			if !ok {
+				return true
+			}
+			if rv := j.Rarg.GetRangeVar(); rv != nil && rv.Alias != nil && rv.Alias.Aliasname == ref && j.Quals != nil {
+				quals = j.Quals
+				return false
+			}
+			return true
+		})
+	}
+	if quals == nil {
+		return "", fmt.Errorf("the join condition of dependency level %s is not in the FROM clause", ref)
+	}
+	on := replaceNodes(proto.Clone(quals).(*pg_query.Node), func(n *pg_query.Node) *pg_query.Node {
+		cr := n.GetColumnRef()
+		if cr == nil || len(cr.Fields) != 2 || cr.Fields[0].GetString_().GetSval() != ref {
+			return nil
+		}
+		c := proto.Clone(cr).(*pg_query.ColumnRef)
+		c.Fields[0] = pg_query.MakeStrNode(dependRow)
+		return &pg_query.Node{Node: &pg_query.Node_ColumnRef{ColumnRef: c}}
+	})
+	return deparseExpr(on)
+}
+
+// staleSQL is the check of a plan with dependencies: the distinct source
+// keys (as text, NULL for a NULL-extended source) of the rows in scope for
+// which some dependency level stores a row its query no longer gives, or
+// stores none where its query gives one. The rows are the FROM's, not the
+// WHERE's: a row a subquery filters out has an answer too.
+func staleSQL(p *Plan) string {
+	if len(p.Dependencies) == 0 || !p.Multi() {
+		return ""
+	}
+	var keys, sel []string
+	for i := range p.Sources {
+		for j, r := range sourceKeyRefs(p, i) {
+			name := fmt.Sprintf("__d%d_%d", i, j)
+			keys = append(keys, name)
+			sel = append(sel, r+"::text AS "+name)
+		}
+	}
+	var flags []string
+	for _, d := range p.Dependencies {
+		ref := ident(p.Sources[d.Source].Ref)
+		present := sourceKeyRefs(p, d.Source)[0] + " IS NOT NULL"
+		rows := "SELECT 1 FROM (" + d.Query + ") " + dependRow + " WHERE (" + d.On + ")"
+		var mine, theirs []string
+		for _, c := range d.Cols {
+			mine = append(mine, ref+"."+ident(c))
+			theirs = append(theirs, dependRow+"."+ident(c))
+		}
+		same := "ROW(" + strings.Join(theirs, ", ") + ") IS NOT DISTINCT FROM ROW(" + strings.Join(mine, ", ") + ")"
+		flags = append(flags, "CASE WHEN "+present+" THEN NOT EXISTS ("+rows+" AND "+same+") ELSE EXISTS ("+rows+") END")
+	}
+	sel = append(sel, "("+strings.Join(flags, " OR ")+") AS __stale")
+	return "SELECT DISTINCT " + strings.Join(keys, ", ") + " FROM (" +
+		scopeBranches(p, p.From, "true", sel, allSources(p)) + ") __x WHERE __x.__stale"
+}
