@@ -14,6 +14,8 @@ import (
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/trellis-repl/trellis-repl/internal/plant"
 )
 
 // Dependency is one dependency level an owner joins, and what checking an
@@ -99,7 +101,7 @@ func (q *Query) joinCondition(ref string) (string, error) {
 // stores none where its query gives one. The rows are the FROM's, not the
 // WHERE's: a row a subquery filters out has an answer too.
 func staleSQL(p *Plan) string {
-	if len(p.Dependencies) == 0 || !p.Multi() {
+	if len(p.Dependencies) == 0 || !p.Multi() || plant.Active(plant.SubqueryAnswerUnchecked) {
 		return ""
 	}
 	var keys, sel []string

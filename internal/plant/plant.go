@@ -88,6 +88,11 @@ const (
 	// applier of the previous plan, so a key the build has passed and that
 	// changes again is written with the old expression.
 	ColumnBuildSkipsNewChanges = "column_build_skips_new_changes"
+	// SubqueryAnswerUnchecked: an owner's subquery answers are not checked
+	// against its dependency levels (ADR 0043), so a row re-derived while
+	// its level lagged keeps an answer the level never stores, and no
+	// level write wakes it again.
+	SubqueryAnswerUnchecked = "subquery_answer_unchecked"
 )
 
 // EnvVar names the environment variable that selects a planted bug.

@@ -31,7 +31,7 @@ var planted = []string{
 	plant.HoldWholeBatch, plant.DoneClearsRedirtied, plant.FlattenNullableComputed,
 	plant.ExistsMissesLastDelete, plant.StaleScalar, plant.WindowPartitionStale, plant.TopKNoRefill,
 	plant.ApplierConnectionPerTransform, plant.RecursiveAnchorStale,
-	plant.TrustStoreAfterPromotion, plant.ColumnBuildSkipsNewChanges,
+	plant.TrustStoreAfterPromotion, plant.ColumnBuildSkipsNewChanges, plant.SubqueryAnswerUnchecked,
 }
 
 // catcher is the test that must fail with a bug planted: a resource
@@ -51,6 +51,9 @@ var catchers = map[string]catcher{
 	plant.TrustStoreAfterPromotion: {"./", "^TestPointInTimeRestore$"},
 	// A column build needs an ALTER TRANSFORM the fast lane does not draw.
 	plant.ColumnBuildSkipsNewChanges: {"./", "^TestAlterTransform$"},
+	// The race needs a level held back while its owner re-derives (ADR
+	// 0043): the fast lane meets it rarely, under load (CI stop 34).
+	plant.SubqueryAnswerUnchecked: {"./", "^TestSubqueryAheadOfItsLevel$"},
 }
 
 func main() {
