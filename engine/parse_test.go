@@ -555,6 +555,40 @@ func TestParseStatementsBad(t *testing.T) {
 	}
 }
 
+// qualifiedBadCases are refusals made on the text PostgreSQL writes back
+// (every reference qualified: the top-K, LATERAL and subquery rewrites
+// run there), each with the part, its position and the rewrite that
+// works.
+func qualifiedBadCases() []badCase {
+	return []badCase{
+		{"correlated LIMIT without ORDER BY", `SELECT i.id, (SELECT p.price FROM prices p WHERE p.item_id = i.id LIMIT 1) AS price FROM items i`,
+			`select list item 2: the subquery limits its rows (LIMIT, OFFSET) without ORDER BY, so which rows it returns depends on row order (in PostgreSQL too); add ORDER BY ending with a key, or aggregate (min, max) to pick one value (line 1, column 14)`},
+		{"uncorrelated LIMIT without ORDER BY", `SELECT i.id FROM items i WHERE i.price > (SELECT p.price FROM prices p LIMIT 1)`,
+			`WHERE: the subquery limits its rows (LIMIT, OFFSET) without ORDER BY`},
+		{"aggregate subquery past its one row", `SELECT i.id, (SELECT max(p.price) FROM prices p WHERE p.item_id = i.id ORDER BY 1 OFFSET 1) AS m FROM items i`,
+			`select list item 2: the subquery aggregates to one row, which its OFFSET or LIMIT 0 drops; remove the OFFSET (LIMIT 1 and more keep the row) (line 1, column 14)`},
+		{"limited DISTINCT subquery", `SELECT i.id FROM items i WHERE i.price IN (SELECT DISTINCT p.price FROM prices p ORDER BY p.price LIMIT 3)`,
+			`WHERE: the subquery limits its DISTINCT rows; write the distinct values as GROUP BY: (SELECT x FROM t GROUP BY x ORDER BY x LIMIT 3)`},
+		{"subquery LIMIT not a constant", `SELECT i.id, (SELECT p.price FROM prices p WHERE p.item_id = i.id ORDER BY p.id LIMIT i.asof) AS price FROM items i`,
+			`LIMIT takes a constant here; write the number of rows`},
+	}
+}
+
+// TestParseQualifiedBad: refusals of the qualified pass (ParseQuery).
+func TestParseQualifiedBad(t *testing.T) {
+	for _, tt := range qualifiedBadCases() {
+		t.Run(tt.name, func(t *testing.T) {
+			q, err := ParseQuery("x", tt.script)
+			if err == nil {
+				t.Fatalf("ParseQuery succeeded: %s", q.Rewritten)
+			}
+			if terr.CodeOf(err) != terr.Validation || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error\n  %v\ndoes not contain\n  %s", err, tt.want)
+			}
+		})
+	}
+}
+
 // TestRefusalNamesNoFollowOn: a column qualified by a FROM item that was
 // refused (or that the check never reached after it) is not a mistake of
 // its own; the refusal names the FROM item alone.

@@ -93,9 +93,7 @@ func collectSublinks(n *pg_query.Node, positive bool, clause string, out *[]foun
 // aggregate query's groups were moved over its grouped rows
 // (splitAggregate) before this runs.
 func (c *selectChecker) dependOnSublinks(sel *pg_query.SelectStmt) error {
-	if err := c.sublinkPlaces(sel); err != nil || !c.qualified {
-		// Unqualified, the query is only checked: its expansion by
-		// PostgreSQL is parsed again, and kept then.
+	if err := c.sublinkPlaces(sel); err != nil {
 		return err
 	}
 	var found []foundSublink
@@ -113,6 +111,20 @@ func (c *selectChecker) dependOnSublinks(sel *pg_query.SelectStmt) error {
 		if rt := t.GetResTarget(); rt != nil && rt.Val != nil {
 			collectSublinks(rt.Val, false, fmt.Sprintf("select list item %d", i+1), &found)
 		}
+	}
+	if !c.qualified {
+		// Unqualified, the query is only checked — its limits here, where
+		// positions are the user's: its expansion by PostgreSQL is parsed
+		// again, and kept then.
+		var errs []error
+		for _, f := range found {
+			if sub := f.sl.Subselect.GetSelectStmt(); sub != nil {
+				if _, err := c.subqueryLimit(f.sl, sub, f.clause+": the subquery"); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+		return joinRefusals(errs)
 	}
 	if len(found) == 0 {
 		return nil
@@ -315,9 +327,9 @@ func (c *selectChecker) dependency(f foundSublink, outer map[string]bool) ([]dep
 	if len(sub.GroupClause) > 0 || sub.HavingClause != nil || len(sub.DistinctClause) > 0 {
 		return nil, c.errf(sl.Location, "%s groups its rows (GROUP BY, HAVING or DISTINCT) and refers to the outer query; a correlated subquery that groups arrives in a later version — join the grouped rows as a subquery in FROM", what)
 	}
-	if (sub.LimitCount != nil || sub.LimitOffset != nil) && !(sl.SubLinkType == pg_query.SubLinkType_EXISTS_SUBLINK && sub.LimitOffset == nil && positiveConst(sub.LimitCount)) {
-		// EXISTS (… LIMIT 1) is EXISTS (…); any other limit picks rows.
-		return nil, c.errf(sl.Location, "%s limits its rows (LIMIT, OFFSET) and refers to the outer query; top-K subqueries arrive in a later version", what)
+	lim, err := c.subqueryLimit(sl, sub, what)
+	if err != nil {
+		return nil, err
 	}
 	// The WHERE's conjuncts: uncorrelated ones filter the level's rows,
 	// equalities with the outer query group it, others read columns its
@@ -346,6 +358,14 @@ func (c *selectChecker) dependency(f foundSublink, outer map[string]bool) ([]dep
 			}
 		}
 		reads = append(reads, innerColumns(cj, outer, inner)...)
+	}
+	if lim != nil {
+		// The first rows of an order (topksub.go).
+		orderOuter := false
+		for _, sb := range sub.SortClause {
+			orderOuter = orderOuter || outerRefs(sb, outer, inner)
+		}
+		return c.limitedDependency(sl, sub, keep, corr, reads, orderOuter, lim, outer, inner, what)
 	}
 	aggregate := hasAggregate(sub)
 	var fingerprint []*pg_query.Node // level outputs besides the groups
@@ -427,12 +447,13 @@ func (c *selectChecker) dependency(f foundSublink, outer map[string]bool) ([]dep
 // one row when its answer is the same for every outer row.
 func (c *selectChecker) uncorrelatedDependency(f foundSublink, sub *pg_query.SelectStmt, what string) ([]dependencyJoin, error) {
 	sl := f.sl
-	if (sub.LimitCount != nil || sub.LimitOffset != nil) && !(sl.SubLinkType == pg_query.SubLinkType_EXISTS_SUBLINK && sub.LimitOffset == nil && positiveConst(sub.LimitCount)) {
-		// EXISTS (… LIMIT 1) is EXISTS (…); any other limit picks rows.
-		if len(sub.SortClause) == 0 {
-			return nil, c.errf(sl.Location, "%s limits its rows (LIMIT, OFFSET) without ORDER BY, so which rows it returns depends on row order; remove the LIMIT, or aggregate (min, max) to pick one value", what)
-		}
-		return nil, c.errf(sl.Location, "%s limits its rows (LIMIT, OFFSET); top-K subqueries arrive in a later version — aggregate (min, max) to pick one value", what)
+	lim, err := c.subqueryLimit(sl, sub, what)
+	if err != nil {
+		return nil, err
+	}
+	if lim != nil {
+		// The first rows of an order, over all rows (topksub.go).
+		return c.limitedDependency(sl, sub, conjuncts(sub.WhereClause), nil, nil, false, lim, nil, nil, what)
 	}
 	// Its columns are named c1, c2, … as the level reads them.
 	alias := &pg_query.Alias{Aliasname: "sq"}
@@ -470,10 +491,11 @@ func (c *selectChecker) uncorrelatedDependency(f foundSublink, sub *pg_query.Sel
 		if len(cols) != 1 {
 			return nil, c.errf(sl.Location, "%s must select one column", what)
 		}
-		if hasAggregate(sub) && len(sub.GroupClause) == 0 && sub.HavingClause == nil && sub.LimitCount == nil && sub.LimitOffset == nil && len(sub.DistinctClause) == 0 {
-			// One row, whose value is the answer: the subquery itself.
+		if hasAggregate(sub) && len(sub.GroupClause) == 0 && sub.HavingClause == nil && len(sub.DistinctClause) == 0 {
+			// One row, whose value is the answer: the subquery itself (a
+			// LIMIT here keeps its one row: subqueryLimit).
 			sel := proto.Clone(sub).(*pg_query.SelectStmt)
-			sel.SortClause = nil
+			sel.SortClause, sel.LimitCount = nil, nil
 			sel.TargetList[0].GetResTarget().Name = "v"
 			if plant.Active(plant.StaleScalar) {
 				// Planted: one row that never changes.

@@ -1,0 +1,74 @@
+package trellis_test
+
+import (
+	"testing"
+
+	trellis "github.com/trellis-repl/trellis-repl"
+)
+
+// Top-K subqueries in expressions, LATERAL aggregates without GROUP BY and
+// DISTINCT ON with LIMIT (ADR 0038): each definition is compared with its
+// query as written after the build and after writes that change values
+// inside the top rows, delete them (the next row moves in), tie them, give
+// them NULL orders, move rows between correlation groups, delete a
+// group's last row and truncate the table.
+
+const topkSchemaSQL = `
+CREATE TABLE items (id int PRIMARY KEY, name text, asof int, price int);
+CREATE TABLE prices (id int PRIMARY KEY, item_id int, valid_from int, price int);
+CREATE INDEX ON prices (item_id, valid_from DESC, id);
+INSERT INTO items SELECT i, 'i' || i, i % 7 + 3, (i % 5) * 10 FROM generate_series(1, 30) i;
+INSERT INTO prices SELECT p, CASE WHEN p % 31 = 0 THEN NULL ELSE p % 25 END, p % 11, (p % 9) * 10 FROM generate_series(1, 150) p;`
+
+// topkDefs: the latest value per row in the select list and in WHERE,
+// EXISTS past an OFFSET, NOT EXISTS with LIMIT, an order whose ties hold
+// equal values, NULLs ordered last, an as-of correlation (no order per
+// group), the top three as an array, IN over the top two, an uncorrelated
+// top-K, and one read by an aggregate owner.
+var topkDefs = []levelDef{
+	{"tk_latest", `SELECT i.id, (SELECT p.price FROM prices p WHERE p.item_id = i.id ORDER BY p.valid_from DESC, p.id LIMIT 1) AS price FROM items i`},
+	{"tk_latest_where", `SELECT i.id, i.name FROM items i WHERE i.price = (SELECT p.price FROM prices p WHERE p.item_id = i.id ORDER BY p.valid_from DESC, p.id LIMIT 1)`},
+	{"tk_exists_offset", `SELECT i.id FROM items i WHERE EXISTS (SELECT 1 FROM prices p WHERE p.item_id = i.id ORDER BY p.valid_from, p.id LIMIT 1 OFFSET 4)`},
+	{"tk_not_exists", `SELECT i.id FROM items i WHERE NOT EXISTS (SELECT 1 FROM prices p WHERE p.item_id = i.id AND p.price > 50 ORDER BY p.id LIMIT 1)`},
+	{"tk_ties", `SELECT i.id, (SELECT p.valid_from FROM prices p WHERE p.item_id = i.id ORDER BY p.valid_from DESC LIMIT 1) AS last_from FROM items i`},
+	{"tk_nulls_last", `SELECT i.id, (SELECT p.id FROM prices p WHERE p.item_id = i.id ORDER BY p.price DESC NULLS LAST, p.id LIMIT 1) AS top_id FROM items i`},
+	{"tk_asof", `SELECT i.id, (SELECT p.price FROM prices p WHERE p.item_id = i.id AND p.valid_from <= i.asof ORDER BY p.valid_from DESC, p.id LIMIT 1) AS price FROM items i`},
+	{"tk_array_top3", `SELECT i.id, ARRAY(SELECT p.price FROM prices p WHERE p.item_id = i.id ORDER BY p.price DESC NULLS LAST, p.id LIMIT 3) AS top3 FROM items i`},
+	{"tk_in_top2", `SELECT i.id FROM items i WHERE i.price IN (SELECT p.price FROM prices p WHERE p.item_id = i.id ORDER BY p.valid_from DESC, p.id LIMIT 2)`},
+	{"tk_uncorrelated", `SELECT i.id, i.price FROM items i WHERE i.price >= (SELECT p.price FROM prices p WHERE p.price IS NOT NULL ORDER BY p.price DESC LIMIT 1 OFFSET 5)`},
+	{"tk_agg_owner", `SELECT i.asof, count(*) AS n FROM items i WHERE (SELECT p.valid_from FROM prices p WHERE p.item_id = i.id ORDER BY p.valid_from DESC LIMIT 1) > 5 GROUP BY i.asof`},
+}
+
+// topkWrites change, delete, tie and move the top rows.
+var topkWrites = []string{
+	`UPDATE prices SET price = price + 5 WHERE id % 4 = 0`,
+	`DELETE FROM prices WHERE id IN (SELECT DISTINCT ON (item_id) id FROM prices ORDER BY item_id, valid_from DESC, id)`,
+	`INSERT INTO prices VALUES (1000, 3, 11, 999), (1001, 3, 11, 998), (1002, 4, NULL, 5), (1003, NULL, 12, 7), (1004, 6, 12, NULL)`,
+	`UPDATE prices SET item_id = item_id + 1 WHERE id % 7 = 0`,
+	`DELETE FROM prices WHERE item_id = 5`,
+	`UPDATE items SET asof = asof + 3, price = 20 WHERE id % 3 = 0; UPDATE prices SET price = NULL WHERE id % 10 = 1`,
+	`TRUNCATE prices`,
+	`INSERT INTO prices SELECT p, p % 20, p % 6, (p % 4) * 10 FROM generate_series(1, 90) p`,
+}
+
+// TestTopKMore builds every shape over existing data and keeps it exact
+// through the writes, in both capture modes.
+func TestTopKMore(t *testing.T) {
+	t.Parallel()
+	eachModeParallel(t, func(t *testing.T, mode string) {
+		keepShapes(t, mode, topkSchemaSQL, topkDefs, topkWrites)
+	})
+}
+
+// TestTopKMoreRefusals: what stays refused says which part, and the
+// rewrite that works, and changes nothing.
+func TestTopKMoreRefusals(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, trellis.Config{})
+	e.exec(topkSchemaSQL)
+	refuseEach(t, e, []refusal{
+		{`SELECT i.id, (SELECT p.price FROM prices p WHERE p.item_id = i.id LIMIT 1) AS price FROM items i`, "without ORDER BY, so which rows it returns depends on row order"},
+		{`SELECT i.id, (SELECT max(p.price) FROM prices p WHERE p.item_id = i.id ORDER BY 1 OFFSET 1) AS price FROM items i`, "aggregates to one row, which its OFFSET or LIMIT 0 drops"},
+		{`SELECT i.id FROM items i WHERE i.price IN (SELECT DISTINCT p.price FROM prices p ORDER BY p.price LIMIT 3)`, "write the distinct values as GROUP BY"},
+	})
+}
