@@ -18,7 +18,9 @@ CREATE TABLE items (id int PRIMARY KEY, name text, asof int, price int);
 CREATE TABLE prices (id int PRIMARY KEY, item_id int, valid_from int, price int);
 CREATE INDEX ON prices (item_id, valid_from DESC, id);
 INSERT INTO items SELECT i, 'i' || i, i % 7 + 3, (i % 5) * 10 FROM generate_series(1, 30) i;
-INSERT INTO prices SELECT p, CASE WHEN p % 31 = 0 THEN NULL ELSE p % 25 END, p % 11, (p % 9) * 10 FROM generate_series(1, 150) p;`
+INSERT INTO prices SELECT p, CASE WHEN p % 31 = 0 THEN NULL ELSE p % 25 END, p % 11, (p % 9) * 10 FROM generate_series(1, 150) p;
+CREATE FUNCTION tk_add(int, int) RETURNS int AS 'SELECT $1 + coalesce($2, 0)' LANGUAGE sql IMMUTABLE;
+CREATE AGGREGATE tk_total(int) (sfunc = tk_add, stype = int, initcond = '100');`
 
 // topkDefs: the latest value per row in the select list and in WHERE,
 // EXISTS past an OFFSET, NOT EXISTS with LIMIT, an order whose ties hold
@@ -37,6 +39,17 @@ var topkDefs = []levelDef{
 	{"tk_in_top2", `SELECT i.id FROM items i WHERE i.price IN (SELECT p.price FROM prices p WHERE p.item_id = i.id ORDER BY p.valid_from DESC, p.id LIMIT 2)`},
 	{"tk_uncorrelated", `SELECT i.id, i.price FROM items i WHERE i.price >= (SELECT p.price FROM prices p WHERE p.price IS NOT NULL ORDER BY p.price DESC LIMIT 1 OFFSET 5)`},
 	{"tk_agg_owner", `SELECT i.asof, count(*) AS n FROM items i WHERE (SELECT p.valid_from FROM prices p WHERE p.item_id = i.id ORDER BY p.valid_from DESC LIMIT 1) > 5 GROUP BY i.asof`},
+	// LATERAL subqueries that aggregate without GROUP BY: one row per
+	// outer row, whatever each aggregate gives over no rows (count 0, sum,
+	// array_agg and bool_and NULL, count(*) + 1 one, a user aggregate its
+	// initial condition), under LEFT, CROSS, comma and inner joins with
+	// conditions, read by an aggregate owner.
+	{"tl_counts", `SELECT i.id, x.n, x.s FROM items i LEFT JOIN LATERAL (SELECT count(*) AS n, sum(p.price) AS s FROM prices p WHERE p.item_id = i.id) x ON true`},
+	{"tl_cross", `SELECT i.id, x.n, x.a, x.b FROM items i CROSS JOIN LATERAL (SELECT count(p.price) AS n, array_agg(p.id ORDER BY p.id) AS a, bool_and(p.price > 20) AS b FROM prices p WHERE p.item_id = i.id) x`},
+	{"tl_on_cond", `SELECT i.id, x.n, x.hi FROM items i LEFT JOIN LATERAL (SELECT count(*) + 1 AS n, max(p.price) AS hi FROM prices p WHERE p.item_id = i.id AND p.valid_from <= i.asof) x ON x.n > 3`},
+	{"tl_inner_cond", `SELECT i.id, x.n FROM items i JOIN LATERAL (SELECT count(*) AS n FROM prices p WHERE p.item_id = i.id) x ON x.n > 5`},
+	{"tl_agg_owner", `SELECT i.asof, sum(x.n) AS total, count(*) AS k FROM items i, LATERAL (SELECT count(*) AS n FROM prices p WHERE p.item_id = i.id) x GROUP BY i.asof`},
+	{"tl_user_agg", `SELECT i.id, x.t FROM items i LEFT JOIN LATERAL (SELECT tk_total(p.price) AS t FROM prices p WHERE p.item_id = i.id) x ON true`},
 }
 
 // topkWrites change, delete, tie and move the top rows.
@@ -70,5 +83,9 @@ func TestTopKMoreRefusals(t *testing.T) {
 		{`SELECT i.id, (SELECT p.price FROM prices p WHERE p.item_id = i.id LIMIT 1) AS price FROM items i`, "without ORDER BY, so which rows it returns depends on row order"},
 		{`SELECT i.id, (SELECT max(p.price) FROM prices p WHERE p.item_id = i.id ORDER BY 1 OFFSET 1) AS price FROM items i`, "aggregates to one row, which its OFFSET or LIMIT 0 drops"},
 		{`SELECT i.id FROM items i WHERE i.price IN (SELECT DISTINCT p.price FROM prices p ORDER BY p.price LIMIT 3)`, "write the distinct values as GROUP BY"},
+		{`SELECT i.id, x.n FROM items i LEFT JOIN LATERAL (SELECT count(*) AS n FROM prices p WHERE p.item_id = i.id HAVING count(*) > 1) x ON true`, "move the condition to the join's ON"},
+		{`SELECT i.id, x.n FROM items i LEFT JOIN LATERAL (SELECT count(*) AS n FROM prices p WHERE p.item_id = i.id OFFSET 1) x ON true`, "its OFFSET or LIMIT drops its one row"},
+		{`SELECT i.id, x.n FROM prices q LEFT JOIN (items i CROSS JOIN LATERAL (SELECT count(*) AS n FROM prices p WHERE p.item_id = i.id) x) ON i.id = q.item_id`, "on the NULL-extended side of an outer join"},
+		{`SELECT x.n, count(*) AS k FROM items i, LATERAL (SELECT count(*) AS n FROM prices p WHERE p.item_id = i.id) x GROUP BY x.n`, "group its target in a second transform"},
 	})
 }

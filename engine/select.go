@@ -52,6 +52,10 @@ type selectChecker struct {
 	// filteringDeps are the dependency joins of subqueries in conditions,
 	// whose matches are mirrored.
 	filteringDeps map[*pg_query.JoinExpr]bool
+	// sharedValues are, by a scalar subquery's text, the values its
+	// dependency level fingerprints in place of its own: every aggregate
+	// of the LATERAL subquery it stands for (lateralagg.go).
+	sharedValues map[string][]*pg_query.Node
 	// droppedOrder: a rewrite dropped the query's ORDER BY (aggsplit.go).
 	droppedOrder bool
 	// setOps numbers the set operations read as joins (setop.go).
@@ -96,7 +100,7 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 		return nil, pgError(label, script, base, src, err)
 	}
 	c := &selectChecker{label: label, script: script, base: base, qualified: qualified, sublinks: map[int32]bool{},
-		filteringDeps: map[*pg_query.JoinExpr]bool{}}
+		filteringDeps: map[*pg_query.JoinExpr]bool{}, sharedValues: map[string][]*pg_query.Node{}}
 	if len(tree.Stmts) != 1 {
 		return nil, c.errf(0, "expected a single SELECT after AS")
 	}
@@ -162,6 +166,17 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 			return &Query{SQL: original, Expand: true}, nil
 		}
 		if err := c.rewriteTopK(sel); err != nil {
+			return nil, err
+		}
+	}
+	if hasLateral(sel) {
+		// A LATERAL subquery that aggregates without GROUP BY is read as
+		// scalar subqueries (lateralagg.go), once every reference is
+		// qualified.
+		if !qualified {
+			return &Query{SQL: original, Expand: true}, nil
+		}
+		if err := c.rewriteLateralAggregates(sel); err != nil {
 			return nil, err
 		}
 	}

@@ -148,6 +148,7 @@ func (c *selectChecker) dependOnSublinks(sel *pg_query.SelectStmt) error {
 			j.Quals, sel.WhereClause = andAll(moved), andAll(kept)
 		}
 	}
+	joined := map[string]*pg_query.JoinExpr{} // by dependencyJoin.key
 	for _, f := range found {
 		c.sublinks[f.sl.Location] = true
 		deps, err := c.dependency(f, outer)
@@ -155,13 +156,20 @@ func (c *selectChecker) dependOnSublinks(sel *pg_query.SelectStmt) error {
 			return err
 		}
 		for _, d := range deps {
-			j := &pg_query.JoinExpr{Jointype: pg_query.JoinType_JOIN_LEFT, Larg: from, Rarg: d.level, Quals: d.on}
 			notExists := f.sl.SubLinkType == pg_query.SubLinkType_EXISTS_SUBLINK && !f.positive
-			if f.filters && !(notExists && plant.Active(plant.ExistsMissesLastDelete)) {
-				// An outer row the condition drops leaves no stored row
-				// whose lineage shows the level row it matched: the join's
-				// matches are mirrored (ADR 0010), as for any condition
-				// above an outer join that reads its NULL-extended side.
+			// An outer row the condition drops leaves no stored row whose
+			// lineage shows the level row it matched: the join's matches
+			// are mirrored (ADR 0010), as for any condition above an outer
+			// join that reads its NULL-extended side.
+			mirrored := f.filters && !(notExists && plant.Active(plant.ExistsMissesLastDelete))
+			if j, ok := joined[d.key]; ok {
+				// The same level on the same correlation: joined once.
+				c.filteringDeps[j] = c.filteringDeps[j] || mirrored
+				continue
+			}
+			j := &pg_query.JoinExpr{Jointype: pg_query.JoinType_JOIN_LEFT, Larg: from, Rarg: d.level, Quals: d.on}
+			joined[d.key] = j
+			if mirrored {
 				c.filteringDeps[j] = true
 			}
 			from = &pg_query.Node{Node: &pg_query.Node_JoinExpr{JoinExpr: j}}
@@ -284,9 +292,12 @@ func outerRefs(n *pg_query.Node, outer, inner map[string]bool) bool {
 }
 
 // dependencyJoin is a dependency level as the outer query reads it: the
-// level's placeholder table and the join condition.
+// level's placeholder table and the join condition; key is the level's
+// query and the condition, whatever the level's alias, for joining the
+// same one once.
 type dependencyJoin struct {
 	level, on *pg_query.Node
+	key       string
 }
 
 // correlation is one equality between the subquery and the outer query:
@@ -400,12 +411,28 @@ func (c *selectChecker) dependency(f foundSublink, outer map[string]bool) ([]dep
 		if target == nil {
 			return nil, c.errf(sl.Location, "%s must select one column", what)
 		}
-		if aggregate && len(reads) == 0 {
+		values := []*pg_query.Node{target}
+		if text, err := deparseSelect(sub); err == nil && c.sharedValues[text] != nil {
+			values = c.sharedValues[text] // a LATERAL aggregate's columns share one level
+		}
+		switch {
+		case aggregate && len(reads) == 0 && !plant.Active(plant.StaleScalar):
 			// Its value is the answer: the level keeps it.
-			if !plant.Active(plant.StaleScalar) {
+			if len(values) == 1 {
 				fingerprint = append(fingerprint, named(target, "v"))
+				break
 			}
-		} else {
+			for i, v := range values {
+				fingerprint = append(fingerprint, named(v, fmt.Sprintf("v%d", i+1)))
+			}
+		case aggregate && len(reads) == 0:
+		case aggregate:
+			// Over the rows its other conditions pick: the columns its
+			// aggregates read, with theirs, decide it.
+			for _, v := range values {
+				reads = append(reads, innerColumns(v, outer, inner)...)
+			}
+		default:
 			reads = append(reads, target)
 		}
 	default:
@@ -556,7 +583,15 @@ func (c *selectChecker) joinLevel(sel *pg_query.SelectStmt, alias string, on *pg
 	if on == nil {
 		on = &pg_query.Node{Node: &pg_query.Node_AConst{AConst: &pg_query.A_Const{Val: &pg_query.A_Const_Boolval{Boolval: &pg_query.Boolean{Boolval: true}}, Location: -1}}}
 	}
-	return dependencyJoin{level: level, on: on}, nil
+	text, err := deparseSelect(sel)
+	if err != nil {
+		return dependencyJoin{}, c.errf(-1, "%s cannot be rendered back to SQL by the bundled deparser (%v); rewrite it", what, err)
+	}
+	cond, err := deparseExpr(on)
+	if err != nil {
+		return dependencyJoin{}, c.errf(-1, "%s cannot be rendered back to SQL by the bundled deparser (%v); rewrite it", what, err)
+	}
+	return dependencyJoin{level: level, on: on, key: text + " ON " + strings.ReplaceAll(cond, alias+".", ".")}, nil
 }
 
 // rowsFingerprint are the level outputs that change whenever the multiset
