@@ -50,6 +50,14 @@ var topkDefs = []levelDef{
 	{"tl_inner_cond", `SELECT i.id, x.n FROM items i JOIN LATERAL (SELECT count(*) AS n FROM prices p WHERE p.item_id = i.id) x ON x.n > 5`},
 	{"tl_agg_owner", `SELECT i.asof, sum(x.n) AS total, count(*) AS k FROM items i, LATERAL (SELECT count(*) AS n FROM prices p WHERE p.item_id = i.id) x GROUP BY i.asof`},
 	{"tl_user_agg", `SELECT i.id, x.t FROM items i LEFT JOIN LATERAL (SELECT tk_total(p.price) AS t FROM prices p WHERE p.item_id = i.id) x ON true`},
+	// DISTINCT ON with LIMIT and OFFSET (a NULL group among the distinct
+	// rows, NULLS orders, WITH TIES), in a LATERAL subquery, and top-K
+	// over a derived table that is DISTINCT ON.
+	{"td_limit", `SELECT DISTINCT ON (p.item_id) p.item_id, p.id, p.price FROM prices p ORDER BY p.item_id, p.valid_from DESC, p.id LIMIT 5 OFFSET 2`},
+	{"td_desc_nulls", `SELECT DISTINCT ON (p.valid_from) p.valid_from, p.price FROM prices p ORDER BY p.valid_from DESC NULLS LAST, p.price, p.id LIMIT 3`},
+	{"td_ties", `SELECT DISTINCT ON (p.item_id) p.item_id, p.price FROM prices p ORDER BY p.item_id NULLS FIRST, p.price DESC, p.id FETCH FIRST 3 ROWS WITH TIES`},
+	{"td_over_don", `SELECT d.item_id, d.price FROM (SELECT DISTINCT ON (p.item_id) p.item_id, p.price, p.id FROM prices p ORDER BY p.item_id, p.valid_from DESC, p.id) d ORDER BY d.price DESC NULLS LAST, d.item_id LIMIT 4`},
+	{"td_lateral", `SELECT i.id, x.f, x.v FROM items i LEFT JOIN LATERAL (SELECT DISTINCT ON (p.valid_from) p.valid_from AS f, p.price AS v FROM prices p WHERE p.item_id = i.id ORDER BY p.valid_from DESC, p.price, p.id LIMIT 2) x ON true`},
 }
 
 // topkWrites change, delete, tie and move the top rows.

@@ -164,8 +164,10 @@ func (c *selectChecker) lateralJoin(j *pg_query.JoinExpr, rs *pg_query.RangeSubs
 	}
 	var on []*pg_query.Node
 	var parts []*pg_query.Node
+	var cols []string
 	for k, cr := range corr {
 		col := fmt.Sprintf("%s%d", latPrefix, k+1)
+		cols = append(cols, col)
 		out.TargetList = append(out.TargetList, named(proto.Clone(cr.inner).(*pg_query.Node), col))
 		parts = append(parts, proto.Clone(cr.inner).(*pg_query.Node))
 		eq := mustParseExpr("x = y", nil)
@@ -187,12 +189,9 @@ func (c *selectChecker) lateralJoin(j *pg_query.JoinExpr, rs *pg_query.RangeSubs
 	}
 	if out.LimitCount != nil || out.LimitOffset != nil {
 		// Top-K per outer row: a window partitioned by the correlation.
-		if err := c.rewriteTopK(out); err != nil {
+		if err := c.rewriteTopK(out, cols); err != nil {
 			return err
 		}
-		win := out.FromClause[0].GetRangeSubselect().Subquery.GetSelectStmt()
-		last := win.TargetList[len(win.TargetList)-1].GetResTarget().Val.GetFuncCall()
-		last.Over.PartitionClause = append(parts, last.Over.PartitionClause...)
 	}
 	rs.Subquery = &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: out}}
 	rs.Lateral = false

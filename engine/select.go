@@ -165,7 +165,7 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 		if !qualified {
 			return &Query{SQL: original, Expand: true}, nil
 		}
-		if err := c.rewriteTopK(sel); err != nil {
+		if err := c.rewriteTopK(sel, nil); err != nil {
 			return nil, err
 		}
 	}
