@@ -1,6 +1,8 @@
 package trellis_test
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 
 	trellis "github.com/trellis-repl/trellis-repl"
@@ -95,5 +97,104 @@ func TestTopKMoreRefusals(t *testing.T) {
 		{`SELECT i.id, x.n FROM items i LEFT JOIN LATERAL (SELECT count(*) AS n FROM prices p WHERE p.item_id = i.id OFFSET 1) x ON true`, "its OFFSET or LIMIT drops its one row"},
 		{`SELECT i.id, x.n FROM prices q LEFT JOIN (items i CROSS JOIN LATERAL (SELECT count(*) AS n FROM prices p WHERE p.item_id = i.id) x) ON i.id = q.item_id`, "on the NULL-extended side of an outer join"},
 		{`SELECT x.n, count(*) AS k FROM items i, LATERAL (SELECT count(*) AS n FROM prices p WHERE p.item_id = i.id) x GROUP BY x.n`, "group its target in a second transform"},
+	})
+}
+
+// scopeCounter sums, per transform, the source keys its batches of
+// changes re-derived (AppliedBatch.Scope).
+type scopeCounter struct {
+	trellis.NopObserver
+	mu sync.Mutex
+	n  map[string]int64
+}
+
+func (s *scopeCounter) BatchApplied(transform string, b trellis.AppliedBatch) {
+	if b.Build {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == nil {
+		s.n = map[string]int64{}
+	}
+	s.n[transform] += b.Scope
+}
+
+// take returns the keys counted for transform since the last take.
+func (s *scopeCounter) take(transform string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.n[transform]
+	delete(s.n, transform)
+	return n
+}
+
+// TestScalarMovesNarrowed: an uncorrelated scalar compared in WHERE (and
+// HAVING, and as a BETWEEN bound in an expression) moves; only the outer
+// rows between its old and new value are re-derived (ADR 0038 §4), counted
+// by the observer, and every target stays equal to its query, through
+// moves to and from NULL.
+func TestScalarMovesNarrowed(t *testing.T) {
+	t.Parallel()
+	eachModeParallel(t, func(t *testing.T, mode string) {
+		obs := &scopeCounter{}
+		e := newEnv(t, trellis.Config{Capture: mode, Observer: obs})
+		e.exec(`CREATE TABLE nm_o (id int PRIMARY KEY, amt int, grp int);
+			INSERT INTO nm_o SELECT i, (i * 37) % 2000, i % 50 FROM generate_series(1, 20000) i;
+			CREATE INDEX ON nm_o (amt);
+			CREATE TABLE nm_l (id int PRIMARY KEY, qty int);
+			INSERT INTO nm_l SELECT i, i * 100 FROM generate_series(1, 10) i;`)
+		defs := []levelDef{
+			{"nm_above", `SELECT o.id, o.amt FROM nm_o o WHERE o.amt > (SELECT avg(l.qty) FROM nm_l l)`},
+			{"nm_between", `SELECT o.id FROM nm_o o WHERE o.amt BETWEEN (SELECT min(l.qty) FROM nm_l l) AND (SELECT max(l.qty) FROM nm_l l) * 2 - 100`},
+			{"nm_having", `SELECT o.grp, count(*) AS n FROM nm_o o GROUP BY o.grp HAVING sum(o.amt) > (SELECT sum(l.qty) * 3 FROM nm_l l)`},
+		}
+		var script string
+		for _, d := range defs {
+			script += fmt.Sprintf("CREATE TRANSFORM %s AS %s;\n", d.name, d.query)
+		}
+		e.apply(script)
+		e.start()
+		levelConverge(e, defs, "after the build")
+		avg := func() string {
+			var v *string
+			if err := e.conn.QueryRow(t.Context(), `SELECT avg(qty)::text FROM nm_l`).Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			if v == nil {
+				return "NULL"
+			}
+			return *v
+		}
+		for i, w := range []struct {
+			sql    string
+			narrow bool // the average moves between two values
+		}{
+			{`UPDATE nm_l SET qty = qty + 10 WHERE id = 1`, true},
+			{`UPDATE nm_l SET qty = qty * 2`, true},
+			{`UPDATE nm_l SET qty = qty - 1 WHERE id > 5`, true},
+			{`DELETE FROM nm_l`, false},
+			{`INSERT INTO nm_l SELECT i, i * 90 FROM generate_series(1, 10) i`, false},
+			{`UPDATE nm_l SET qty = 5 WHERE id = 10; UPDATE nm_o SET amt = 1999 WHERE id = 7`, true},
+		} {
+			before := avg()
+			obs.take("nm_above")
+			e.exec(w.sql)
+			when := fmt.Sprintf("write %d (%s)", i+1, w.sql)
+			levelConverge(e, defs, when)
+			after := avg()
+			scope := obs.take("nm_above")
+			if !w.narrow {
+				continue
+			}
+			inRange := e.queryInt(`SELECT count(*) FROM nm_o WHERE amt BETWEEN floor(least($1::numeric, $2::numeric)) AND ceil(greatest($1::numeric, $2::numeric))`, before, after)
+			// The rows in range, and the one outer row the write changed.
+			if scope > inRange+1 {
+				t.Errorf("%s: the average moved from %s to %s and the batches re-derived %d keys; %d rows lie between", when, before, after, scope, inRange)
+			}
+			if scope == 0 && inRange > 0 {
+				t.Errorf("%s: the average moved from %s to %s over %d rows and nothing was re-derived", when, before, after, inRange)
+			}
+		}
 	})
 }

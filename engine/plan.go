@@ -120,6 +120,10 @@ type Plan struct {
 	// one replaced or dropped since is drift (views.go).
 	Views []ViewDep `json:"views,omitempty"`
 
+	// Narrow are the uncorrelated scalars whose moves re-derive only the
+	// rows between their old and new value (narrow.go, ADR 0038 §4).
+	Narrow []PlanNarrow `json:"narrow,omitempty"`
+
 	// GroupIndexLater: the ledger's group-key index is not made by Install
 	// but by EnsureGroupIndex, after a fresh build has filled the ledger
 	// (ADR 0025); false in plans stored before, whose Install made it.

@@ -88,7 +88,7 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 		if err != nil {
 			return nil, err
 		}
-		if filtered {
+		if filtered && !oj.Narrowed {
 			// Its matches are kept in a mirror (ADR 0010): the stored rows
 			// no longer record every match the join made.
 			inner, err := q.InnerSQL(oj, schemas)
@@ -115,6 +115,9 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 			for j := range p.Sources[i].Key {
 				p.Sources[i].Lineage = append(p.Sources[i].Lineage, fmt.Sprintf("__s%d_%d", i, j))
 			}
+		}
+		if err := p.planNarrow(ctx, db, instanceSchema, name, q); err != nil {
+			return nil, err
 		}
 	}
 	if q.Window != nil {

@@ -218,12 +218,13 @@ func buildScope(p *Plan, merge bool) *Statements {
 			" FROM unnest("+strings.Join(kparams, ", ")+") AS u("+strings.Join(ucols, ", ")+")")
 		s.Analyze = append(s.Analyze, "ANALYZE "+scopeKeysTable(i))
 	}
+	s.Apply = append(s.Apply, narrowSteps(p)...)
 	widened := map[int]bool{}
 	for _, oj := range p.Outer {
 		for _, pair := range oj.Sides() {
 			for _, n := range pair[1] {
 				for _, pp := range pair[0] {
-					s.Apply = append(s.Apply, Step{Role: RoleExpand, SQL: expandSQL(p, oj, pp, n)})
+					s.Apply = append(s.Apply, Step{Role: RoleExpand, Scope: 1, SQL: expandSQL(p, oj, pp, n)})
 					widened[pp] = true
 				}
 			}

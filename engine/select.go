@@ -52,6 +52,10 @@ type selectChecker struct {
 	// filteringDeps are the dependency joins of subqueries in conditions,
 	// whose matches are mirrored.
 	filteringDeps map[*pg_query.JoinExpr]bool
+	// narrowedDeps are the dependency joins of scalars whose moves are
+	// narrowed, narrow their comparisons (narrow.go).
+	narrowedDeps map[*pg_query.JoinExpr]bool
+	narrow       []NarrowSpec
 	// sharedValues are, by a scalar subquery's text, the values its
 	// dependency level fingerprints in place of its own: every aggregate
 	// of the LATERAL subquery it stands for (lateralagg.go).
@@ -100,7 +104,7 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 		return nil, pgError(label, script, base, src, err)
 	}
 	c := &selectChecker{label: label, script: script, base: base, qualified: qualified, sublinks: map[int32]bool{},
-		filteringDeps: map[*pg_query.JoinExpr]bool{}, sharedValues: map[string][]*pg_query.Node{}}
+		filteringDeps: map[*pg_query.JoinExpr]bool{}, narrowedDeps: map[*pg_query.JoinExpr]bool{}, sharedValues: map[string][]*pg_query.Node{}}
 	if len(tree.Stmts) != 1 {
 		return nil, c.errf(0, "expected a single SELECT after AS")
 	}
@@ -214,8 +218,10 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 		if c.filteringDeps[oj.node] {
 			c.outer[i].Above = append(oj.Above, ColumnName{Column: "*"})
 		}
+		c.outer[i].Narrowed = c.narrowedDeps[oj.node]
 	}
-	q := &Query{Tables: c.tables, Outer: c.outer, Cover: c.cover, from: sel.FromClause, OrderBy: len(sel.SortClause) > 0 || c.droppedOrder, Equalities: c.equalities, joinConds: c.joinConds, unread: c.unread, tree: tree}
+	q := &Query{Tables: c.tables, Outer: c.outer, Cover: c.cover, from: sel.FromClause, OrderBy: len(sel.SortClause) > 0 || c.droppedOrder, Equalities: c.equalities, joinConds: c.joinConds, unread: c.unread, tree: tree,
+		Narrow: c.narrow}
 	for _, l := range c.levels {
 		for i, rv := range c.rvs {
 			if rv == l.rv {

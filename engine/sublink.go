@@ -148,7 +148,16 @@ func (c *selectChecker) dependOnSublinks(sel *pg_query.SelectStmt) error {
 			j.Quals, sel.WhereClause = andAll(moved), andAll(kept)
 		}
 	}
-	joined := map[string]*pg_query.JoinExpr{} // by dependencyJoin.key
+	// A scalar compared with one table's expression in WHERE may be read
+	// as its level's value, its moves narrowed (narrow.go): when every
+	// use of its level is such a comparison.
+	spots := narrowSpots(sel)
+	type use struct {
+		f foundSublink
+		d dependencyJoin
+	}
+	var uses []use
+	narrowed := map[string]bool{} // by dependencyJoin.key
 	for _, f := range found {
 		c.sublinks[f.sl.Location] = true
 		deps, err := c.dependency(f, outer)
@@ -156,23 +165,38 @@ func (c *selectChecker) dependOnSublinks(sel *pg_query.SelectStmt) error {
 			return err
 		}
 		for _, d := range deps {
-			notExists := f.sl.SubLinkType == pg_query.SubLinkType_EXISTS_SUBLINK && !f.positive
-			// An outer row the condition drops leaves no stored row whose
-			// lineage shows the level row it matched: the join's matches
-			// are mirrored (ADR 0010), as for any condition above an outer
-			// join that reads its NULL-extended side.
-			mirrored := f.filters && !(notExists && plant.Active(plant.ExistsMissesLastDelete))
-			if j, ok := joined[d.key]; ok {
-				// The same level on the same correlation: joined once.
-				c.filteringDeps[j] = c.filteringDeps[j] || mirrored
-				continue
+			if _, seen := narrowed[d.key]; !seen {
+				narrowed[d.key] = true
 			}
-			j := &pg_query.JoinExpr{Jointype: pg_query.JoinType_JOIN_LEFT, Larg: from, Rarg: d.level, Quals: d.on}
+			narrowed[d.key] = narrowed[d.key] && spots[f.sl] != nil
+			uses = append(uses, use{f: f, d: d})
+		}
+	}
+	joined := map[string]*pg_query.JoinExpr{} // by dependencyJoin.key
+	for _, u := range uses {
+		f, d := u.f, u.d
+		notExists := f.sl.SubLinkType == pg_query.SubLinkType_EXISTS_SUBLINK && !f.positive
+		// An outer row the condition drops leaves no stored row whose
+		// lineage shows the level row it matched: the join's matches are
+		// mirrored (ADR 0010), as for any condition above an outer join
+		// that reads its NULL-extended side — unless its moves are
+		// narrowed, which find those rows by their values.
+		mirrored := f.filters && !narrowed[d.key] && !(notExists && plant.Active(plant.ExistsMissesLastDelete))
+		j, ok := joined[d.key]
+		if !ok {
+			// The same level on the same correlation is joined once.
+			j = &pg_query.JoinExpr{Jointype: pg_query.JoinType_JOIN_LEFT, Larg: from, Rarg: d.level, Quals: d.on}
 			joined[d.key] = j
-			if mirrored {
-				c.filteringDeps[j] = true
-			}
 			from = &pg_query.Node{Node: &pg_query.Node_JoinExpr{JoinExpr: j}}
+			if narrowed[d.key] {
+				c.narrowedDeps[j] = true
+			}
+		}
+		if mirrored {
+			c.filteringDeps[j] = true
+		}
+		if narrowed[d.key] {
+			c.narrowAt(sel, f.sl, spots[f.sl], j)
 		}
 	}
 	sel.FromClause = []*pg_query.Node{from}
