@@ -59,6 +59,12 @@ var topkDefs = []levelDef{
 	{"td_desc_nulls", `SELECT DISTINCT ON (p.valid_from) p.valid_from, p.price FROM prices p ORDER BY p.valid_from DESC NULLS LAST, p.price, p.id LIMIT 3`},
 	{"td_ties", `SELECT DISTINCT ON (p.item_id) p.item_id, p.price FROM prices p ORDER BY p.item_id NULLS FIRST, p.price DESC, p.id FETCH FIRST 3 ROWS WITH TIES`},
 	{"td_over_don", `SELECT d.item_id, d.price FROM (SELECT DISTINCT ON (p.item_id) p.item_id, p.price, p.id FROM prices p ORDER BY p.item_id, p.valid_from DESC, p.id) d ORDER BY d.price DESC NULLS LAST, d.item_id LIMIT 4`},
+	// Top-K levels hold the rows within the limit (ADR 0038 §5): a global
+	// top-K refilled when its rows are deleted, WITH TIES over NULL orders,
+	// and a filter on row_number() per group.
+	{"tr_top3", `SELECT p.id, p.price FROM prices p ORDER BY p.price DESC NULLS LAST, p.id LIMIT 3`},
+	{"tr_ties", `SELECT p.id, p.valid_from FROM prices p ORDER BY p.valid_from DESC NULLS FIRST FETCH FIRST 2 ROWS WITH TIES`},
+	{"tr_per_item", `SELECT w.item_id, w.id FROM (SELECT p.item_id, p.id, row_number() OVER (PARTITION BY p.item_id ORDER BY p.price DESC NULLS LAST, p.id) AS rn FROM prices p) w WHERE w.rn <= 2`},
 	{"td_lateral", `SELECT i.id, x.f, x.v FROM items i LEFT JOIN LATERAL (SELECT DISTINCT ON (p.valid_from) p.valid_from AS f, p.price AS v FROM prices p WHERE p.item_id = i.id ORDER BY p.valid_from DESC, p.price, p.id LIMIT 2) x ON true`},
 }
 
@@ -67,7 +73,7 @@ var topkWrites = []string{
 	`UPDATE prices SET price = price + 5 WHERE id % 4 = 0`,
 	`DELETE FROM prices WHERE id IN (SELECT DISTINCT ON (item_id) id FROM prices ORDER BY item_id, valid_from DESC, id)`,
 	`INSERT INTO prices VALUES (1000, 3, 11, 999), (1001, 3, 11, 998), (1002, 4, NULL, 5), (1003, NULL, 12, 7), (1004, 6, 12, NULL)`,
-	`UPDATE prices SET item_id = item_id + 1 WHERE id % 7 = 0`,
+	`UPDATE prices SET item_id = item_id + 1 WHERE id % 7 = 0; DELETE FROM prices WHERE id IN (SELECT id FROM prices ORDER BY price DESC NULLS LAST, id LIMIT 2)`,
 	`DELETE FROM prices WHERE item_id = 5`,
 	`UPDATE items SET asof = asof + 3, price = 20 WHERE id % 3 = 0; UPDATE prices SET price = NULL WHERE id % 10 = 1`,
 	`TRUNCATE prices`,
@@ -79,7 +85,16 @@ var topkWrites = []string{
 func TestTopKMore(t *testing.T) {
 	t.Parallel()
 	eachModeParallel(t, func(t *testing.T, mode string) {
-		keepShapes(t, mode, topkSchemaSQL, topkDefs, topkWrites)
+		e := keepShapes(t, mode, topkSchemaSQL, topkDefs, topkWrites)
+		// The global top 3's window level holds its 3 rows, not the table.
+		var level string
+		if err := e.conn.QueryRow(t.Context(), `SELECT format('%I.%I', l.schema_name, l.name) FROM trellis.transforms l
+			JOIN trellis.transforms o ON o.id = l.owner WHERE o.name = 'tr_top3' AND l.plan ? 'window'`).Scan(&level); err != nil {
+			t.Fatal(err)
+		}
+		if n := e.queryInt(`SELECT count(*) FROM ` + level); n > 3 {
+			t.Errorf("the window level of tr_top3 holds %d rows, want at most 3", n)
+		}
 	})
 }
 

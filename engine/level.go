@@ -49,7 +49,7 @@ type Level struct {
 	SameAs *Level
 
 	rv   *pg_query.RangeVar // the placeholder in the outer FROM tree
-	text string             // its query as deparsed, to find a SameAs
+	text string             // its query as deparsed, and the limits its reader keeps (ranklimit.go), to find a SameAs
 }
 
 // placeholderName names the table that stands for level k until Apply
@@ -84,6 +84,8 @@ func (c *selectChecker) level(rs *pg_query.RangeSubselect, inner *pg_query.Selec
 	if err != nil {
 		return nil, terr.Wrap(terr.Validation, err, "%s: %s cannot be rendered back to SQL by the bundled deparser (%v); rewrite it", c.label, what, err)
 	}
+	limits := c.rankLimits[alias]
+	key := text + rankLimitKey(limits)
 	placeholder := func(l *Level) *pg_query.Node {
 		rv := &pg_query.RangeVar{Relname: placeholderName(len(c.levels)), Inh: true, Relpersistence: "p", Location: -1}
 		if alias != "" {
@@ -94,10 +96,10 @@ func (c *selectChecker) level(rs *pg_query.RangeSubselect, inner *pg_query.Selec
 		return &pg_query.Node{Node: &pg_query.Node_RangeVar{RangeVar: rv}}
 	}
 	for _, l := range c.levels {
-		if l.text == text && l.SameAs == nil {
+		if l.text == key && l.SameAs == nil {
 			// The same rows read again (a CTE read twice): one level,
 			// which both places read.
-			return placeholder(&Level{Alias: alias, Query: l.Query, SameAs: l, text: text}), nil
+			return placeholder(&Level{Alias: alias, Query: l.Query, SameAs: l, text: key}), nil
 		}
 	}
 	q, err := parseSelect(c.label+": "+what, text, 0, len(text), c.qualified)
@@ -114,7 +116,8 @@ func (c *selectChecker) level(rs *pg_query.RangeSubselect, inner *pg_query.Selec
 		// The outer query's * is expanded before its levels are read.
 		return nil, c.errf(-1, "%s selects *; list its columns by name", what)
 	}
-	return placeholder(&Level{Alias: alias, Query: q, text: text}), nil
+	limitWindow(q, limits)
+	return placeholder(&Level{Alias: alias, Query: q, text: key}), nil
 }
 
 // aggregates reports whether a derived table's SELECT groups its rows:

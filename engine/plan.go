@@ -137,6 +137,9 @@ type PlanWindow struct {
 	// PARTITION BY values, Expr over the FROM; none: one partition, the
 	// whole target re-derived by every change.
 	Partition []Col `json:"partition,omitempty"`
+	// Limit: the target holds the rows of each partition ranked within
+	// it (ranklimit.go); nil: every row.
+	Limit *WindowLimit `json:"limit,omitempty"`
 }
 
 // Source describes one FROM table.

@@ -59,7 +59,7 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 	p := &Plan{SearchPath: searchPath, Target: Rel{Schema: schema, Name: target}, Where: q.Where, Outer: q.Outer, Cover: q.Cover, Views: q.Views}
 	if q.Window != nil {
 		// Keyed by lineage and re-derived by partition (window.go).
-		p.Window = &PlanWindow{}
+		p.Window = &PlanWindow{Limit: q.Window.Limit}
 	}
 	var schemas []string
 	for i, t := range q.Tables {
@@ -148,6 +148,13 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 			return nil, terr.Wrap(terr.Internal, err, "transform %q: %v", name, err)
 		}
 		p.Full = p.selectFrom(q, from)
+	}
+	if p.Window != nil && p.Window.Limit != nil {
+		// The rows ranked within the limit its reader keeps (ranklimit.go).
+		p.Select = limitedSelect(p.Select, p.Visible, p.Window.Limit)
+		if p.Full != "" {
+			p.Full = limitedSelect(p.Full, p.Visible, p.Window.Limit)
+		}
 	}
 	// Types of the visible columns, as PostgreSQL types the user's query.
 	outTypes, err := describeStored(ctx, db, p.selectSQL(q))

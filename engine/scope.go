@@ -432,9 +432,14 @@ func windowRows(s *Statements, p *Plan) {
 		pexprs = append(pexprs, "("+c.Expr+")")
 		pstored = append(pstored, "__t."+ident(c.Name))
 	}
+	rederive := "SELECT " + strings.Join(sel, ", ") + " FROM " + p.From + " WHERE " + userWhere(p) + " AND " + inParts(pexprs)
+	if lim := p.Window.Limit; lim != nil {
+		// Only the rows ranked within the limit (ranklimit.go): the
+		// window's run condition stops each partition there.
+		rederive = "SELECT " + strings.Join(names, ", ") + " FROM (" + rederive + ") __w WHERE __w." + ident(lim.Col) + " <= " + fmt.Sprint(lim.Max)
+	}
 	s.Apply = append(s.Apply,
-		Step{Role: RoleScope, SQL: "INSERT INTO " + scopeRowsTable + " (" + strings.Join(names, ", ") + ") SELECT " + strings.Join(sel, ", ") +
-			" FROM " + p.From + " WHERE " + userWhere(p) + " AND " + inParts(pexprs)},
+		Step{Role: RoleScope, SQL: "INSERT INTO " + scopeRowsTable + " (" + strings.Join(names, ", ") + ") " + rederive},
 		Step{Role: RoleWrite, SQL: "DELETE FROM " + T + " __t WHERE " + inParts(pstored) +
 			" AND NOT EXISTS (SELECT 1 FROM " + scopeRowsTable + " __n WHERE " + lineageEq(p, "__n", "__t") + ")"},
 		upsertNewRows(p, names))

@@ -52,6 +52,9 @@ type selectChecker struct {
 	// filteringDeps are the dependency joins of subqueries in conditions,
 	// whose matches are mirrored.
 	filteringDeps map[*pg_query.JoinExpr]bool
+	// rankLimits are, by derived table and column, the most rank the
+	// query keeps of it (ranklimit.go).
+	rankLimits map[string]map[string]int64
 	// narrowedDeps are the dependency joins of scalars whose moves are
 	// narrowed, narrow their comparisons (narrow.go).
 	narrowedDeps map[*pg_query.JoinExpr]bool
@@ -104,7 +107,7 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 		return nil, pgError(label, script, base, src, err)
 	}
 	c := &selectChecker{label: label, script: script, base: base, qualified: qualified, sublinks: map[int32]bool{},
-		filteringDeps: map[*pg_query.JoinExpr]bool{}, narrowedDeps: map[*pg_query.JoinExpr]bool{}, sharedValues: map[string][]*pg_query.Node{}}
+		filteringDeps: map[*pg_query.JoinExpr]bool{}, narrowedDeps: map[*pg_query.JoinExpr]bool{}, rankLimits: map[string]map[string]int64{}, sharedValues: map[string][]*pg_query.Node{}}
 	if len(tree.Stmts) != 1 {
 		return nil, c.errf(0, "expected a single SELECT after AS")
 	}
