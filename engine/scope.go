@@ -273,6 +273,13 @@ func buildScope(p *Plan, merge bool) *Statements {
 	}
 	if p.Shape == ShapeRow && p.Window != nil {
 		windowRows(s, p)
+		if len(p.Window.Partition) == 0 {
+			// One partition: any batch re-derives every row, so a build
+			// phase is its first chunk (ADR 0038 §6).
+			for i := range s.Enum {
+				s.Enum[i].After = "SELECT * FROM (" + s.Enum[i].After + ") __e WHERE false"
+			}
+		}
 		return s
 	}
 	if p.Shape == ShapeRow {
