@@ -115,53 +115,65 @@ func TestTopKMoreRefusals(t *testing.T) {
 	})
 }
 
-// scopeCounter sums, per transform, the source keys its batches of
-// changes re-derived (AppliedBatch.Scope).
-type scopeCounter struct {
+// batchCounter counts, per transform, the keys its batches of changes
+// re-derived (AppliedBatch.Scope) and the build batches it applied.
+type batchCounter struct {
 	trellis.NopObserver
-	mu sync.Mutex
-	n  map[string]int64
+	mu     sync.Mutex
+	scope  map[string]int64
+	builds map[string]int
 }
 
-func (s *scopeCounter) BatchApplied(transform string, b trellis.AppliedBatch) {
+func (c *batchCounter) BatchApplied(transform string, b trellis.AppliedBatch) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.scope == nil {
+		c.scope, c.builds = map[string]int64{}, map[string]int{}
+	}
 	if b.Build {
-		return
+		c.builds[transform]++
+	} else {
+		c.scope[transform] += b.Scope
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.n == nil {
-		s.n = map[string]int64{}
-	}
-	s.n[transform] += b.Scope
 }
 
 // take returns the keys counted for transform since the last take.
-func (s *scopeCounter) take(transform string) int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := s.n[transform]
-	delete(s.n, transform)
+func (c *batchCounter) take(transform string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.scope[transform]
+	delete(c.scope, transform)
 	return n
 }
 
+// built is the number of build batches transform applied.
+func (c *batchCounter) built(transform string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.builds[transform]
+}
+
 // TestScalarMovesNarrowed: an uncorrelated scalar compared in WHERE (and
-// HAVING, and as a BETWEEN bound in an expression) moves; only the outer
-// rows between its old and new value are re-derived (ADR 0038 §4), counted
-// by the observer, and every target stays equal to its query, through
-// moves to and from NULL.
+// HAVING, as a BETWEEN bound in an expression, over an outer join) moves;
+// only the outer rows between its old and new value are re-derived (ADR
+// 0038 §4), counted by the observer, and every target stays equal to its
+// query, through moves to and from NULL.
 func TestScalarMovesNarrowed(t *testing.T) {
 	t.Parallel()
 	eachModeParallel(t, func(t *testing.T, mode string) {
-		obs := &scopeCounter{}
+		obs := &batchCounter{}
 		e := newEnv(t, trellis.Config{Capture: mode, Observer: obs})
 		e.exec(`CREATE TABLE nm_o (id int PRIMARY KEY, amt int, grp int);
 			INSERT INTO nm_o SELECT i, (i * 37) % 2000, i % 50 FROM generate_series(1, 20000) i;
 			CREATE INDEX ON nm_o (amt);
+			CREATE TABLE nm_g (id int PRIMARY KEY, name text);
+			INSERT INTO nm_g SELECT i, 'g' || i FROM generate_series(0, 49) i;
 			CREATE TABLE nm_l (id int PRIMARY KEY, qty int);
 			INSERT INTO nm_l SELECT i, i * 100 FROM generate_series(1, 10) i;`)
 		defs := []levelDef{
 			{"nm_above", `SELECT o.id, o.amt FROM nm_o o WHERE o.amt > (SELECT avg(l.qty) FROM nm_l l)`},
 			{"nm_between", `SELECT o.id FROM nm_o o WHERE o.amt BETWEEN (SELECT min(l.qty) FROM nm_l l) AND (SELECT max(l.qty) FROM nm_l l) * 2 - 100`},
+			{"nm_join", `SELECT o.id, g.name FROM nm_o o LEFT JOIN nm_g g ON g.id = o.grp WHERE o.amt < (SELECT max(l.qty) FROM nm_l l) / 4`},
 			{"nm_having", `SELECT o.grp, count(*) AS n FROM nm_o o GROUP BY o.grp HAVING sum(o.amt) > (SELECT sum(l.qty) * 3 FROM nm_l l)`},
 		}
 		var script string
@@ -190,7 +202,7 @@ func TestScalarMovesNarrowed(t *testing.T) {
 			{`UPDATE nm_l SET qty = qty - 1 WHERE id > 5`, true},
 			{`DELETE FROM nm_l`, false},
 			{`INSERT INTO nm_l SELECT i, i * 90 FROM generate_series(1, 10) i`, false},
-			{`UPDATE nm_l SET qty = 5 WHERE id = 10; UPDATE nm_o SET amt = 1999 WHERE id = 7`, true},
+			{`UPDATE nm_l SET qty = 5 WHERE id = 10; UPDATE nm_o SET amt = 1999 WHERE id = 7; DELETE FROM nm_g WHERE id = 3`, true},
 		} {
 			before := avg()
 			obs.take("nm_above")
@@ -214,38 +226,13 @@ func TestScalarMovesNarrowed(t *testing.T) {
 	})
 }
 
-// buildCounter counts, per transform, the build batches it applied.
-type buildCounter struct {
-	trellis.NopObserver
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (b *buildCounter) BatchApplied(transform string, a trellis.AppliedBatch) {
-	if !a.Build {
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.n == nil {
-		b.n = map[string]int{}
-	}
-	b.n[transform]++
-}
-
-func (b *buildCounter) count(transform string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.n[transform]
-}
-
 // TestGlobalWindowBuildsOnce: a window over all rows (no PARTITION BY)
 // re-derives every row in any batch, so its build is one batch, not one
 // per chunk of 5,000 keys (ADR 0038 §6); its target equals its query
 // after the build and after writes.
 func TestGlobalWindowBuildsOnce(t *testing.T) {
 	t.Parallel()
-	obs := &buildCounter{}
+	obs := &batchCounter{}
 	e := newEnv(t, trellis.Config{Observer: obs})
 	e.exec(`CREATE TABLE gw (id int PRIMARY KEY, x int);
 		INSERT INTO gw SELECT i, (i * 7) % 1000 FROM generate_series(1, 12000) i`)
@@ -253,7 +240,7 @@ func TestGlobalWindowBuildsOnce(t *testing.T) {
 	e.apply(fmt.Sprintf("CREATE TRANSFORM %s AS %s", defs[0].name, defs[0].query))
 	e.start()
 	levelConverge(e, defs, "after the build")
-	if n := obs.count("gw_total"); n != 1 {
+	if n := obs.built("gw_total"); n != 1 {
 		t.Errorf("the build of a window over all 12,000 rows applied %d batches, want 1", n)
 	}
 	e.exec(`DELETE FROM gw WHERE id % 5 = 0; UPDATE gw SET x = x + 3 WHERE id % 7 = 0`)

@@ -116,12 +116,8 @@ func userAggregates(ctx context.Context, db DB, name string, q *Query) (*Query, 
 			if _, ok := m.(*pg_query.SubLink); ok {
 				return false
 			}
-			if fc, ok := m.(*pg_query.FuncCall); ok && fc.Over == nil {
-				schema, fn := funcName(fc)
-				builtin := schema == "" || schema == "pg_catalog"
-				if schema != "pg_catalog" && !(builtin && (supportedAggs[fn] || withinGroupAggs[fn] || knownAggs[fn])) {
-					calls = append(calls, fc)
-				}
+			if fc, ok := m.(*pg_query.FuncCall); ok && userAggCandidate(fc) {
+				calls = append(calls, fc)
 			}
 			return true
 		})
@@ -150,6 +146,15 @@ func userAggregates(ctx context.Context, db DB, name string, q *Query) (*Query, 
 	}
 	q2.SQL = q.SQL // the definition as written
 	return q2, nil
+}
+
+// userAggCandidate reports whether a call may be a user-defined or
+// extension aggregate: not a window call, not one PostgreSQL's catalog
+// schema or the parser's lists know.
+func userAggCandidate(fc *pg_query.FuncCall) bool {
+	schema, fn := funcName(fc)
+	builtin := schema == "" || schema == "pg_catalog"
+	return fc.Over == nil && schema != "pg_catalog" && !(builtin && (supportedAggs[fn] || withinGroupAggs[fn] || knownAggs[fn]))
 }
 
 // markUserAggregates schema-qualifies each of calls the catalog knows as
@@ -205,12 +210,8 @@ func lateralUserAggregates(ctx context.Context, db DB, name, sql string) (string
 				if _, ok := m.(*pg_query.SubLink); ok {
 					return false
 				}
-				if fc, ok := m.(*pg_query.FuncCall); ok && fc.Over == nil {
-					schema, fn := funcName(fc)
-					builtin := schema == "" || schema == "pg_catalog"
-					if schema != "pg_catalog" && !(builtin && (supportedAggs[fn] || withinGroupAggs[fn] || knownAggs[fn])) {
-						calls = append(calls, fc)
-					}
+				if fc, ok := m.(*pg_query.FuncCall); ok && userAggCandidate(fc) {
+					calls = append(calls, fc)
 				}
 				return true
 			})

@@ -116,16 +116,9 @@ func (c *selectChecker) lateralJoin(j *pg_query.JoinExpr, rs *pg_query.RangeSubs
 	inner := scopeNames(sub)
 	delete(outer, rs.Alias.GetAliasname())
 	defer func() { outer[rs.Alias.GetAliasname()] = true }()
-	for _, part := range []struct {
-		n    []*pg_query.Node
-		name string
-	}{{sub.TargetList, "its select list"}, {sub.GroupClause, "its GROUP BY"}, {sub.FromClause, "its FROM"}, {sub.DistinctClause, "its DISTINCT ON"},
-		{sub.SortClause, "its ORDER BY"}, {[]*pg_query.Node{sub.HavingClause, sub.LimitCount, sub.LimitOffset}, "its HAVING or LIMIT"}} {
-		for _, n := range part.n {
-			if outerRefs(n, outer, inner) {
-				return c.errf(-1, "%s refers to the outer query in %s; a LATERAL subquery may refer to the items before it only by equalities in its WHERE (s.a = t.b)", what, part.name)
-			}
-		}
+	if part := outerPart([]clausePart{{sub.TargetList, "its select list"}, {sub.GroupClause, "its GROUP BY"}, {sub.FromClause, "its FROM"}, {sub.DistinctClause, "its DISTINCT ON"},
+		{sub.SortClause, "its ORDER BY"}, {[]*pg_query.Node{sub.HavingClause, sub.LimitCount, sub.LimitOffset}, "its HAVING or LIMIT"}}, outer, inner); part != "" {
+		return c.errf(-1, "%s refers to the outer query in %s; a LATERAL subquery may refer to the items before it only by equalities in its WHERE (s.a = t.b)", what, part)
 	}
 	var keep []*pg_query.Node
 	var corr []correlation

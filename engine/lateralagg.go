@@ -194,15 +194,8 @@ func (c *selectChecker) dropLateralAggregates(n *pg_query.Node, nullable bool, o
 	for k := range outer {
 		names[k] = k != rs.Alias.GetAliasname()
 	}
-	for _, part := range []struct {
-		n    []*pg_query.Node
-		name string
-	}{{sub.TargetList, "its select list"}, {sub.FromClause, "its FROM"}, {sub.SortClause, "its ORDER BY"}, {sub.DistinctClause, "its DISTINCT"}} {
-		for _, x := range part.n {
-			if outerRefs(x, names, inner) {
-				return nil, c.errf(-1, "%s refers to the outer query in %s; a LATERAL subquery that aggregates without GROUP BY may refer to the items before it in its WHERE only", what, part.name)
-			}
-		}
+	if part := outerPart([]clausePart{{sub.TargetList, "its select list"}, {sub.FromClause, "its FROM"}, {sub.SortClause, "its ORDER BY"}, {sub.DistinctClause, "its DISTINCT"}}, names, inner); part != "" {
+		return nil, c.errf(-1, "%s refers to the outer query in %s; a LATERAL subquery that aggregates without GROUP BY may refer to the items before it in its WHERE only", what, part)
 	}
 	a := &lateralAggregate{alias: rs.Alias.GetAliasname(), cols: map[string]*pg_query.Node{}, left: j.Jointype == pg_query.JoinType_JOIN_LEFT}
 	if j.Quals != nil && !isTrueConst(j.Quals) {

@@ -221,28 +221,6 @@ func oneTableExpr(e *pg_query.Node, tables map[string]bool) (ref, text string, o
 	return ref, text, err == nil
 }
 
-// rangeVarNames are the names of the tables of a FROM list (not of its
-// joins or derived tables).
-func rangeVarNames(items []*pg_query.Node) map[string]bool {
-	names := map[string]bool{}
-	for _, it := range items {
-		walk(it.ProtoReflect(), func(m proto.Message) bool {
-			switch x := m.(type) {
-			case *pg_query.SubLink, *pg_query.RangeSubselect, *pg_query.RangeFunction:
-				return false
-			case *pg_query.RangeVar:
-				if x.Alias != nil {
-					names[x.Alias.Aliasname] = true
-				} else {
-					names[x.Relname] = true
-				}
-			}
-			return true
-		})
-	}
-	return names
-}
-
 // narrowAt reads the scalar sl of sel's WHERE as the value of the
 // dependency level that join j reads, and records its comparison.
 func (c *selectChecker) narrowAt(sel *pg_query.SelectStmt, sl *pg_query.SubLink, spot *narrowSpot, j *pg_query.JoinExpr) {
@@ -254,6 +232,16 @@ func (c *selectChecker) narrowAt(sel *pg_query.SelectStmt, sl *pg_query.SubLink,
 		return nil
 	})
 	c.narrow = append(c.narrow, NarrowSpec{Dep: alias, Ref: spot.ref, Expr: spot.expr, Bound: spot.bound})
+}
+
+// narrowedAlias reports whether ref names a narrowed scalar's level.
+func (c *selectChecker) narrowedAlias(ref string) bool {
+	for _, n := range c.narrow {
+		if n.Dep == ref {
+			return true
+		}
+	}
+	return false
 }
 
 // planNarrow plans the query's narrowed scalars (q.Narrow) over the

@@ -8,6 +8,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 
@@ -222,6 +223,10 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 			c.outer[i].Above = append(oj.Above, ColumnName{Column: "*"})
 		}
 		c.outer[i].Narrowed = c.narrowedDeps[oj.node]
+		// A narrowed scalar's value is the same for every row: a condition
+		// reading it and the preserved side drops a matched row and its
+		// NULL-extended row alike, and needs no mirror (narrow.go).
+		c.outer[i].Above = slices.DeleteFunc(c.outer[i].Above, func(cn ColumnName) bool { return c.narrowedAlias(cn.Ref) })
 	}
 	q := &Query{Tables: c.tables, Outer: c.outer, Cover: c.cover, from: sel.FromClause, OrderBy: len(sel.SortClause) > 0 || c.droppedOrder, Equalities: c.equalities, joinConds: c.joinConds, unread: c.unread, tree: tree,
 		Narrow: c.narrow}

@@ -246,8 +246,21 @@ func joinItems(items []*pg_query.Node) *pg_query.Node {
 
 // fromNames are the names a FROM list's items are referred to by, in its
 // own scope (not inside its derived tables).
-func fromNames(items []*pg_query.Node) map[string]bool {
+func fromNames(items []*pg_query.Node) map[string]bool { return itemNames(items, false) }
+
+// rangeVarNames are the names of the tables of a FROM list (not of its
+// joins or derived tables).
+func rangeVarNames(items []*pg_query.Node) map[string]bool { return itemNames(items, true) }
+
+// itemNames are the names of a FROM list's items in its own scope: of
+// its tables only, or of its joins and derived tables too.
+func itemNames(items []*pg_query.Node, tablesOnly bool) map[string]bool {
 	names := map[string]bool{}
+	add := func(a *pg_query.Alias) {
+		if a != nil && !tablesOnly {
+			names[a.Aliasname] = true
+		}
+	}
 	for _, it := range items {
 		walk(it.ProtoReflect(), func(m proto.Message) bool {
 			switch x := m.(type) {
@@ -260,24 +273,37 @@ func fromNames(items []*pg_query.Node) map[string]bool {
 					names[x.Relname] = true
 				}
 			case *pg_query.RangeSubselect:
-				if x.Alias != nil {
-					names[x.Alias.Aliasname] = true
-				}
+				add(x.Alias)
 				return false
 			case *pg_query.RangeFunction:
-				if x.Alias != nil {
-					names[x.Alias.Aliasname] = true
-				}
+				add(x.Alias)
 				return false
 			case *pg_query.JoinExpr:
-				if x.Alias != nil {
-					names[x.Alias.Aliasname] = true
-				}
+				add(x.Alias)
 			}
 			return true
 		})
 	}
 	return names
+}
+
+// clausePart is a clause of a subquery, named for a sentence.
+type clausePart struct {
+	n    []*pg_query.Node
+	name string
+}
+
+// outerPart is the name of the first of parts that refers to the outer
+// query (outer, as seen from inner), or "".
+func outerPart(parts []clausePart, outer, inner map[string]bool) string {
+	for _, part := range parts {
+		for _, n := range part.n {
+			if outerRefs(n, outer, inner) {
+				return part.name
+			}
+		}
+	}
+	return ""
 }
 
 // scopeNames are the names of the FROM items of sel and of every query
@@ -346,15 +372,8 @@ func (c *selectChecker) dependency(f foundSublink, outer map[string]bool) ([]dep
 	if readsSetOp(sub) {
 		return nil, c.errf(sl.Location, "%s combines queries (UNION, INTERSECT or EXCEPT) and refers to the outer query; set operations in a correlated subquery arrive in a later version — move the correlation out: WHERE o.k IN (SELECT k FROM a UNION SELECT k FROM b)", what)
 	}
-	for _, part := range []struct {
-		n    []*pg_query.Node
-		name string
-	}{{sub.TargetList, "its select list"}, {sub.GroupClause, "its GROUP BY"}, {sub.FromClause, "its FROM"}, {sub.DistinctClause, "its DISTINCT"}} {
-		for _, n := range part.n {
-			if outerRefs(n, outer, inner) {
-				return nil, c.errf(sl.Location, "%s refers to the outer query in %s; a subquery may refer to the outer query in its WHERE only (an equality such as s.a = t.b, or any other condition)", what, part.name)
-			}
-		}
+	if part := outerPart([]clausePart{{sub.TargetList, "its select list"}, {sub.GroupClause, "its GROUP BY"}, {sub.FromClause, "its FROM"}, {sub.DistinctClause, "its DISTINCT"}}, outer, inner); part != "" {
+		return nil, c.errf(sl.Location, "%s refers to the outer query in %s; a subquery may refer to the outer query in its WHERE only (an equality such as s.a = t.b, or any other condition)", what, part)
 	}
 	if outerRefs(sub.HavingClause, outer, inner) {
 		return nil, c.errf(sl.Location, "%s refers to the outer query in its HAVING; move the condition into its WHERE", what)

@@ -5,6 +5,37 @@ import (
 	"testing"
 )
 
+// rewriteCase is a query as PostgreSQL writes it back, the parts its
+// rewritten text and its levels' must hold, and how many levels it has
+// (0: any).
+type rewriteCase struct {
+	name, sql string
+	want      []string
+	levels    int
+}
+
+// checkRewrites parses each case (ParseQuery) and wants its parts.
+func checkRewrites(t *testing.T, cases []rewriteCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			q, err := ParseQuery("x", tc.sql)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := q.Rewritten + "\n" + strings.Join(levelTexts(q), "\n")
+			for _, w := range tc.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("rewritten\n  %s\nlacks\n  %s", text, w)
+				}
+			}
+			if tc.levels > 0 && len(q.Levels) != tc.levels {
+				t.Errorf("%d levels, want %d: %s", len(q.Levels), tc.levels, text)
+			}
+		})
+	}
+}
+
 // levelTexts are the rewritten queries of q's levels, depth first.
 func levelTexts(q *Query) []string {
 	var out []string
@@ -21,10 +52,7 @@ func levelTexts(q *Query) []string {
 // ranks and values the fingerprint; correlated otherwise, every row of
 // the group; uncorrelated, the ranked rows of the whole subquery.
 func TestTopKSubqueryLevels(t *testing.T) {
-	for _, tc := range []struct {
-		name, sql string
-		want      []string // in the outer query, then in the levels
-	}{
+	checkRewrites(t, []rewriteCase{
 		{name: "latest value per row",
 			sql: `SELECT i.id, (SELECT p.price FROM prices p WHERE p.item_id = i.id ORDER BY p.valid_from DESC, p.id LIMIT 1) AS price FROM items i`,
 			want: []string{`(SELECT p.price FROM prices p WHERE p.item_id = i.id ORDER BY p.valid_from DESC, p.id LIMIT 1) AS price FROM items i LEFT JOIN __trellis_level_0 __dep1 ON __dep1.g1 = i.id`,
@@ -42,18 +70,5 @@ func TestTopKSubqueryLevels(t *testing.T) {
 		{name: "an aggregate's LIMIT keeps its row",
 			sql:  `SELECT i.id, (SELECT max(p.price) FROM prices p WHERE p.item_id = i.id LIMIT 1) AS m FROM items i`,
 			want: []string{`SELECT p.item_id AS g1, max(p.price) AS v FROM prices p WHERE p.item_id IS NOT NULL GROUP BY p.item_id`}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			q, err := ParseQuery("x", tc.sql)
-			if err != nil {
-				t.Fatal(err)
-			}
-			text := q.Rewritten + "\n" + strings.Join(levelTexts(q), "\n")
-			for _, w := range tc.want {
-				if !strings.Contains(text, w) {
-					t.Errorf("rewritten\n  %s\nlacks\n  %s", text, w)
-				}
-			}
-		})
-	}
+	})
 }
