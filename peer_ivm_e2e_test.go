@@ -572,7 +572,7 @@ func peerRefusals() []peerRefusal {
 		// Subqueries in expressions.
 		{"scalar_subquery", `SELECT i, j, (SELECT k FROM ivm_refuse.b LIMIT 1) AS k FROM ivm_refuse.a a`, v, "limits its rows (LIMIT, OFFSET) without ORDER BY"},
 		{"scalar_subquery_expr", `SELECT i, j, (SELECT k FROM ivm_refuse.b LIMIT 1) + 1 AS k FROM ivm_refuse.a a`, v, "limits its rows (LIMIT, OFFSET) without ORDER BY"},
-		{"srf_subquery", `SELECT * FROM generate_series(1, (SELECT k FROM ivm_refuse.b LIMIT 1)) AS v`, v, "functions in FROM are not supported"},
+		{"srf_subquery", `SELECT * FROM generate_series(1, (SELECT k FROM ivm_refuse.b LIMIT 1)) AS v`, v, "the query reads no table, only functions or VALUES lists"},
 		// WITH.
 		{"cte_data_modifying", `WITH d AS (DELETE FROM ivm_refuse.t RETURNING NULL) SELECT * FROM ivm_refuse.t`, v, "holds a data-modifying statement"},
 		// Set operations, windows, LIMIT and friends.
@@ -582,10 +582,10 @@ func peerRefusals() []peerRefusal {
 		{"for_update_in_subquery", `SELECT * FROM (SELECT i, j FROM ivm_refuse.a FOR UPDATE) AS tmp`, v, "uses FOR UPDATE/FOR SHARE, which is not supported"},
 		{"tablesample", `SELECT i, j FROM ivm_refuse.a TABLESAMPLE SYSTEM (50)`, v, "TABLESAMPLE is not supported"},
 		// What the FROM may not read.
-		{"function_in_from", `SELECT * FROM ivm_refuse.ivm_func()`, v, "functions in FROM are not supported"},
+		{"function_in_from", `SELECT * FROM ivm_refuse.ivm_func()`, v, "the query reads no table, only functions or VALUES lists"},
 		{"no_table", `SELECT 1 AS one`, v, "a transform reads source tables"},
 		{"values", `VALUES (1)`, v, "VALUES is not supported"},
-		{"values_in_from", `SELECT * FROM (VALUES (1)) AS tmp`, v, "is a VALUES list"},
+		{"values_in_from", `SELECT * FROM (VALUES (1)) AS tmp`, v, "the query reads no table, only functions or VALUES lists"},
 		{"materialized_view", `SELECT a.i, a.j FROM ivm_refuse.a a, ivm_refuse.b_mview b WHERE a.i = b.i`, v, "is not a table (relkind \"m\")"},
 		{"inheritance_parent", `SELECT * FROM ivm_refuse.parent`, v, "has inheritance children"},
 		// docs/sql-support.md: a source needs a primary key or a

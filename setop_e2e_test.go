@@ -66,8 +66,6 @@ func TestSetOperationRefusals(t *testing.T) {
 	e := newEnv(t, trellis.Config{})
 	e.exec(setopSchemaSQL)
 	refuseEach(t, e, []refusal{
-		{`SELECT k FROM sa INTERSECT ALL SELECT k FROM sb`, "INTERSECT ALL keeps a row as many times as its counts say"},
-		{`SELECT k FROM sa EXCEPT ALL SELECT k FROM sb`, "EXCEPT ALL keeps a row"},
 		{`SELECT k, s FROM sa UNION SELECT k FROM sb`, "each UNION query must have the same number of columns"},
 		{`SELECT k FROM sa UNION SELECT k FROM sb LIMIT 3`, "LIMIT without ORDER BY keeps arbitrary rows"},
 		{`SELECT s FROM sa UNION ALL SELECT f FROM sb`, "UNION types text and double precision cannot be matched"},

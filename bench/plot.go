@@ -100,6 +100,13 @@ func WritePlots(dir string, rep SuiteReport) ([]string, error) {
 			return files, err
 		}
 	}
+	if gs := groups[ScenarioTPCH]; len(gs) > 0 {
+		p, err := groupedBars("tpch: REFRESH MATERIALIZED VIEW / refresh round (goal ≥ 10×)", "×", gs,
+			[]string{"ratio_to_baseline"}, []string{"REFRESH / round"}, 10)
+		if err := save(ScenarioTPCH, p, err); err != nil {
+			return files, err
+		}
+	}
 	if gs := groups[ScenarioMemory]; len(gs) > 0 {
 		p, err := groupedBars(fmt.Sprintf("memory: runner peak RSS (goal ≤ %d MiB)", GoalPeakRSSMiB), "MiB", gs,
 			[]string{"peak_rss_mib"}, []string{"peak RSS"}, GoalPeakRSSMiB)

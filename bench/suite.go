@@ -24,6 +24,8 @@ package bench
 //     it, status times, /metrics series and peak RSS.
 //   - memory (memory.go): the runner's peak resident memory, as a child
 //     process, on every path of unbounded size (issue 25, ADR 0029).
+//   - tpch (tpch.go): each TPC-H query kept as a transform, one refresh
+//     round (RF1 + RF2) reflected against REFRESH MATERIALIZED VIEW.
 
 import (
 	"context"
@@ -52,7 +54,7 @@ const (
 // Scenarios lists every scenario of the suite, in the order RunSuite runs
 // them.
 func Scenarios() []string {
-	return []string{ScenarioWriteTax, ScenarioLatency, ScenarioKeepUp, ScenarioCatchUp, ScenarioBuild, ScenarioRefresh, ScenarioMany, ScenarioMemory}
+	return []string{ScenarioWriteTax, ScenarioLatency, ScenarioKeepUp, ScenarioCatchUp, ScenarioBuild, ScenarioRefresh, ScenarioTPCH, ScenarioMany, ScenarioMemory}
 }
 
 // Point is one measured figure of a scenario: one configuration in one
@@ -198,7 +200,7 @@ func Goals() []Goal {
 		{ScenarioBuild, "row", "ratio_to_baseline", true, 2, "build ≤ 2× CREATE TABLE AS"},
 		{ScenarioBuild, "agg", "ratio_to_baseline", true, 2, "build ≤ 2× CREATE TABLE AS"},
 		{ScenarioRefresh, PointRefresh, "ratio_to_baseline", false, 100, "≥ 100× faster than REFRESH MATERIALIZED VIEW"},
-	}, append(manyGoals(), memoryGoals()...)...)
+	}, slices.Concat(tpchGoals(), manyGoals(), memoryGoals())...)
 }
 
 // SuiteConfig configures RunSuite.
@@ -208,14 +210,15 @@ type SuiteConfig struct {
 	Scenarios []string
 	// Rounds is how many times each scenario is measured (default 2).
 	Rounds int
-	// WriteTax, Latency, KeepUp, CatchUp, Build, Refresh and Many size
-	// the scenarios (zero fields: the defaults).
+	// WriteTax, Latency, KeepUp, CatchUp, Build, Refresh, TPCH, Many and
+	// Memory size the scenarios (zero fields: the defaults).
 	WriteTax WriteTaxConfig
 	Latency  LatencyConfig
 	KeepUp   KeepUpConfig
 	CatchUp  CatchUpConfig
 	Build    BuildConfig
 	Refresh  RefreshConfig
+	TPCH     TPCHConfig
 	Many     ManyConfig
 	Memory   MemoryConfig
 	// ProgressInterval is trellis.Config's (default 50ms): how late
@@ -247,6 +250,8 @@ func QuickSuite() SuiteConfig {
 		CatchUp: CatchUpConfig{Rows: 5_000, Rows1: 500, Shapes: []string{"row"}},
 		Build:   BuildConfig{Rows: 20_000, Groups: 2_000},
 		Refresh: RefreshConfig{Rows: 20_000, Groups: 2_000, Changes: 3},
+		// Q6 reads one table; Q21 joins four with EXISTS and NOT EXISTS.
+		TPCH: TPCHConfig{SF: 0.01, Queries: []int{6, 21}, Rounds: 1},
 		Many: ManyConfig{Tables: 3, Rows: 200, Workload: 2 * time.Second, Settle: time.Second, Idle: 3 * time.Second,
 			StatusRuns: 1},
 		Memory: MemoryConfig{Rows: 20_000, FailEvery: 1_000, BuildTransforms: 20, BuildTables: 4, BuildRows: 2_000},
@@ -281,6 +286,7 @@ func (c *SuiteConfig) defaults() {
 	c.CatchUp.defaults()
 	c.Build.defaults()
 	c.Refresh.defaults()
+	c.TPCH.defaults()
 	c.Many.defaults()
 	c.Memory.defaults()
 }
@@ -355,6 +361,9 @@ func RunSuite(ctx context.Context, cfg SuiteConfig, dbs Databases) (SuiteReport,
 	if err := cfg.WriteTax.check(); err != nil {
 		return rep, err
 	}
+	if err := cfg.TPCH.check(); err != nil {
+		return rep, err
+	}
 	if want[ScenarioMemory] {
 		if err := cfg.Memory.check(); err != nil {
 			return rep, err
@@ -368,6 +377,7 @@ func RunSuite(ctx context.Context, cfg SuiteConfig, dbs Databases) (SuiteReport,
 		ScenarioCatchUp:  s.catchUp,
 		ScenarioBuild:    s.build,
 		ScenarioRefresh:  s.refresh,
+		ScenarioTPCH:     s.tpch,
 		ScenarioMany:     s.many,
 		ScenarioMemory:   s.memory,
 	}

@@ -52,6 +52,7 @@ func TestQuickSuite(t *testing.T) {
 			BaselineName + " drain insert 1/commit": "rows_per_second"},
 		ScenarioBuild:   {"row": "build_seconds", "agg": "ctas_seconds"},
 		ScenarioRefresh: {PointRefresh: "refresh_ms"},
+		ScenarioTPCH:    {"q6": "round_ms", "q21": "refresh_ms"},
 		ScenarioMany:    {PointMany: "connections_max", PointFew: "idle_runner_cpu_percent", PointManySample: "transforms_live"},
 		ScenarioMemory: {"logical fault insert": "peak_rss_mib", "logical fault update": "peak_rss_mib", "logical resume": "peak_rss_mib",
 			"logical self-check": "peak_rss_mib", "logical delete": "peak_rss_mib", "logical truncate": "peak_rss_mib", "logical build": "peak_rss_mib",
@@ -88,7 +89,7 @@ func TestQuickSuite(t *testing.T) {
 		}
 	}
 	for _, p := range rep.Points {
-		needRatio := (p.Scenario == ScenarioWriteTax && !isNonePoint(p.Point)) || p.Scenario == ScenarioBuild || p.Scenario == ScenarioRefresh ||
+		needRatio := (p.Scenario == ScenarioWriteTax && !isNonePoint(p.Point)) || p.Scenario == ScenarioBuild || p.Scenario == ScenarioRefresh || p.Scenario == ScenarioTPCH ||
 			(p.Scenario == ScenarioMany && p.Point == PointMany) ||
 			(p.Scenario == ScenarioCatchUp && p.Labels["shape"] != BaselineName)
 		if needRatio && (p.Ratio == nil || *p.Ratio <= 0) {

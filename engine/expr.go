@@ -141,7 +141,7 @@ func (c *selectChecker) checkColumnRef(cr *pg_query.ColumnRef, clause string) er
 	}
 	ref := quoteIdents(parts)
 	names := c.refNames()
-	if len(parts) == 2 && c.fromRefused {
+	if len(parts) == 2 && (c.fromRefused || c.generatedName(parts[0])) {
 		return nil
 	}
 	switch {
@@ -158,6 +158,16 @@ func (c *selectChecker) checkColumnRef(cr *pg_query.ColumnRef, clause string) er
 		return c.errf(cr.Location, "%s: column reference %s names %s, which is not a FROM table; the FROM tables are referred to as %s", clause, ref, quoteIdents(parts[:1]), strings.Join(quoted, ", "))
 	}
 	return nil
+}
+
+// generatedName reports whether name is a function or VALUES item's.
+func (c *selectChecker) generatedName(name string) bool {
+	for _, g := range c.generated {
+		if g.Ref == name {
+			return true
+		}
+	}
+	return false
 }
 
 // plainColumn returns the column name and its qualifier ("" when

@@ -157,6 +157,9 @@ func (c *selectChecker) flattenItem(item *pg_query.Node, top bool, using []strin
 		return item, nil
 	case *pg_query.Node_RangeSubselect:
 		rs := n.RangeSubselect
+		if isValues(rs) {
+			return item, nil // a constant relation: an item of its own (generated.go)
+		}
 		inner := rs.Subquery.GetSelectStmt()
 		alias := ""
 		if rs.Alias != nil {
@@ -172,8 +175,6 @@ func (c *selectChecker) flattenItem(item *pg_query.Node, top bool, using []strin
 			return nil, c.errf(-1, "%s uses LIMIT or OFFSET without ORDER BY, which keeps arbitrary rows (in PostgreSQL too); add ORDER BY ending with a key, or remove the LIMIT", what)
 		case len(inner.LockingClause) > 0:
 			return nil, c.errf(-1, "%s uses FOR UPDATE/FOR SHARE, which is not supported in a transform; remove it (source rows are read without locking them)", what)
-		case len(inner.ValuesLists) > 0:
-			return nil, c.errf(-1, "%s is a VALUES list; a transform reads tables — put the rows in a table", what)
 		case len(inner.FromClause) == 0:
 			return nil, c.errf(-1, "%s reads no table; a transform reads tables", what)
 		case aggregates(inner) || len(inner.WindowClause) > 0 || hasWindow(inner) || needsTopK(inner):
@@ -183,6 +184,11 @@ func (c *selectChecker) flattenItem(item *pg_query.Node, top bool, using []strin
 			return c.level(rs, inner, alias, what)
 		}
 		return c.pullUp(rs, inner, alias, what, top, using, subs, where)
+	case *pg_query.Node_RangeFunction:
+		if text := recursiveCall(n.RangeFunction); text != "" {
+			// A recursive CTE's reference: its level (recursive.go).
+			return c.recursiveLevel(n.RangeFunction, text)
+		}
 	}
 	return item, nil
 }
@@ -472,6 +478,10 @@ func refNameUses(stmt *pg_query.Node) map[string]int {
 			} else {
 				uses[rv.Relname]++
 			}
+		}
+		if rf, ok := m.(*pg_query.RangeFunction); ok && rf.Alias != nil {
+			// A recursive CTE's level (recursive.go).
+			uses[rf.Alias.Aliasname]++
 		}
 		return true
 	})

@@ -16,27 +16,37 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// checkFrom accepts a FROM clause of plain tables joined by comma, CROSS,
-// INNER, LEFT, RIGHT or FULL joins (ON, USING or NATURAL), and records the
-// tables, the outer joins and the cover in c (ADR 0010).
+// checkFrom accepts a FROM clause of plain tables, functions and VALUES
+// lists (generated.go) joined by comma, CROSS, INNER, LEFT, RIGHT or FULL
+// joins (ON, USING or NATURAL), and records the tables, the generated
+// items, the outer joins and the cover in c (ADR 0010, 0034).
 func (c *selectChecker) checkFrom(sel *pg_query.SelectStmt) error {
 	if len(sel.FromClause) == 0 {
 		return c.errf(-1, "FROM: a transform reads source tables; add FROM <table>")
 	}
+	sel.FromClause = reassociate(sel.FromClause)
 	var where []ColumnName
 	if sel.WhereClause != nil {
 		where = columnNames(sel.WhereClause)
 		c.equalities = append(c.equalities, equalities(sel.WhereClause, nil, nil)...)
 	}
+	for _, item := range sel.FromClause {
+		// A function of a comma item filters the items it reads, as WHERE.
+		where = append(where, generatedRefs(item)...)
+	}
 	var cover []int
-	for i, item := range sel.FromClause {
+	for _, item := range sel.FromClause {
 		cv, err := c.fromItem(item, where)
 		if err != nil {
 			return err
 		}
-		if i == 0 {
+		if len(cover) == 0 {
 			cover = cv
 		}
+	}
+	if len(cover) == 0 {
+		// Only functions and VALUES lists: nothing a change can name.
+		return c.errf(-1, noTableRefusal)
 	}
 	c.cover = cover
 	return nil
@@ -86,6 +96,10 @@ func (c *selectChecker) fromItem(item *pg_query.Node, above []ColumnName) ([]int
 		if j.IsNatural {
 			cond = append(cond, ColumnName{Column: "*"})
 		}
+		if j.Jointype == pg_query.JoinType_JOIN_INNER {
+			// A function on either side filters the rows it reads.
+			cond = append(append(cond, generatedRefs(j.Larg)...), generatedRefs(j.Rarg)...)
+		}
 		leftAbove, rightAbove := above, above
 		if j.Jointype == pg_query.JoinType_JOIN_INNER || j.Jointype == pg_query.JoinType_JOIN_RIGHT {
 			leftAbove = append(append([]ColumnName{}, above...), cond...)
@@ -93,16 +107,26 @@ func (c *selectChecker) fromItem(item *pg_query.Node, above []ColumnName) ([]int
 		if j.Jointype == pg_query.JoinType_JOIN_INNER || j.Jointype == pg_query.JoinType_JOIN_LEFT {
 			rightAbove = append(append([]ColumnName{}, above...), cond...)
 		}
-		first := len(c.tables)
+		// The sides as written, for a refusal (their items are given
+		// their ordinals as they are checked).
+		var ltext, rtext string
+		if j.Jointype != pg_query.JoinType_JOIN_INNER && !hasTable(j.Larg) {
+			ltext = deparsedItem(j.Larg)
+		}
+		if j.Jointype != pg_query.JoinType_JOIN_INNER && !hasTable(j.Rarg) {
+			rtext = deparsedItem(j.Rarg)
+		}
+		first, gfirst := len(c.tables), len(c.generated)
 		left, err := c.fromItem(j.Larg, leftAbove)
 		if err != nil {
 			return nil, err
 		}
-		mid := len(c.tables)
+		mid, gmid := len(c.tables), len(c.generated)
 		right, err := c.fromItem(j.Rarg, rightAbove)
 		if err != nil {
 			return nil, err
 		}
+		gend := len(c.generated)
 		lspan, rspan := spanOf(first, mid), spanOf(mid, len(c.tables))
 		if j.Quals != nil {
 			if text, err := c.deparse(j.Quals, "JOIN … ON"); err == nil {
@@ -122,28 +146,61 @@ func (c *selectChecker) fromItem(item *pg_query.Node, above []ColumnName) ([]int
 				return nil, err
 			}
 		}
+		// A preserved side without a table: its NULL-extended rows exist
+		// with no source row, so no change could find them (ADR 0034).
+		noSource := func(side, kind string) error {
+			return c.errf(-1, "FROM: the preserved side of a %s JOIN holds no table, only a function or VALUES list (%s), so its unmatched rows belong to no source row and no change could find them; put the constant rows in a table and join that, or join the function to the table it reads first (FROM t, unnest(t.a) AS u(x) LEFT JOIN …)", kind, side)
+		}
+		nullable := func(from, to int) {
+			for k := from; k < to; k++ {
+				c.generated[k].Nullable = true
+			}
+		}
 		switch j.Jointype {
 		case pg_query.JoinType_JOIN_INNER:
+			if len(left) == 0 {
+				return right, nil
+			}
 			return left, nil
 		case pg_query.JoinType_JOIN_LEFT:
+			if len(left) == 0 {
+				return nil, noSource(ltext, "LEFT")
+			}
+			nullable(gmid, gend)
 			c.outer = append(c.outer, OuterJoin{Kind: "left", Left: lspan, Right: rspan, Above: above, First: first, InnerCover: left, node: j})
 			return left, nil
 		case pg_query.JoinType_JOIN_RIGHT:
+			if len(right) == 0 {
+				return nil, noSource(rtext, "RIGHT")
+			}
+			nullable(gfirst, gmid)
 			c.outer = append(c.outer, OuterJoin{Kind: "right", Left: lspan, Right: rspan, Above: above, First: first, InnerCover: left, node: j})
 			return right, nil
 		case pg_query.JoinType_JOIN_FULL:
+			for _, side := range []struct {
+				cover []int
+				text  string
+			}{{left, ltext}, {right, rtext}} {
+				if len(side.cover) == 0 {
+					return nil, noSource(side.text, "FULL")
+				}
+			}
+			nullable(gfirst, gend)
 			c.outer = append(c.outer, OuterJoin{Kind: "full", Left: lspan, Right: rspan, Above: above, First: first, InnerCover: left, node: j})
 			return append(append([]int{}, left...), right...), nil
 		default:
 			return nil, c.errf(-1, "FROM: this kind of join is not supported; write INNER, LEFT, RIGHT, FULL or CROSS JOIN")
 		}
 	case *pg_query.Node_RangeSubselect:
+		if isValues(n.RangeSubselect) {
+			return c.generatedItem(item)
+		}
 		if n.RangeSubselect.Lateral {
 			return nil, c.errf(-1, "FROM: LATERAL subqueries are not supported in a transform; join the subquery's tables in the outer FROM and put its conditions in WHERE")
 		}
 		return nil, c.errf(-1, "FROM: subqueries in FROM are not supported yet; join the subquery's tables in the outer FROM and move its conditions into WHERE")
 	case *pg_query.Node_RangeFunction:
-		return nil, c.errf(-1, "FROM: functions in FROM are not supported; select from tables")
+		return c.generatedItem(item)
 	case *pg_query.Node_RangeTableSample:
 		return nil, c.errf(n.RangeTableSample.Location, "FROM: TABLESAMPLE is not supported in a transform; remove it (a transform covers every row)")
 	default:
@@ -258,4 +315,13 @@ func renderFrom(from []*pg_query.Node, schemas []string, first int) (string, err
 		return "", fmt.Errorf("deparse FROM: unexpected deparser output %q", out)
 	}
 	return sql, nil
+}
+
+// deparsedItem is a FROM item as SQL, for a sentence.
+func deparsedItem(n *pg_query.Node) string {
+	out, err := deparseSelect(&pg_query.SelectStmt{FromClause: []*pg_query.Node{n}})
+	if err != nil {
+		return "a FROM item"
+	}
+	return strings.TrimPrefix(out, "SELECT FROM ")
 }

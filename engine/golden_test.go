@@ -41,6 +41,8 @@ func TestGeneratedSQL(t *testing.T) {
 		{"row_intkey", `CREATE TRANSFORM row_intkey AS SELECT id, v + 1 AS v1 FROM fact WHERE v > 0`},
 		{"having", `CREATE TRANSFORM having_pct AS SELECT d.name, 100.0 * sum(f.v) / nullif(count(*), 0) AS pct FROM fact f JOIN dim d ON d.id = f.d1 GROUP BY d.name HAVING count(*) > 2`},
 		{"having_nullable", `CREATE TRANSFORM having_nullable AS SELECT d1, sum(v) * 2 AS s2 FROM fact GROUP BY d1 HAVING count(*) > 1`},
+		{"row_function", `CREATE TRANSFORM row_function AS SELECT f.id, t.part FROM fact f LEFT JOIN LATERAL regexp_split_to_table(f.s, ',') AS t(part) ON true`},
+		{"agg_function", `CREATE TRANSFORM agg_function AS SELECT t.part, v.name, count(*) AS n FROM fact f, regexp_split_to_table(f.s, ',') AS t(part) JOIN (VALUES ('a', 'A'), ('b', 'B')) v(part, name) ON v.part = t.part GROUP BY t.part, v.name`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, p := define(t, ctx, conn, cat, tc.def)
@@ -171,4 +173,51 @@ func TestGeneratedLevelSQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkGolden(t, "level_owner", "-- the level's target\n"+ddl+"\n\n-- the owner's full query\n"+op.Full+";\n\n-- the owner's query (over the level)\n"+op.QuerySQL()+";\n\n"+generatedSQL(op))
+}
+
+// TestGeneratedRecursiveSQL pins what a recursive CTE's level generates
+// (ADR 0035): its target (anchor and step lineage, the identity __d, the
+// surrogate), the anchors a batch finds, the derivation restricted to
+// them, the depth guard of UNION ALL and the writes by identity.
+func TestGeneratedRecursiveSQL(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, conn, cat := catalogDB(t, ctx)
+	if _, err := conn.Exec(ctx, `CREATE TABLE nodes (id int PRIMARY KEY, parent_id int, name text);
+		CREATE TABLE edges (src int, dst int, PRIMARY KEY (src, dst))`); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, def string }{
+		{"recursive_union_all", `CREATE TRANSFORM tree AS WITH RECURSIVE d(root, id, depth) AS (SELECT id, id, 0 FROM nodes WHERE parent_id IS NULL
+			UNION ALL SELECT d.root, n.id, d.depth + 1 FROM nodes n JOIN d ON n.parent_id = d.id) SELECT root, id, depth FROM d`},
+		{"recursive_union", `CREATE TRANSFORM reach AS WITH RECURSIVE r(src, dst) AS (SELECT src, dst FROM edges
+			UNION SELECT r.src, e.dst FROM r, edges e WHERE e.src = r.dst) SELECT src, dst FROM r`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sts, err := ParseStatements(tc.def)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The recursive level: the owner's own level for UNION ALL,
+			// the level of its DISTINCT level for UNION.
+			q := sts[0].Query.Levels[0].Query
+			for q.Recursive == nil {
+				q = q.Levels[0].Query
+			}
+			lvl := Statement{Kind: CreateTransform, Schema: cat.Schema, Name: "level_1_1", Query: q}
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx) //nolint:errcheck
+			p, err := PlanCreate(ctx, tx, cat.Schema, cat.Schema, &lvl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := Install(ctx, tx, p, 1); err != nil {
+				t.Fatal(err)
+			}
+			checkGolden(t, tc.name, "-- the level's target\n"+targetDDL(t, ctx, tx, p.Target)+"\n\n"+generatedSQL(p))
+		})
+	}
 }

@@ -36,7 +36,7 @@ func hasLateral(sel *pg_query.SelectStmt) bool {
 		walk(it.ProtoReflect(), func(m proto.Message) bool {
 			switch x := m.(type) {
 			case *pg_query.RangeSubselect:
-				found = found || x.Lateral
+				found = found || x.Lateral && !isValues(x)
 				return false // its own FROM is its own query's
 			case *pg_query.SubLink:
 				return false
@@ -61,10 +61,12 @@ func (c *selectChecker) rewriteLateral(sel *pg_query.SelectStmt) error {
 			switch x := m.(type) {
 			case *pg_query.RangeSubselect:
 				// First in its join: there is nothing before it to read.
-				x.Lateral = false
+				// (A VALUES list reading the items before it stays
+				// LATERAL: a generated item, generated.go.)
+				x.Lateral = x.Lateral && isValues(x)
 				return false
 			case *pg_query.JoinExpr:
-				if rs := x.Rarg.GetRangeSubselect(); rs != nil && rs.Lateral {
+				if rs := x.Rarg.GetRangeSubselect(); rs != nil && rs.Lateral && !isValues(rs) {
 					ferr = c.lateralJoin(x, rs, outer)
 				}
 			case *pg_query.SubLink:
@@ -81,7 +83,7 @@ func (c *selectChecker) rewriteLateral(sel *pg_query.SelectStmt) error {
 func lateralCommaJoins(sel *pg_query.SelectStmt) {
 	for i := 1; i < len(sel.FromClause); i++ {
 		rs := sel.FromClause[i].GetRangeSubselect()
-		if rs == nil || !rs.Lateral {
+		if rs == nil || !rs.Lateral || isValues(rs) {
 			continue
 		}
 		left := sel.FromClause[0]

@@ -86,21 +86,8 @@ func (c *selectChecker) level(rs *pg_query.RangeSubselect, inner *pg_query.Selec
 	}
 	limits := c.rankLimits[alias]
 	key := text + rankLimitKey(limits)
-	placeholder := func(l *Level) *pg_query.Node {
-		rv := &pg_query.RangeVar{Relname: placeholderName(len(c.levels)), Inh: true, Relpersistence: "p", Location: -1}
-		if alias != "" {
-			rv.Alias = &pg_query.Alias{Aliasname: alias}
-		}
-		l.rv = rv
-		c.levels = append(c.levels, l)
-		return &pg_query.Node{Node: &pg_query.Node_RangeVar{RangeVar: rv}}
-	}
-	for _, l := range c.levels {
-		if l.text == key && l.SameAs == nil {
-			// The same rows read again (a CTE read twice): one level,
-			// which both places read.
-			return placeholder(&Level{Alias: alias, Query: l.Query, SameAs: l, text: key}), nil
-		}
+	if l := c.sameLevel(key); l != nil {
+		return c.placeLevel(&Level{Alias: alias, Query: l.Query, SameAs: l, text: key}, alias), nil
 	}
 	q, err := parseSelect(c.label+": "+what, text, 0, len(text), c.qualified)
 	if err != nil {
@@ -117,7 +104,31 @@ func (c *selectChecker) level(rs *pg_query.RangeSubselect, inner *pg_query.Selec
 		return nil, c.errf(-1, "%s selects *; list its columns by name", what)
 	}
 	limitWindow(q, limits)
-	return placeholder(&Level{Alias: alias, Query: q, text: key}), nil
+	return c.placeLevel(&Level{Alias: alias, Query: q, text: key}, alias), nil
+}
+
+// sameLevel is an earlier level of the query with the same query text:
+// the same rows read again (a CTE read twice) are one level, which both
+// places read.
+func (c *selectChecker) sameLevel(text string) *Level {
+	for _, l := range c.levels {
+		if l.text == text && l.SameAs == nil {
+			return l
+		}
+	}
+	return nil
+}
+
+// placeLevel registers l and returns the placeholder table that takes its
+// place in the FROM tree, under alias.
+func (c *selectChecker) placeLevel(l *Level, alias string) *pg_query.Node {
+	rv := &pg_query.RangeVar{Relname: placeholderName(len(c.levels)), Inh: true, Relpersistence: "p", Location: -1}
+	if alias != "" {
+		rv.Alias = &pg_query.Alias{Aliasname: alias}
+	}
+	l.rv = rv
+	c.levels = append(c.levels, l)
+	return &pg_query.Node{Node: &pg_query.Node_RangeVar{RangeVar: rv}}
 }
 
 // aggregates reports whether a derived table's SELECT groups its rows:
@@ -158,7 +169,7 @@ func (q *Query) levelAt(i int) *Level {
 // by its query as a derived table under the same alias: the owner's query
 // over the base tables (Plan.Full).
 func (q *Query) fullFrom(sources []Source) (string, error) {
-	if len(sources) == 1 {
+	if len(sources) == 1 && len(q.Generated) == 0 {
 		l := q.levelAt(0)
 		if l == nil {
 			return sources[0].From, nil

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 
@@ -74,7 +75,7 @@ func checkMutability(ctx context.Context, db DB, name string, p *Plan, q *Query)
 	var defs []string
 	var rewritten []string
 	for _, e := range exprs {
-		out, err := overScratch(ctx, db, p.Sources, e.text, cols, &defs)
+		out, err := overScratch(ctx, db, p, q.Generated, e.text, cols, &defs)
 		if err != nil {
 			return err
 		}
@@ -113,7 +114,7 @@ func checkMutability(ctx context.Context, db DB, name string, p *Plan, q *Query)
 		parts = append(parts, strings.Join(bad, "; ")+": it calls a function, operator or cast that PostgreSQL marks stable or volatile (timestamptz::date, to_char(timestamptz, …) and timestamptz + interval depend on the TimeZone setting, for example); a transform may use only immutable expressions, because rows are re-derived at different times — name the time zone (timezone('UTC', t)::date), or compute the value into a source column")
 	}
 	if len(sets) > 0 {
-		parts = append(parts, strings.Join(sets, "; ")+" returns a set of rows per row, which a transform cannot key; remove the set-returning call (keep the rows it would produce in a table and join it)")
+		parts = append(parts, strings.Join(sets, "; ")+" returns a set of rows per row in a select list, where its rows have no identity of their own; move it to FROM, where each row is keyed by its ordinal (ADR 0034): SELECT t.id, u.x FROM t, unnest(t.a) AS u(x)")
 	}
 	if len(aggs) > 0 {
 		parts = append(parts, strings.Join(aggs, "; ")+" calls a user-defined or extension aggregate or window function, which this version does not keep; supported aggregates are "+supportedAggregates)
@@ -125,9 +126,10 @@ func checkMutability(ctx context.Context, db DB, name string, p *Plan, q *Query)
 }
 
 // overScratch rewrites an expression's column references to columns of
-// the scratch table, adding a column (with the source column's type) for
-// each reference not seen before.
-func overScratch(ctx context.Context, db DB, sources []Source, text string, cols map[ColumnName]string, defs *[]string) (string, error) {
+// the scratch table, adding a column (with the source column's type, or
+// the type a function or VALUES item of gens gives it) for each reference
+// not seen before.
+func overScratch(ctx context.Context, db DB, p *Plan, gens []Generated, text string, cols map[ColumnName]string, defs *[]string) (string, error) {
 	tree, err := pg_query.Parse("SELECT " + text)
 	if err != nil || len(tree.Stmts) != 1 || tree.Stmts[0].GetStmt().GetSelectStmt() == nil {
 		return "", fmt.Errorf("check immutability of %s: parse: %v", text, err)
@@ -152,12 +154,15 @@ func overScratch(ctx context.Context, db DB, sources []Source, text string, cols
 		if c, ok := cols[cn]; ok {
 			return columnRef(c)
 		}
-		src, typ, err := columnType(ctx, db, sources, cn)
+		src, typ, err := columnType(ctx, db, p.Sources, cn)
+		if err == nil && src < 0 {
+			typ, err = generatedType(ctx, db, p, gens, cn)
+		}
 		if err != nil {
 			ferr = err
 			return nil
 		}
-		if src < 0 {
+		if typ == "" {
 			return nil // not a source column (PostgreSQL resolved it otherwise)
 		}
 		c := fmt.Sprintf("c%d", len(cols))
@@ -169,6 +174,22 @@ func overScratch(ctx context.Context, db DB, sources []Source, text string, cols
 		return "", ferr
 	}
 	return deparseExpr(out)
+}
+
+// generatedType is the type of a column of a function or VALUES item in
+// FROM (ADR 0034), as PostgreSQL types it there; "" when cn names none.
+func generatedType(ctx context.Context, db DB, p *Plan, gens []Generated, cn ColumnName) (string, error) {
+	for _, g := range gens {
+		if g.Ref != cn.Ref {
+			continue
+		}
+		ts, err := describeStored(ctx, db, "SELECT "+pgx.Identifier{cn.Ref, cn.Column}.Sanitize()+" FROM "+p.FromSQL())
+		if err != nil {
+			return "", fmt.Errorf("check immutability: type %s.%s: %w", cn.Ref, cn.Column, err)
+		}
+		return ts[0].name, nil
+	}
+	return "", nil
 }
 
 // columnType finds the source a column reference reads, as PostgreSQL

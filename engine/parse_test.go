@@ -435,10 +435,51 @@ func badCases() []badCase {
 		{"not a SELECT", "CREATE TRANSFORM x AS DELETE FROM t", `transform "x": the query after AS must be a SELECT`},
 
 		// Statement-level clauses.
-		{"WITH RECURSIVE", "CREATE TRANSFORM x AS WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) SELECT a FROM t", `WITH RECURSIVE is not supported in a transform`},
+		// WITH RECURSIVE: only linear recursion (ADR 0035); each refusal
+		// names the part, its position and the form that is kept.
+		{"recursive anchor without table", "CREATE TRANSFORM x AS WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) SELECT a FROM t",
+			`WITH RECURSIVE c: its anchor reads no table; a recursive CTE is kept by anchor row, each found by its source row's key — select the anchor from its table (SELECT id, 0 FROM nodes WHERE id = 1) (line 1, column 54)`},
+		{"recursive term reads the CTE twice", "CREATE TRANSFORM x AS WITH RECURSIVE r(a) AS (SELECT a FROM t UNION SELECT r1.a FROM r r1 JOIN r r2 ON r2.a = r1.a) SELECT a FROM r",
+			`WITH RECURSIVE r: its recursive term reads r 2 times; only linear recursion is kept (a recursive CTE is kept as <anchor SELECT over tables> UNION [ALL] <SELECT … FROM the CTE JOIN tables ON … WHERE …>, the CTE read once in its recursive term) — a path through two rows of the CTE at once is not (line 1, column 96)`},
+		{"mutual recursion", "CREATE TRANSFORM x AS WITH RECURSIVE p(a) AS (SELECT a FROM t UNION ALL SELECT q.a FROM q), q(a) AS (SELECT a FROM p) SELECT a FROM p",
+			`WITH RECURSIVE p reads q, which is defined after it (mutual recursion or a forward reference); a recursive CTE is kept as`},
+		{"recursive aggregate", "CREATE TRANSFORM x AS WITH RECURSIVE r(a, n) AS (SELECT a, 1 FROM t UNION ALL SELECT u.b, count(*) FROM r JOIN u ON u.a = r.a GROUP BY u.b) SELECT a FROM r",
+			`WITH RECURSIVE r: its recursive term: GROUP BY is not kept in a recursive CTE; aggregate over the CTE in the outer query (SELECT part, sum(qty) FROM bom GROUP BY part)`},
+		{"recursive window", "CREATE TRANSFORM x AS WITH RECURSIVE r(a, n) AS (SELECT a, 1 FROM t UNION ALL SELECT u.b, row_number() OVER (ORDER BY u.b) FROM r JOIN u ON u.a = r.a) SELECT a FROM r",
+			`WITH RECURSIVE r: its recursive term: a window function is not kept in a recursive CTE; compute it in the outer query over the CTE (line 1, column 91)`},
+		{"recursive LIMIT", "CREATE TRANSFORM x AS WITH RECURSIVE r(a) AS (SELECT a FROM t UNION ALL (SELECT u.b FROM r JOIN u ON u.a = r.a ORDER BY u.b LIMIT 5)) SELECT a FROM r",
+			`WITH RECURSIVE r: its recursive term: ORDER BY or LIMIT is not kept in a recursive CTE; remove it; bound the recursion with a condition (WHERE depth < 10) (line 1, column 121)`},
+		{"recursive outer join", "CREATE TRANSFORM x AS WITH RECURSIVE r(a) AS (SELECT a FROM t UNION ALL SELECT u.b FROM r, u LEFT JOIN t ON t.a = u.b WHERE u.a = r.a) SELECT a FROM r",
+			`WITH RECURSIVE r: its recursive term: an outer join is not kept in a recursive CTE; join with INNER JOIN`},
+		{"recursive reference under an outer join", "CREATE TRANSFORM x AS WITH RECURSIVE r(a) AS (SELECT a FROM t UNION ALL SELECT u.b FROM u LEFT JOIN r ON u.a = r.a) SELECT a FROM r",
+			`WITH RECURSIVE r: its recursive term reads r outside its FROM's inner joins (in a subquery, or on a side of an outer join); a recursive CTE is kept as <anchor SELECT over tables> UNION [ALL] <SELECT … FROM the CTE JOIN tables ON … WHERE …>, the CTE read once in its recursive term (line 1, column 101)`},
+		{"recursive reference in a subquery", "CREATE TRANSFORM x AS WITH RECURSIVE r(a) AS (SELECT a FROM t UNION ALL SELECT u.b FROM u WHERE u.a IN (SELECT a FROM r)) SELECT a FROM r",
+			`WITH RECURSIVE r: its recursive term reads r outside its FROM's inner joins (in a subquery, or on a side of an outer join); a recursive CTE is kept as`},
+		{"recursive subquery", "CREATE TRANSFORM x AS WITH RECURSIVE r(a) AS (SELECT a FROM t UNION ALL SELECT u.b FROM r JOIN u ON u.a = r.a WHERE EXISTS (SELECT 1 FROM t WHERE t.a = u.b)) SELECT a FROM r",
+			`WITH RECURSIVE r: its recursive term: a subquery in an expression is not kept in a recursive CTE; join its table in FROM instead (line 1, column 117)`},
+		{"recursive DISTINCT", "CREATE TRANSFORM x AS WITH RECURSIVE r(a) AS (SELECT a FROM t UNION ALL SELECT DISTINCT u.b FROM r JOIN u ON u.a = r.a) SELECT a FROM r",
+			`WITH RECURSIVE r: its recursive term: DISTINCT is not kept in a recursive CTE; write UNION instead of UNION ALL, which keeps distinct rows (line 1, column 89)`},
+		{"recursive INTERSECT", "CREATE TRANSFORM x AS WITH RECURSIVE r(a) AS (SELECT a FROM t INTERSECT SELECT u.b FROM r JOIN u ON u.a = r.a) SELECT a FROM r",
+			`WITH RECURSIVE r reads itself but is not a UNION of an anchor and a recursive term; a recursive CTE is kept as`},
+		{"recursive anchor reads itself", "CREATE TRANSFORM x AS WITH RECURSIVE r(a) AS (SELECT a FROM r UNION ALL SELECT u.b FROM u) SELECT a FROM r",
+			`WITH RECURSIVE r: its anchor (the SELECT before UNION) reads r itself; a recursive CTE is kept as`},
+		{"recursive anchor set operation", "CREATE TRANSFORM x AS WITH RECURSIVE r(a) AS (SELECT a FROM t UNION SELECT b FROM u UNION ALL SELECT u.b FROM r JOIN u ON u.a = r.a) SELECT a FROM r",
+			`WITH RECURSIVE r: its anchor (the part before the last UNION) is itself a set operation; write one SELECT as the anchor — define one recursive CTE per anchor and UNION ALL them in the outer query`},
+		{"recursive CYCLE clause", "CREATE TRANSFORM x AS WITH RECURSIVE r(a) AS (SELECT a FROM t UNION ALL SELECT u.b FROM r JOIN u ON u.a = r.a) CYCLE a SET is_cycle USING path SELECT a FROM r",
+			`WITH RECURSIVE r: CYCLE … SET is not kept; carry the path yourself (ARRAY[id] in the anchor, path || id in the recursive term) and stop with WHERE NOT id = ANY(path), or write UNION instead of UNION ALL, which ends cycles by itself`},
+		{"recursive SEARCH clause", "CREATE TRANSFORM x AS WITH RECURSIVE r(a) AS (SELECT a FROM t UNION ALL SELECT u.b FROM r JOIN u ON u.a = r.a) SEARCH DEPTH FIRST BY a SET ord SELECT a FROM r",
+			`WITH RECURSIVE r: SEARCH … SET is not kept`},
+		{"recursive unnamed column", "CREATE TRANSFORM x AS WITH RECURSIVE r AS (SELECT a, 0 FROM t UNION ALL SELECT u.b, 1 FROM r JOIN u ON u.a = r.a) SELECT a FROM r",
+			`WITH RECURSIVE r: column 2 has no name; name the columns (WITH RECURSIVE r(a, b, …) AS …)`},
+		{"recursive hidden column name", "CREATE TRANSFORM x AS WITH RECURSIVE r(a, __d) AS (SELECT a, 0 FROM t UNION ALL SELECT u.b, 1 FROM r JOIN u ON u.a = r.a) SELECT a FROM r",
+			`WITH RECURSIVE r: column __d begins with "__", which names the engine's hidden columns; rename it`},
+		{"recursive ORDER BY on the whole", "CREATE TRANSFORM x AS WITH RECURSIVE r(a) AS (SELECT a FROM t UNION ALL SELECT u.b FROM r JOIN u ON u.a = r.a ORDER BY 1) SELECT a FROM r",
+			`WITH RECURSIVE r: ORDER BY or LIMIT on the whole recursive query is not kept`},
+		{"recursive anchor aggregates", "CREATE TRANSFORM x AS WITH RECURSIVE r(a) AS (SELECT max(a) FROM t UNION ALL SELECT u.b FROM r JOIN u ON u.a = r.a) SELECT a FROM r",
+			`WITH RECURSIVE r: its anchor: an aggregate (GROUP BY, HAVING or an aggregate call) is not kept in a recursive CTE`},
+		{"recursive function in FROM", "CREATE TRANSFORM x AS WITH RECURSIVE r(a) AS (SELECT a FROM t UNION ALL SELECT g FROM r, generate_series(1, r.a) g) SELECT a FROM r",
+			`WITH RECURSIVE r: its recursive term: FROM: functions in FROM are not supported; select from tables`},
 		{"data-modifying WITH", "CREATE TRANSFORM x AS WITH d AS (DELETE FROM u RETURNING b) SELECT a FROM t", `WITH d holds a data-modifying statement (INSERT, UPDATE, DELETE or MERGE); a transform's query only reads, so remove it`},
-		{"INTERSECT ALL", "CREATE TRANSFORM x AS SELECT a FROM t INTERSECT ALL SELECT a FROM u", "INTERSECT ALL keeps a row as many times as its counts say (min(m, n))"},
-		{"EXCEPT ALL", "CREATE TRANSFORM x AS SELECT a FROM t EXCEPT ALL SELECT a FROM u", "EXCEPT ALL keeps a row as many times as its counts say (m − n)"},
 		{"set operation column count", "CREATE TRANSFORM x AS SELECT a, b FROM t UNION SELECT a FROM u", "each UNION query must have the same number of columns: branch 1 selects 2, branch 2 selects 1"},
 		{"VALUES branch", "CREATE TRANSFORM x AS SELECT a FROM t UNION ALL VALUES (1)", "VALUES is not supported in a transform, also as a branch of UNION"},
 		{"VALUES", "CREATE TRANSFORM x AS VALUES (1), (2)", "VALUES is not supported"},
@@ -461,7 +502,8 @@ func badCases() []badCase {
 		{"same name twice", "CREATE TRANSFORM x AS SELECT t.a FROM t JOIN t ON true", `FROM: the name t is used by two FROM items; give one of them an alias`},
 		{"unknown qualifier in a join", "CREATE TRANSFORM x AS SELECT v.a FROM t JOIN u ON true", `column reference v.a names v, which is not a FROM table; the FROM tables are referred to as t, u`},
 		{"aggregate in ON", "CREATE TRANSFORM x AS SELECT t.a FROM t JOIN u ON count(*) > 0", "aggregate functions are not allowed in JOIN conditions"},
-		{"function in FROM", "CREATE TRANSFORM x AS SELECT g FROM generate_series(1, 3) g", "FROM: functions in FROM are not supported"},
+		{"function in FROM alone", "CREATE TRANSFORM x AS SELECT g FROM generate_series(1, 3) g", "FROM: the query reads no table, only functions or VALUES lists"},
+		{"VALUES in FROM alone", "CREATE TRANSFORM x AS SELECT v.a FROM (SELECT w.a FROM (VALUES (1), (2)) w(a)) v", "FROM: the query reads no table"},
 		{"TABLESAMPLE", "CREATE TRANSFORM x AS SELECT a FROM t TABLESAMPLE SYSTEM (10)", "FROM: TABLESAMPLE is not supported"},
 		{"three-part table", "CREATE TRANSFORM x AS SELECT a FROM db.s.t", "FROM: a three-part table name"},
 		{"column aliases on table", "CREATE TRANSFORM x AS SELECT a FROM t AS z(a, b)", "FROM: column aliases on the table"},
@@ -606,8 +648,6 @@ func TestParseQualifiedBad(t *testing.T) {
 // its own; the refusal names the FROM item alone.
 func TestRefusalNamesNoFollowOn(t *testing.T) {
 	for _, script := range []string{
-		"CREATE TRANSFORM x AS SELECT g.g, t.a FROM generate_series(1, 3) g, t",
-		"CREATE TRANSFORM x AS SELECT v.a AS va, t.a FROM (VALUES (1)) v(a), t",
 		"CREATE TRANSFORM x AS SELECT t.a, u.b FROM t TABLESAMPLE SYSTEM (5), u",
 	} {
 		_, err := ParseStatements(script)
@@ -726,5 +766,98 @@ func checkQuery(t *testing.T, q *Query) {
 	q2 := again[0].Query
 	if q2.SQL != q.SQL || !reflect.DeepEqual(q2.Targets, q.Targets) || !reflect.DeepEqual(q2.Tables, q.Tables) || q2.Where != q.Where || !reflect.DeepEqual(q2.GroupBy, q.GroupBy) {
 		t.Fatalf("round trip changed the query:\n%+v\n%+v", q, q2)
+	}
+}
+
+// TestGeneratedItems: functions and VALUES lists in FROM, as PostgreSQL
+// writes a definition back (ADR 0034), get their ordinal — WITH
+// ORDINALITY added under a hidden name, the user's own kept, a column
+// definition list moved into ROWS FROM, a VALUES row's position — and are
+// never in the cover; INTERSECT ALL and EXCEPT ALL are counts expanded by
+// generate_series; what cannot be kept is refused with its rewrite.
+func TestGeneratedItems(t *testing.T) {
+	for _, tc := range []struct {
+		name, sql string
+		want      []string // parts of the rewritten text (and its levels')
+		gens      []Generated
+		cover     []int
+		outer     int
+		err       string
+	}{
+		{name: "implicit LATERAL unnest",
+			sql:  `SELECT p.id, t.tag FROM p, LATERAL unnest(p.tags) t(tag)`,
+			want: []string{`unnest(p.tags) WITH ORDINALITY t(tag, __trellis_o)`},
+			gens: []Generated{{Ref: "t", Column: ordinalColumn}}, cover: []int{0}},
+		{name: "the user's ordinality",
+			sql:  `SELECT p.id, t.tag, t.n FROM p CROSS JOIN LATERAL unnest(p.tags) WITH ORDINALITY t(tag, n)`,
+			want: []string{`unnest(p.tags) WITH ORDINALITY t(tag, n)`},
+			gens: []Generated{{Ref: "t", Column: "n"}}, cover: []int{0}},
+		{name: "column definition list",
+			sql:  `SELECT p.id, x.a FROM p, LATERAL jsonb_to_recordset((p.doc -> 'items'::text)) x(a integer, b text)`,
+			want: []string{`ROWS FROM (jsonb_to_recordset(p.doc -> 'items'::text) AS (a int, b text)) WITH ORDINALITY x(a, b, __trellis_o)`},
+			gens: []Generated{{Ref: "x", Column: ordinalColumn}}, cover: []int{0}},
+		{name: "VALUES joined",
+			sql:  `SELECT p.id, v.name FROM (p JOIN ( VALUES (1,'a'::text), (2,'b'::text)) v(id, name) ON ((v.id = p.id)))`,
+			want: []string{`(VALUES (1, 'a'::text, 1), (2, 'b'::text, 2)) v(id, name, __trellis_o)`},
+			gens: []Generated{{Ref: "v", Column: ordinalColumn}}, cover: []int{0}},
+		{name: "VALUES first, unnamed columns",
+			sql:  `SELECT v.column1, p.id FROM (( VALUES (1), (2)) v JOIN p ON ((p.id = v.column1)))`,
+			want: []string{`v(column1, __trellis_o)`},
+			gens: []Generated{{Ref: "v", Column: ordinalColumn}}, cover: []int{0}},
+		{name: "LEFT JOIN LATERAL: nullable",
+			sql:  `SELECT p.id, t.tag FROM (p LEFT JOIN LATERAL unnest(p.tags) t(tag) ON (true))`,
+			gens: []Generated{{Ref: "t", Column: ordinalColumn, Nullable: true}}, cover: []int{0}, outer: 1},
+		{name: "a function heading an outer join is re-associated",
+			sql:  `SELECT p.id, s.label FROM p, (LATERAL unnest(p.tags) t(tag) LEFT JOIN s ON ((s.tag = t.tag)))`,
+			want: []string{`FROM p CROSS JOIN LATERAL unnest(p.tags) WITH ORDINALITY t(tag, __trellis_o) LEFT JOIN s ON s.tag = t.tag`},
+			gens: []Generated{{Ref: "t", Column: ordinalColumn}}, cover: []int{0}, outer: 1},
+		{name: "INTERSECT ALL",
+			sql:  `SELECT t.a FROM t INTERSECT ALL SELECT u.a FROM u`,
+			want: []string{`generate_series(1, LEAST(__set1.n1, __set1.n2)) WITH ORDINALITY __set1_copies(copy, __trellis_o)`, `count(__set1_1.t) AS n1`},
+			gens: []Generated{{Ref: "__set1_copies", Column: ordinalColumn}}, cover: []int{0}},
+		{name: "EXCEPT ALL chain",
+			sql:  `SELECT t.a FROM t EXCEPT ALL SELECT u.a FROM u EXCEPT ALL SELECT t.b FROM t`,
+			want: []string{`generate_series(1, (__set1.n1 - __set1.n2) - __set1.n3)`},
+			gens: []Generated{{Ref: "__set1_copies", Column: ordinalColumn}}, cover: []int{0}},
+		{name: "VALUES on the preserved side",
+			sql: `SELECT v.a, t.b FROM (( VALUES (1), (2)) v(a) LEFT JOIN t ON ((t.a = v.a)))`,
+			err: "the preserved side of a LEFT JOIN holds no table, only a function or VALUES list ((VALUES (1), (2)) v(a)), so its unmatched rows belong to no source row and no change could find them; put the constant rows in a table"},
+		{name: "a constant side of FULL JOIN",
+			sql: `SELECT g.n, t.b FROM (t FULL JOIN generate_series(1, 3) g(n) ON ((g.n = t.a)))`,
+			err: "the preserved side of a FULL JOIN holds no table"},
+		{name: "subquery in the arguments",
+			sql: `SELECT p.id, x.a FROM p, LATERAL unnest(ARRAY( SELECT u.a FROM u)) x(a)`,
+			err: `FROM: the function x reads a subquery`},
+		{name: "volatile argument",
+			sql: `SELECT p.id, g.n FROM p, LATERAL generate_series(1, ((random() * (3)::double precision))::integer) g(n)`,
+			err: `FROM: the function g: random() is not immutable`},
+		{name: "no table",
+			sql: `SELECT g.n FROM generate_series(1, 3) g(n)`,
+			err: "FROM: the query reads no table"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q, err := ParseQuery("x", tc.sql)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) || terr.CodeOf(err) != terr.Validation {
+					t.Fatalf("err = %v, want a validation error containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := q.Rewritten
+			for _, l := range q.Levels {
+				text += "\n" + l.text
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("rewritten\n  %s\nlacks\n  %s", text, w)
+				}
+			}
+			if !reflect.DeepEqual(q.Generated, tc.gens) || !reflect.DeepEqual(q.Cover, tc.cover) || len(q.Outer) != tc.outer {
+				t.Errorf("generated %+v cover %v outer joins %d, want %+v %v %d", q.Generated, q.Cover, len(q.Outer), tc.gens, tc.cover, tc.outer)
+			}
+		})
 	}
 }

@@ -111,10 +111,20 @@ type Plan struct {
 	Probes        []Probe `json:"probes,omitempty"`
 	NoSourceIndex bool    `json:"no_source_index,omitempty"`
 
+	// Ordinals are the hidden stored columns (__o<k>) of the FROM items
+	// that read no table, functions and VALUES lists: each row's
+	// ordinal within its item, part of its identity (ADR 0034). Expr is
+	// over the FROM.
+	Ordinals []Col `json:"ordinals,omitempty"`
+
 	// Window, for a query with window functions (ADR 0033), says how its
 	// rows are re-derived: by partition, the target keyed by lineage as
 	// for several sources (Multi).
 	Window *PlanWindow `json:"window,omitempty"`
+
+	// Recursive, for an inner level that keeps a recursive CTE (ADR
+	// 0035), says how its rows are re-derived: by anchor.
+	Recursive *PlanRecursive `json:"recursive,omitempty"`
 
 	// Views are the views the definition read as their definitions then;
 	// one replaced or dropped since is drift (views.go).
@@ -164,8 +174,12 @@ type Source struct {
 func (s Source) Ident() string { return pgx.Identifier{s.Schema, s.Name}.Sanitize() }
 
 // Multi reports whether the plan re-derives through lineage scopes (ADR
-// 0010): it reads several sources, or has windows (ADR 0033).
-func (p *Plan) Multi() bool { return len(p.Sources) > 1 || p.Window != nil }
+// 0010): it reads several sources, has windows (ADR 0033), functions or
+// VALUES lists in FROM, whose rows share a lineage (ADR 0034), or keeps a
+// recursive CTE (ADR 0035).
+func (p *Plan) Multi() bool {
+	return len(p.Sources) > 1 || p.Window != nil || len(p.Ordinals) > 0 || p.Recursive != nil
+}
 
 // FromSQL is the FROM clause of the plan's query.
 func (p *Plan) FromSQL() string {

@@ -57,6 +57,10 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 		target = st.TargetName
 	}
 	p := &Plan{SearchPath: searchPath, Target: Rel{Schema: schema, Name: target}, Where: q.Where, Outer: q.Outer, Cover: q.Cover, Views: q.Views}
+	if q.Recursive != nil {
+		// The level of a recursive CTE, kept by anchor (ADR 0035).
+		return planRecursive(ctx, db, p, instanceSchema, q)
+	}
 	if q.Window != nil {
 		// Keyed by lineage and re-derived by partition (window.go).
 		p.Window = &PlanWindow{Limit: q.Window.Limit}
@@ -84,6 +88,12 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 		}
 	}
 	for k, oj := range q.Outer {
+		if len(oj.Sides()[0][1]) == 0 {
+			// Its NULL-extended side is a function or VALUES list, whose
+			// rows change only with the preserved side's: no key of its
+			// own, nothing a mirror would find (ADR 0034).
+			continue
+		}
 		filtered, err := filteredAbove(ctx, db, p.Sources, oj)
 		if err != nil {
 			return nil, err
@@ -100,6 +110,7 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 		}
 	}
 	p.NoSourceIndex = st.WithoutSourceIndex
+	p.Ordinals = ordinalCols(q.Generated)
 	if p.Multi() {
 		probes, err := planProbes(ctx, db, p.Sources, q.Equalities)
 		if err != nil {
@@ -130,6 +141,11 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 	}
 	if err := checkImmutable(ctx, db, name, p.selectSQL(q)); err != nil {
 		return nil, err
+	}
+	if len(p.Ordinals) > 0 {
+		if err := checkGeneratedVolatility(ctx, db, name, p.FromSQL()); err != nil {
+			return nil, err
+		}
 	}
 	for _, a := range q.Aggs {
 		if a.User {
@@ -202,6 +218,10 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 					p.Cols = append(p.Cols, Col{Name: src.Lineage[j], Type: k.Type, Expr: pgx.Identifier{src.Ref, k.Name}.Sanitize()})
 					p.Identity = append(p.Identity, src.Lineage[j])
 				}
+			}
+			for _, o := range p.Ordinals {
+				p.Cols = append(p.Cols, o)
+				p.Identity = append(p.Identity, o.Name)
 			}
 			p.setSurrogate()
 			return p, nil
@@ -299,8 +319,19 @@ func (p *Plan) needsSurrogate() bool {
 	if p.Shape == ShapeAggregate {
 		return len(p.Groups) == 0 || !p.groupsNotNull()
 	}
+	return p.identityNullable()
+}
+
+// identityNullable reports whether an outer join may leave part of the
+// stored rows' identity NULL: a source's lineage or a function's ordinal.
+func (p *Plan) identityNullable() bool {
 	for _, src := range p.Sources {
 		if src.Nullable {
+			return true
+		}
+	}
+	for _, o := range p.Ordinals {
+		if !o.NotNull {
 			return true
 		}
 	}

@@ -54,18 +54,15 @@ func (c *selectChecker) checkClauses(sel *pg_query.SelectStmt) error {
 	return joinRefusals(errs)
 }
 
-// withRefusal refuses a WITH clause the engine cannot keep (WITH
-// RECURSIVE, or a data-modifying statement in it) with the advice that
-// fits it; any other WITH is inlined (cte.go).
+// withRefusal refuses a WITH clause the engine cannot keep (a
+// data-modifying statement in it) with the advice that fits it; any other
+// WITH is inlined (cte.go), a recursive CTE read as a level (recursive.go).
 func (c *selectChecker) withRefusal(w *pg_query.WithClause) error {
 	for _, n := range w.Ctes {
 		cte := n.GetCommonTableExpr()
 		if cte != nil && cte.Ctequery.GetSelectStmt() == nil {
 			return c.errf(cte.Location, "WITH %s holds a data-modifying statement (INSERT, UPDATE, DELETE or MERGE); a transform's query only reads, so remove it", quoteIdents([]string{cte.Ctename}))
 		}
-	}
-	if w.Recursive {
-		return c.errf(w.Location, "WITH RECURSIVE is not supported in a transform; a recursive query has no incremental form here — keep it as a view or a materialized view")
 	}
 	return c.errf(w.Location, "WITH: unexpected clause")
 }

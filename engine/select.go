@@ -23,8 +23,10 @@ type selectChecker struct {
 	script string
 	base   int
 	tables []TableRef
-	outer  []OuterJoin
-	cover  []int
+	// generated are the FROM items that read no table (generated.go).
+	generated []Generated
+	outer     []OuterJoin
+	cover     []int
 	// groupKeys are the GROUP BY expressions' comparison keys.
 	groupKeys []string
 	// equalities are the column equalities of WHERE and the joins.
@@ -70,6 +72,9 @@ type selectChecker struct {
 	setOps int
 	// windows: window calls are accepted in the select list (window.go).
 	windows bool
+	// expandRecursive: a recursive CTE's term selects *, which
+	// PostgreSQL expands (recursive.go).
+	expandRecursive bool
 	// fromRefused: a FROM item was refused, so tables lists only part of
 	// FROM and a qualifier it lacks may name a table it never reached —
 	// not a mistake of its own to report.
@@ -126,9 +131,15 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 	if _, err := c.inlineWith(tree.Stmts[0].Stmt, nil); err != nil {
 		return nil, err
 	}
+	if c.expandRecursive && !qualified {
+		return &Query{SQL: original, Expand: true}, nil
+	}
 	// Set operations next: each is a SELECT over its branches (setop.go).
 	if err := c.rewriteSetOps(tree.Stmts[0].Stmt); err != nil {
 		return nil, err
+	}
+	if readsNoTable(sel) {
+		return nil, c.errf(-1, noTableRefusal)
 	}
 	if c.setOps > 0 && !qualified || !qualified && rewritesQualified(tree.Stmts[0].Stmt) {
 		// PostgreSQL validates the set operation as written (its own
@@ -218,6 +229,9 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 	c.windows = hasWindow(sel) && !aggregates(sel)
 	fromOK := keep(c.flattenDerived(sel)) && keep(c.dependOnSublinks(sel)) && keep(c.checkFrom(sel))
 	c.fromRefused = !fromOK
+	// What is left of recursive CTEs is in subqueries PostgreSQL
+	// evaluates (recursive.go).
+	realizeRecursive(tree.Stmts[0].Stmt)
 	for i, oj := range c.outer {
 		if c.filteringDeps[oj.node] {
 			c.outer[i].Above = append(oj.Above, ColumnName{Column: "*"})
@@ -228,7 +242,7 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 		// NULL-extended row alike, and needs no mirror (narrow.go).
 		c.outer[i].Above = slices.DeleteFunc(c.outer[i].Above, func(cn ColumnName) bool { return c.narrowedAlias(cn.Ref) })
 	}
-	q := &Query{Tables: c.tables, Outer: c.outer, Cover: c.cover, from: sel.FromClause, OrderBy: len(sel.SortClause) > 0 || c.droppedOrder, Equalities: c.equalities, joinConds: c.joinConds, unread: c.unread, tree: tree,
+	q := &Query{Tables: c.tables, Generated: c.generated, Outer: c.outer, Cover: c.cover, from: sel.FromClause, OrderBy: len(sel.SortClause) > 0 || c.droppedOrder, Equalities: c.equalities, joinConds: c.joinConds, unread: c.unread, tree: tree,
 		Narrow: c.narrow}
 	for _, l := range c.levels {
 		for i, rv := range c.rvs {

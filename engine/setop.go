@@ -24,7 +24,9 @@ package engine
 // level (ADR 0027), like any derived table there.
 //
 // INTERSECT ALL and EXCEPT ALL keep min(m, n) and m − n copies of a row:
-// copies the engine cannot make from one source row, so they are refused.
+// the counts per distinct row (an inner level) expanded by generate_series
+// over them, each copy keyed by its group and ordinal (countedCopies, ADR
+// 0034).
 
 import (
 	"fmt"
@@ -97,10 +99,6 @@ func (c *selectChecker) rewriteSetOps(n *pg_query.Node) error {
 // setOpSelect is the SELECT that set operation sel stands for.
 func (c *selectChecker) setOpSelect(sel *pg_query.SelectStmt) (*pg_query.SelectStmt, error) {
 	op := strings.TrimPrefix(sel.Op.String(), "SETOP_")
-	if sel.All && sel.Op != pg_query.SetOperation_SETOP_UNION {
-		return nil, c.errf(-1, "%s ALL keeps a row as many times as its counts say (%s), copies a transform cannot make from one source row; write %s (without ALL) where the rows are distinct, or keep the counts: SELECT …, count(*) FROM … GROUP BY …", op,
-			map[bool]string{true: "min(m, n)", false: "m − n"}[sel.Op == pg_query.SetOperation_SETOP_INTERSECT], op)
-	}
 	if sel.IntoClause != nil || len(sel.LockingClause) > 0 {
 		return nil, c.errf(-1, "%s with INTO or FOR UPDATE is not supported in a transform; remove it", op)
 	}
@@ -118,7 +116,7 @@ func (c *selectChecker) setOpSelect(sel *pg_query.SelectStmt) (*pg_query.SelectS
 		case sel.Op == pg_query.SetOperation_SETOP_UNION:
 			return !sel.All || s.All
 		default:
-			return !s.All
+			return s.All == sel.All
 		}
 	}
 	var branches []*pg_query.SelectStmt
@@ -197,6 +195,8 @@ func (c *selectChecker) setOpSelect(sel *pg_query.SelectStmt) (*pg_query.SelectS
 	switch {
 	case sel.Op == pg_query.SetOperation_SETOP_UNION && !sel.All:
 		out.DistinctClause = []*pg_query.Node{{}}
+	case tagged && sel.All:
+		return c.countedCopies(sel, out, names, aliases), nil
 	case tagged:
 		for k := range names {
 			out.GroupClause = append(out.GroupClause, &pg_query.Node{Node: &pg_query.Node_AConst{AConst: &pg_query.A_Const{
@@ -213,4 +213,59 @@ func (c *selectChecker) setOpSelect(sel *pg_query.SelectStmt) (*pg_query.SelectS
 		out.HavingClause = andAll(conds)
 	}
 	return out, nil
+}
+
+// countedCopies is INTERSECT ALL or EXCEPT ALL over the join of the
+// branches out (ADR 0034): the rows counted per branch in a derived table
+// that groups by every column (an inner level), each distinct row made
+// as many times as the operation keeps by generate_series over its
+// counts — min(m, n) for INTERSECT ALL, m − n for EXCEPT ALL, none when
+// that is not positive. Each copy's identity is its group's and its
+// ordinal.
+//
+//	SELECT x.c1 AS k … FROM (SELECT coalesce(a.c1, b.c1) AS c1, …, count(a.t) AS n1,
+//	    count(b.t) AS n2 FROM … GROUP BY 1, …) x(c1, …, n1, n2)
+//	  CROSS JOIN generate_series(1, least(x.n1, x.n2)) g(copy)
+func (c *selectChecker) countedCopies(sel, out *pg_query.SelectStmt, names, aliases []string) *pg_query.SelectStmt {
+	counts := &pg_query.Alias{Aliasname: fmt.Sprintf("__set%d", c.setOps)}
+	for k := range names {
+		out.GroupClause = append(out.GroupClause, &pg_query.Node{Node: &pg_query.Node_AConst{AConst: &pg_query.A_Const{
+			Val: &pg_query.A_Const_Ival{Ival: &pg_query.Integer{Ival: int32(k + 1)}}, Location: -1}}})
+		out.TargetList[k].GetResTarget().Name = fmt.Sprintf("c%d", k+1)
+		counts.Colnames = append(counts.Colnames, pg_query.MakeStrNode(fmt.Sprintf("c%d", k+1)))
+	}
+	var bound []*pg_query.Node
+	for i, a := range aliases {
+		n := fmt.Sprintf("n%d", i+1)
+		out.TargetList = append(out.TargetList, named(mustParseExpr("count(x)", columnRef(a, "t")), n))
+		counts.Colnames = append(counts.Colnames, pg_query.MakeStrNode(n))
+		bound = append(bound, columnRef(counts.Aliasname, n))
+	}
+	var last *pg_query.Node
+	if sel.Op == pg_query.SetOperation_SETOP_INTERSECT {
+		last = &pg_query.Node{Node: &pg_query.Node_MinMaxExpr{MinMaxExpr: &pg_query.MinMaxExpr{Op: pg_query.MinMaxOp_IS_LEAST, Args: bound, Location: -1}}}
+	} else {
+		last = bound[0]
+		for _, b := range bound[1:] {
+			d := mustParseExpr("x - y", nil)
+			ae := d.GetAExpr()
+			ae.Lexpr, ae.Rexpr = last, b
+			last = d
+		}
+	}
+	series := &pg_query.FuncCall{Funcname: []*pg_query.Node{pg_query.MakeStrNode("generate_series")}, Location: -1,
+		Args: []*pg_query.Node{mustParseExpr("1", nil), last}, Funcformat: pg_query.CoercionForm_COERCE_EXPLICIT_CALL}
+	copies := &pg_query.Node{Node: &pg_query.Node_RangeFunction{RangeFunction: &pg_query.RangeFunction{
+		Functions: []*pg_query.Node{{Node: &pg_query.Node_List{List: &pg_query.List{Items: []*pg_query.Node{{Node: &pg_query.Node_FuncCall{FuncCall: series}}, {}}}}}},
+		Alias:     &pg_query.Alias{Aliasname: counts.Aliasname + "_copies", Colnames: []*pg_query.Node{pg_query.MakeStrNode("copy")}}}}}
+	grouped := &pg_query.Node{Node: &pg_query.Node_RangeSubselect{RangeSubselect: &pg_query.RangeSubselect{
+		Subquery: &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: &pg_query.SelectStmt{
+			Op: pg_query.SetOperation_SETOP_NONE, TargetList: out.TargetList, FromClause: out.FromClause, GroupClause: out.GroupClause}}},
+		Alias: counts}}}
+	res := &pg_query.SelectStmt{Op: pg_query.SetOperation_SETOP_NONE, FromClause: []*pg_query.Node{crossJoin(grouped, copies)},
+		SortClause: out.SortClause, LimitCount: out.LimitCount, LimitOffset: out.LimitOffset, LimitOption: out.LimitOption}
+	for k, n := range names {
+		res.TargetList = append(res.TargetList, named(columnRef(counts.Aliasname, fmt.Sprintf("c%d", k+1)), n))
+	}
+	return res
 }

@@ -52,6 +52,10 @@ type Query struct {
 	// Tables are the FROM clause's tables in the order they appear (a table
 	// joined to itself appears once per FROM item).
 	Tables []TableRef
+	// Generated are the FROM items that read no table, functions and
+	// VALUES lists, in FROM order; each adds an ordinal to the stored
+	// rows' identity (ADR 0034).
+	Generated []Generated
 	// Outer lists the outer joins of the FROM tree, by Tables index.
 	Outer []OuterJoin
 	// Cover are the Tables that are present (not NULL-extended) in every
@@ -121,6 +125,9 @@ type Query struct {
 	// Narrow are the WHERE comparisons with an uncorrelated scalar whose
 	// moves re-derive only the rows they can flip (narrow.go).
 	Narrow []NarrowSpec
+	// Recursive, for the level of a recursive CTE (recursive.go, ADR
+	// 0035), is the CTE; Tables are then its terms' source tables.
+	Recursive *RecursiveSpec
 }
 
 // groupExprs are the GROUP BY expressions over the source: GroupBy less

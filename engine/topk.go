@@ -245,7 +245,7 @@ func outputExpr(sel *pg_query.SelectStmt, names []string, n *pg_query.Node) *pg_
 func rewritesQualified(n *pg_query.Node) bool {
 	found := false
 	walk(n.ProtoReflect(), func(m proto.Message) bool {
-		if sel, ok := m.(*pg_query.SelectStmt); ok && (needsTopK(sel) || hasLateral(sel) || needsAggSplit(sel)) {
+		if sel, ok := m.(*pg_query.SelectStmt); ok && (needsTopK(sel) || hasLateral(sel) || needsAggSplit(sel) || readsGenerated(&pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: sel}})) {
 			found = true
 		}
 		return !found

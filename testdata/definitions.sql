@@ -54,8 +54,27 @@ CREATE TRANSFORM x AS SELECT f.id FROM fact f JOIN dim d ON d.id = f.d1 WHERE f.
 -- refuse validation: could not identify an equality operator for type json, so it cannot key a group
 CREATE TRANSFORM x AS SELECT j::json AS jj, count(*) AS n FROM fact GROUP BY 1;
 
--- refuse validation: returns a set of rows per row
+-- refuse validation: returns a set of rows per row in a select list, where its rows have no identity of their own; move it to FROM
 CREATE TRANSFORM x AS SELECT id, generate_series(1, v) AS g FROM fact;
+
+-- functions and VALUES lists in FROM, keyed by lineage and ordinal (ADR 0034)
+-- accept
+CREATE TRANSFORM series_per_row AS SELECT f.id, g.n FROM fact f, generate_series(1, f.v) AS g(n);
+
+-- accept
+CREATE TRANSFORM json_keys AS SELECT f.id, e.key, e.value FROM fact f LEFT JOIN LATERAL jsonb_each(f.j) AS e(key, value) ON true;
+
+-- accept
+CREATE TRANSFORM values_joined AS SELECT f.id, v.label FROM fact f JOIN (VALUES (0, 'none'), (1, 'one'), (1, 'uno')) AS v(k, label) ON v.k = f.v;
+
+-- refuse validation: the preserved side of a LEFT JOIN holds no table
+CREATE TRANSFORM x AS SELECT v.k, f.id FROM (VALUES (0), (1)) AS v(k) LEFT JOIN fact f ON f.v = v.k;
+
+-- refuse validation: FROM: the query reads no table
+CREATE TRANSFORM x AS SELECT g FROM generate_series(1, 3) AS g;
+
+-- refuse validation: only immutable functions may make rows in FROM
+CREATE TRANSFORM x AS SELECT f.id, h.at FROM fact f, generate_series(f.t, f.t + interval '2 hours', interval '1 hour') AS h(at);
 
 -- top-K: a window over the rows and a filter on it (ADR 0033)
 -- accept
@@ -161,8 +180,11 @@ CREATE TRANSFORM union_all_mixed AS SELECT id, v::numeric AS v FROM fact WHERE d
 -- accept
 CREATE TRANSFORM intersect_except AS (SELECT d1 FROM fact INTERSECT SELECT id FROM dim) EXCEPT SELECT a FROM dim2 WHERE w > 30;
 
--- refuse validation: INTERSECT ALL keeps a row as many times as its counts say
-CREATE TRANSFORM x AS SELECT d1 FROM fact INTERSECT ALL SELECT id FROM dim;
+-- accept
+CREATE TRANSFORM intersect_all AS SELECT d1 FROM fact INTERSECT ALL SELECT r FROM dim;
+
+-- accept
+CREATE TRANSFORM except_all AS SELECT d2 FROM fact EXCEPT ALL SELECT r FROM dim;
 
 -- refuse validation: does not read back as written after PostgreSQL's deparser renders it
 CREATE TRANSFORM x AS SELECT id, (t AT TIME ZONE 'UTC')::date AS day FROM fact;
@@ -231,8 +253,25 @@ CREATE TRANSFORM gapped WITHOUT SOURCE INDEX AS SELECT f.id, e.w FROM fact f JOI
 CREATE TRANSFORM level1 AS SELECT f.id, d.name, f.v FROM fact f JOIN dim d ON d.id = f.d1;
 CREATE TRANSFORM level2 AS SELECT name, count(*) AS n, sum(v) AS s FROM level1 GROUP BY name;
 
--- refuse validation: WITH RECURSIVE is not supported in a transform
-CREATE TRANSFORM x AS WITH RECURSIVE r(n) AS (SELECT d1 FROM fact WHERE d1 = 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) SELECT n FROM r;
+-- WITH RECURSIVE: linear recursion, kept by anchor (ADR 0035); the
+-- recursive term may read the CTE alone
+-- accept
+CREATE TRANSFORM rec_counter AS WITH RECURSIVE r(n) AS (SELECT d1 FROM fact WHERE d1 = 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) SELECT n FROM r;
+
+-- accept
+CREATE TRANSFORM rec_chain AS WITH RECURSIVE c(id, depth) AS (SELECT id, 0 FROM dim WHERE r = 0 UNION SELECT d.id, c.depth + 1 FROM c JOIN dim d ON d.id = c.id + 1 WHERE c.depth < 3) SELECT id, max(depth) AS depth FROM c GROUP BY id;
+
+-- refuse validation: which returns a set of rows per row: one derivation would give several rows the engine cannot tell apart
+CREATE TRANSFORM x AS WITH RECURSIVE r(n) AS (SELECT d1 FROM fact WHERE d1 = 1 UNION ALL SELECT generate_series(n + 1, n + 2) FROM r WHERE n < 5) SELECT n FROM r;
+
+-- refuse validation: now() is not immutable
+CREATE TRANSFORM x AS WITH RECURSIVE r(id, t) AS (SELECT id, t FROM fact WHERE d1 = 1 UNION ALL SELECT f.id, f.t FROM r JOIN fact f ON f.d1 = r.id WHERE f.t < now()) SELECT id FROM r;
+
+-- refuse validation: recursive query "r" column 1 has type integer in non-recursive term but type bigint overall
+CREATE TRANSFORM x AS WITH RECURSIVE r(n) AS (SELECT d1 FROM fact WHERE d1 = 1 UNION ALL SELECT n::bigint + 1 FROM r WHERE n < 5) SELECT n FROM r;
+
+-- refuse validation: its recursive term reads r 2 times; only linear recursion is kept
+CREATE TRANSFORM x AS WITH RECURSIVE r(n) AS (SELECT d1 FROM fact UNION SELECT a.n FROM r a JOIN r b ON b.n = a.n + 1) SELECT n FROM r;
 
 -- accept
 CREATE TRANSFORM stats_exact AS SELECT d2, stddev(v) AS sd, stddev_samp(v) AS ss, stddev_pop(v) AS sp, variance(v) AS va,

@@ -32,7 +32,7 @@ import (
 
 const benchUsage = `usage: trellis-repl bench [--quick] [--dsn URL] [--scenarios LIST] [--rounds N]
                           [--json-out FILE] [--markdown FILE] [--plot DIR] [size flags]
-scenarios: write-tax, latency, keep-up, catch-up, build, refresh, many, memory (default: all).
+scenarios: write-tax, latency, keep-up, catch-up, build, refresh, tpch, many, memory (default: all).
 --dsn is a superuser URL of a server with wal_level=logical; without it each run
 starts a throwaway PostgreSQL. --quick runs every scenario at small sizes (its
 timings mean little). See docs/performance.md.
@@ -47,6 +47,37 @@ func (f listFlag) String() string {
 		return ""
 	}
 	return strings.Join(*f.v, ",")
+}
+
+// intListFlag is a comma-separated list of integers (--tpch-queries 1,6).
+type intListFlag struct{ v *[]int }
+
+// String is the list as given.
+func (f intListFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	parts := make([]string, len(*f.v))
+	for i, n := range *f.v {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
+}
+
+// Set replaces the list with the integers of s.
+func (f intListFlag) Set(s string) error {
+	*f.v = nil
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimPrefix(strings.ToLower(p), "q"))
+		if err != nil {
+			return fmt.Errorf("%q is not a query number", p)
+		}
+		*f.v = append(*f.v, n)
+	}
+	return nil
 }
 
 // Set replaces the list with the items of s.
@@ -165,6 +196,10 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&rf.Rows, "refresh-rows", rf.Rows, "refresh: source rows")
 	fs.IntVar(&rf.Groups, "refresh-groups", rf.Groups, "refresh: the aggregate's groups")
 	fs.IntVar(&rf.Changes, "refresh-changes", rf.Changes, "refresh: single-row changes (and refreshes) timed")
+	tp := &cfg.TPCH
+	fs.Float64Var(&tp.SF, "tpch-sf", tp.SF, "tpch: TPC-H scale factor")
+	fs.Var(intListFlag{&tp.Queries}, "tpch-queries", "tpch: query numbers kept, in order (1,6,18; default all 22)")
+	fs.IntVar(&tp.Rounds, "tpch-rounds", tp.Rounds, "tpch: refresh rounds (RF1 + RF2) timed per query")
 	ma := &cfg.Many
 	fs.IntVar(&ma.Tables, "many-tables", ma.Tables, "many: source tables of the large instance, ten transforms each")
 	fs.IntVar(&ma.Rows, "many-rows", ma.Rows, "many: rows of each source table")
@@ -358,12 +393,12 @@ func slicesContains(xs []string, x string) bool {
 // benchSizes describes the sizes a run used, for the summary.
 func benchSizes(c bench.SuiteConfig) string {
 	return fmt.Sprintf("write-tax scale %d, %d clients/%d threads, %s runs, points %s, workloads %s; latency %d writers, probe %s, %s per point; "+
-		"keep-up scale %d for %s; catch-up %d rows at 1000/commit and %d at 1/commit, shapes %s; build %d rows/%d groups; refresh %d rows/%d groups, %d changes; "+
+		"keep-up scale %d for %s; catch-up %d rows at 1000/commit and %d at 1/commit, shapes %s; build %d rows/%d groups; refresh %d rows/%d groups, %d changes; tpch SF %g, queries %v, %d rounds each; "+
 		"many %d tables of %d rows, %.0f commits/s for %s, idle %s; memory %d rows (one in %d failing), paths %s, captures %s, %d transforms built",
 		c.WriteTax.Scale, c.WriteTax.Clients, c.WriteTax.Threads, c.WriteTax.Duration, strings.Join(c.WriteTax.Points, ","), strings.Join(c.WriteTax.Workloads, ","),
 		c.Latency.Writers, c.Latency.Probe, c.Latency.Duration, c.KeepUp.Scale, c.KeepUp.Duration,
 		c.CatchUp.Rows, c.CatchUp.Rows1, strings.Join(c.CatchUp.Shapes, ","), c.Build.Rows, c.Build.Groups,
-		c.Refresh.Rows, c.Refresh.Groups, c.Refresh.Changes,
+		c.Refresh.Rows, c.Refresh.Groups, c.Refresh.Changes, c.TPCH.SF, c.TPCH.Queries, c.TPCH.Rounds,
 		c.Many.Tables, c.Many.Rows, c.Many.Rate, c.Many.Workload, c.Many.Idle, c.Memory.Rows, c.Memory.FailEvery, strings.Join(c.Memory.Paths, ","), strings.Join(c.Memory.Captures, ","), c.Memory.BuildTransforms)
 }
 

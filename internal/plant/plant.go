@@ -67,6 +67,11 @@ const (
 	// deleted, the next row's row_number stays above the limit and it
 	// never enters the top K.
 	TopKNoRefill = "topk_no_refill"
+	// RecursiveAnchorStale: a recursive CTE's batch (ADR 0035) finds the
+	// anchors its changed rows are read by now, not those whose stored
+	// derivation read them, so a deleted or re-parented row's old anchors
+	// keep the rows it derived.
+	RecursiveAnchorStale = "recursive_anchor_stale"
 	// ApplierConnectionPerTransform: every transform's worker keeps an
 	// applier connection of its own again, outside the connection budget
 	// (ADR 0028).
