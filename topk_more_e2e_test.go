@@ -154,7 +154,8 @@ func (c *batchCounter) built(transform string) int {
 }
 
 // TestScalarMovesNarrowed: an uncorrelated scalar compared in WHERE (and
-// HAVING, as a BETWEEN bound in an expression, over an outer join) moves;
+// HAVING, as a BETWEEN bound in an expression, over an outer join, an
+// integer cast to numeric) moves;
 // only the outer rows between its old and new value are re-derived (ADR
 // 0038 §4), counted by the observer, and every target stays equal to its
 // query, through moves to and from NULL.
@@ -174,6 +175,7 @@ func TestScalarMovesNarrowed(t *testing.T) {
 			{"nm_above", `SELECT o.id, o.amt FROM nm_o o WHERE o.amt > (SELECT avg(l.qty) FROM nm_l l)`},
 			{"nm_between", `SELECT o.id FROM nm_o o WHERE o.amt BETWEEN (SELECT min(l.qty) FROM nm_l l) AND (SELECT max(l.qty) FROM nm_l l) * 2 - 100`},
 			{"nm_join", `SELECT o.id, g.name FROM nm_o o LEFT JOIN nm_g g ON g.id = o.grp WHERE o.amt < (SELECT max(l.qty) FROM nm_l l) / 4`},
+			{"nm_cast", `SELECT o.id FROM nm_o o WHERE o.amt::numeric >= (SELECT avg(l.qty) FROM nm_l l) - 0.5`},
 			{"nm_having", `SELECT o.grp, count(*) AS n FROM nm_o o GROUP BY o.grp HAVING sum(o.amt) > (SELECT sum(l.qty) * 3 FROM nm_l l)`},
 		}
 		var script string

@@ -353,13 +353,17 @@ func (a *Applier) send(ctx context.Context, tx pgx.Tx, batch *pgx.Batch, steps [
 	}
 	changes := int64(-1)
 	for i, st := range steps {
-		if st.Role == RoleRows {
+		if st.Role == RoleRows || st.Counted {
 			var n int64
 			if err := br.QueryRow().Scan(&n); err != nil {
 				br.Close()
-				return sent{}, fmt.Errorf("re-derive %s: %w", a.Plan.Target.Name, err)
+				return sent{}, fmt.Errorf("re-derive %s (step %d): %w", a.Plan.Target.Name, i+1, err)
 			}
-			out.written += n
+			if st.Counted {
+				out.scoped += n
+			} else {
+				out.written += n
+			}
 			continue
 		}
 		tag, err := br.Exec()

@@ -24,16 +24,21 @@ package engine
 //     stay in the scope, which re-derives every row as before;
 //   - the same row and value: the level's keys leave the scope;
 //
-// and then records the level's row as applied. The rows a batch re-derives
-// read the level in the same snapshot, and a row outside the range
-// compares the same way with the old and the new value, so after every
-// batch each stored row is the query's over its sources and the applied
-// value. A level's change always reaches the owner as a changed key, so
-// the owner's last batch applies its last value.
+// and then records the level's row as applied — all in one statement, so
+// in one snapshot (the apply runs READ COMMITTED: each statement has its
+// own). The batch's later statements read the applied row in the level's
+// place (readingApplied), so the rows a batch re-derives read the value it
+// recorded, even when the level moved meanwhile; and a row outside the
+// range compares the same way with the old and the new value. So after
+// every batch each stored row is the query's over its sources and the
+// applied value. A level's change always reaches the owner as a changed
+// key, so the owner's last batch applies its last value.
 
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
@@ -53,12 +58,18 @@ const narrowValue = "v"
 // standing for the scalar's value.
 type NarrowSpec struct {
 	Dep, Ref, Expr, Bound string
+	// Uncast is what Expr casts to numeric or double precision
+	// (o.qty::numeric > (SELECT avg(…) …)), or "": when it is an integer
+	// the cast keeps exactly, the range reads it, which an index on the
+	// column serves.
+	Uncast string
 }
 
 // PlanNarrow is a narrowed scalar: its dependency level Sources[Dep] (one
 // row, value column v of type ValueType), the table Applied that holds the
-// level's row as the owner last applied with it (its key __k<i>, and v),
-// and the comparisons whose ranges a move re-derives.
+// level's row as the owner last applied with it (its key columns and v,
+// named as the level's), and the comparisons whose ranges a move
+// re-derives.
 type PlanNarrow struct {
 	Dep       int           `json:"dep"`
 	Applied   Rel           `json:"applied"`
@@ -81,15 +92,15 @@ type NarrowRange struct {
 // narrowBound stands for the scalar's value in a NarrowSpec's Bound.
 const narrowBound = "__narrow.v"
 
-// bound is r's bound over the value column of the table alias t.
-func (r NarrowRange) bound(t string) string {
-	return "(" + strings.ReplaceAll(r.Bound, narrowBound, t+"."+narrowValue) + ")"
+// bound is r's bound over the column col of the table alias t.
+func (r NarrowRange) bound(t, col string) string {
+	return "(" + strings.ReplaceAll(r.Bound, narrowBound, t+"."+col) + ")"
 }
 
 // narrowSpot is a narrowable scalar in a WHERE conjunct: the table and the
 // expression its bound is compared with, and the bound's text.
 type narrowSpot struct {
-	ref, expr, bound string
+	ref, expr, bound, uncast string
 }
 
 // narrowSpots finds the uncorrelated one-row scalars that a conjunct of
@@ -109,7 +120,7 @@ func narrowSpots(sel *pg_query.SelectStmt) map[*pg_query.SubLink]*narrowSpot {
 			return
 		}
 		if ref, expr, ok := oneTableExpr(e, tables); ok {
-			spots[sl] = &narrowSpot{ref: ref, expr: expr, bound: bound}
+			spots[sl] = &narrowSpot{ref: ref, expr: expr, bound: bound, uncast: numberCastArg(e)}
 		}
 	}
 	for _, cj := range conjuncts(sel.WhereClause) {
@@ -221,6 +232,22 @@ func oneTableExpr(e *pg_query.Node, tables map[string]bool) (ref, text string, o
 	return ref, text, err == nil
 }
 
+// numberCastArg is the text of what e casts to numeric or double
+// precision, or "".
+func numberCastArg(e *pg_query.Node) string {
+	tc := e.GetTypeCast()
+	if tc == nil || tc.TypeName == nil || len(tc.TypeName.Names) == 0 {
+		return ""
+	}
+	switch tc.TypeName.Names[len(tc.TypeName.Names)-1].GetString_().GetSval() {
+	case "numeric", "float8":
+		if text, err := deparseExpr(tc.Arg); err == nil {
+			return text
+		}
+	}
+	return ""
+}
+
 // narrowAt reads the scalar sl of sel's WHERE as the value of the
 // dependency level that join j reads, and records its comparison.
 func (c *selectChecker) narrowAt(sel *pg_query.SelectStmt, sl *pg_query.SubLink, spot *narrowSpot, j *pg_query.JoinExpr) {
@@ -231,7 +258,7 @@ func (c *selectChecker) narrowAt(sel *pg_query.SelectStmt, sl *pg_query.SubLink,
 		}
 		return nil
 	})
-	c.narrow = append(c.narrow, NarrowSpec{Dep: alias, Ref: spot.ref, Expr: spot.expr, Bound: spot.bound})
+	c.narrow = append(c.narrow, NarrowSpec{Dep: alias, Ref: spot.ref, Expr: spot.expr, Bound: spot.bound, Uncast: spot.uncast})
 }
 
 // narrowedAlias reports whether ref names a narrowed scalar's level.
@@ -253,9 +280,18 @@ func (p *Plan) planNarrow(ctx context.Context, db DB, instanceSchema, name strin
 			return terr.New(terr.Internal, "transform %q: the narrowed comparison %s reads no source of the plan", name, n.Expr)
 		}
 		r := NarrowRange{Source: i, Expr: n.Expr, Bound: n.Bound}
-		types, err := describeStored(ctx, db, "SELECT "+n.Expr+", "+r.bound(ident(n.Dep))+", "+ident(n.Dep)+"."+narrowValue+" FROM "+p.FromSQL())
+		uncast := n.Uncast
+		if uncast == "" {
+			uncast = n.Expr
+		}
+		types, err := describeStored(ctx, db, "SELECT "+n.Expr+", "+r.bound(ident(n.Dep), narrowValue)+", "+ident(n.Dep)+"."+narrowValue+", "+uncast+" FROM "+p.FromSQL())
 		if err != nil {
 			return queryError(name, err)
+		}
+		if exactCast(types[3].name, types[0].name) {
+			// An integer the cast keeps exactly: the integers between the
+			// bounds rounded outward are the rows in range.
+			r.Expr, types[0] = uncast, types[3]
 		}
 		k := -1
 		for j := range p.Narrow {
@@ -283,6 +319,13 @@ func (p *Plan) sourceByRef(ref string) int {
 	return -1
 }
 
+// exactCast reports whether every integer of type from keeps its value
+// cast to type to: numeric always, double precision below 2^53 (bigint
+// may not).
+func exactCast(from, to string) bool {
+	return integerType(from) && (strings.HasPrefix(to, "numeric") || to == "double precision" && from != "bigint")
+}
+
 // integerType and numberType classify a type's name as format_type gives
 // it.
 func integerType(t string) bool { return t == "smallint" || t == "integer" || t == "bigint" }
@@ -291,15 +334,16 @@ func numberType(t string) bool {
 }
 
 // appliedDDL creates the table of each narrowed scalar holding its level's
-// row as last applied: empty until the first batch.
+// row as last applied — its key columns and v, named as the level's, so
+// the query reads it in the level's place — empty until the first batch.
 func (p *Plan) appliedDDL(id int64) []string {
 	var ddl []string
 	for k := range p.Narrow {
 		n := &p.Narrow[k]
 		n.Applied.Name = fmt.Sprintf("applied_%d_%d", id, k)
 		var cols []string
-		for j, key := range p.Sources[n.Dep].Key {
-			cols = append(cols, fmt.Sprintf("__k%d %s", j, key.Type))
+		for _, key := range p.Sources[n.Dep].Key {
+			cols = append(cols, ident(key.Name)+" "+key.Type)
 		}
 		cols = append(cols, narrowValue+" "+n.ValueType)
 		ddl = append(ddl, "CREATE TABLE "+n.Applied.Ident()+" ("+strings.Join(cols, ", ")+")")
@@ -307,61 +351,119 @@ func (p *Plan) appliedDDL(id int64) []string {
 	return ddl
 }
 
-// narrowSteps are the statements each batch runs first for the plan's
-// narrowed scalars (the file comment), in order: the level's keys of a
-// move that may flip every row, the keys of the rows in each range, the
-// level's keys out of the scope otherwise, the applied row recorded, and
-// the key tables counted again.
+// readingApplied is the plan as its batches run it: its FROM (and the
+// inner joins its mirrors keep) read each narrowed scalar's applied row in
+// place of its level. The apply runs READ COMMITTED, each statement in a
+// snapshot of its own, so a level the batch read twice could hold two
+// values; the applied row is the one the batch's narrow step recorded,
+// which every later statement reads.
+func (p *Plan) readingApplied() *Plan {
+	if len(p.Narrow) == 0 {
+		return p
+	}
+	out := *p
+	out.Outer = slices.Clone(p.Outer)
+	for _, n := range p.Narrow {
+		// The FROM is deparsed: the level is named there as the deparser
+		// names a schema-qualified table, followed by its alias.
+		dep := p.Sources[n.Dep]
+		level := regexp.MustCompile(`(^|[\s(])` + regexp.QuoteMeta(deparsedTable(dep.Schema, dep.Name)) + `(\s)`)
+		applied := "${1}" + strings.ReplaceAll(deparsedTable(n.Applied.Schema, n.Applied.Name), "$", "$$") + "${2}"
+		out.From = level.ReplaceAllString(out.From, applied)
+		for k := range out.Outer {
+			out.Outer[k].Inner = level.ReplaceAllString(out.Outer[k].Inner, applied)
+		}
+	}
+	return &out
+}
+
+// deparsedTable is the table schema.name as the deparser writes it in a
+// FROM clause.
+func deparsedTable(schema, name string) string {
+	return deparsedItem(&pg_query.Node{Node: &pg_query.Node_RangeVar{RangeVar: &pg_query.RangeVar{
+		Schemaname: schema, Relname: name, Inh: true, Relpersistence: "p", Location: -1}}})
+}
+
+// narrowSteps are the statements each batch runs first: one per narrowed
+// scalar (the file comment), which reads the level once, in one snapshot
+// — its applied row and the level's row side by side (__p) — and
+//
+//   - when a move may flip every row (the level's row changed identity,
+//     appeared or went, or a bound moved to or from NULL): puts the
+//     level's keys, old and new, into its scope;
+//   - else: puts the keys of the rows in each range into their table's
+//     scope, and takes the level's keys out of its own;
+//   - records the level's row as applied (when it differs);
+//
+// and returns the keys it added to the scope, less those it removed. The
+// key tables it wrote are then counted again for the re-derive's plan.
 func narrowSteps(p *Plan) []Step {
 	var steps []Step
 	analyze := map[int]bool{}
 	for _, n := range p.Narrow {
 		dep := p.Sources[n.Dep]
 		A, L := n.Applied.Ident(), dep.Ident()
-		var ak, lk, kcols, eq, cur []string
+		var keys, ak, lk, cur, eq []string
 		for j, key := range dep.Key {
-			ak = append(ak, fmt.Sprintf("__a.__k%d", j))
-			lk = append(lk, "__l."+ident(key.Name))
-			kcols = append(kcols, fmt.Sprintf("__k%d", j))
-			eq = append(eq, fmt.Sprintf("__y.__k%d = __x.__c%d", j, j))
+			keys = append(keys, ident(key.Name))
+			ak = append(ak, fmt.Sprintf("__a%d", j))
+			lk = append(lk, fmt.Sprintf("__l%d", j))
 			cur = append(cur, fmt.Sprintf("__c%d", j))
+			eq = append(eq, fmt.Sprintf("__y.__k%d = __x.__c%d", j, j))
 		}
-		same := "ROW(" + strings.Join(ak, ", ") + ") IS NOT DISTINCT FROM ROW(" + strings.Join(lk, ", ") + ")"
-		// Every row may flip when the level's row changed identity, or a
-		// bound moved to or from NULL.
+		// No applied row before the first batch: nothing is stored yet,
+		// so nothing can flip.
+		pair := "SELECT " + strings.Join(prefixed("__a.", keys), ", ") + ", __a." + narrowValue + ", " + strings.Join(prefixed("__l.", keys), ", ") +
+			", __l." + narrowValue + " FROM " + A + " __a LEFT JOIN " + L + " __l ON true"
+		cols := slices.Concat(ak, []string{"__av"}, lk, []string{"__lv"})
+		same := "ROW(" + strings.Join(prefixed("__p.", ak), ", ") + ") IS NOT DISTINCT FROM ROW(" + strings.Join(prefixed("__p.", lk), ", ") + ")"
 		full := "NOT " + same
 		for _, r := range n.Ranges {
-			was, now := r.bound("__a"), r.bound("__l")
+			was, now := r.bound("__p", "__av"), r.bound("__p", "__lv")
 			full += " OR (" + was + " IS DISTINCT FROM " + now + " AND (" + was + " IS NULL OR " + now + " IS NULL))"
 		}
-		full = "(" + full + ")"
-		pair := A + " __a LEFT JOIN " + L + " __l ON true"
-		steps = append(steps,
-			Step{Role: RoleNarrow, Scope: 1, SQL: "INSERT INTO " + scopeKeysTable(n.Dep) + " (" + strings.Join(kcols, ", ") + ") SELECT DISTINCT " +
-				strings.Join(prefixed("__x.", cur), ", ") + " FROM (SELECT " + strings.Join(ak, ", ") + " FROM " + pair + " WHERE " + full +
-				" UNION ALL SELECT " + strings.Join(lk, ", ") + " FROM " + pair + " WHERE " + full + ") __x(" + strings.Join(cur, ", ") + ")" +
-				" WHERE __x.__c0 IS NOT NULL AND NOT EXISTS (SELECT 1 FROM " + scopeKeysTable(n.Dep) + " __y WHERE " + strings.Join(eq, " AND ") + ")"})
+		ks := scopeKeysTable(n.Dep)
+		ctes := []string{
+			"__p (" + strings.Join(cols, ", ") + ") AS MATERIALIZED (" + pair + ")",
+			"__full AS (SELECT * FROM __p WHERE " + full + ")",
+			"__in AS (INSERT INTO " + ks + " SELECT DISTINCT " + strings.Join(prefixed("__x.", cur), ", ") +
+				" FROM (SELECT " + strings.Join(prefixed("__full.", ak), ", ") + " FROM __full UNION ALL SELECT " + strings.Join(prefixed("__full.", lk), ", ") +
+				" FROM __full) __x(" + strings.Join(cur, ", ") + ") WHERE __x.__c0 IS NOT NULL AND NOT EXISTS (SELECT 1 FROM " + ks +
+				" __y WHERE " + strings.Join(eq, " AND ") + ") RETURNING 1)",
+			"__out AS (DELETE FROM " + ks + " WHERE NOT EXISTS (SELECT 1 FROM __full) RETURNING 1)",
+		}
+		counts := "(SELECT count(*) FROM __in) - (SELECT count(*) FROM __out)"
+		// The ranges over one table are one INSERT: the statement's parts
+		// do not see each other's rows, so two would add a key twice.
+		var bySource []int
+		ranges := map[int][]string{}
 		for _, r := range n.Ranges {
-			was, now := r.bound("__a"), r.bound("__l")
-			lo, hi := "least("+was+", "+now+")", "greatest("+was+", "+now+")"
-			if r.IntBounds {
-				lo, hi = "floor("+lo+")::bigint", "ceil("+hi+")::bigint"
+			if ranges[r.Source] == nil {
+				bySource = append(bySource, r.Source)
 			}
+			ranges[r.Source] = append(ranges[r.Source], r.between("__p", "__av", "__lv"))
+		}
+		for k, i := range bySource {
+			refs := sourceKeyRefs(p, i)
 			var keq []string
-			for j, ref := range sourceKeyRefs(p, r.Source) {
+			for j, ref := range refs {
 				keq = append(keq, fmt.Sprintf("__y.__k%d = %s", j, ref))
 			}
-			steps = append(steps, Step{Role: RoleNarrow, Scope: 1, SQL: "INSERT INTO " + scopeKeysTable(r.Source) + " SELECT DISTINCT " +
-				strings.Join(sourceKeyRefs(p, r.Source), ", ") + " FROM " + p.Sources[r.Source].From + ", " + A + " __a, " + L + " __l WHERE " + same +
-				" AND " + was + " <> " + now + " AND " + r.Expr + " BETWEEN " + lo + " AND " + hi +
-				" AND NOT EXISTS (SELECT 1 FROM " + scopeKeysTable(r.Source) + " __y WHERE " + strings.Join(keq, " AND ") + ")"})
-			analyze[r.Source] = true
+			name := fmt.Sprintf("__r%d", k)
+			ctes = append(ctes, name+" AS (INSERT INTO "+scopeKeysTable(i)+" SELECT DISTINCT "+strings.Join(refs, ", ")+
+				" FROM "+p.Sources[i].From+", __p WHERE "+same+" AND ("+strings.Join(ranges[i], " OR ")+")"+
+				" AND NOT EXISTS (SELECT 1 FROM "+scopeKeysTable(i)+" __y WHERE "+strings.Join(keq, " AND ")+") RETURNING 1)")
+			counts += " + (SELECT count(*) FROM " + name + ")"
+			analyze[i] = true
 		}
-		steps = append(steps,
-			Step{Role: RoleNarrow, Scope: -1, SQL: "DELETE FROM " + scopeKeysTable(n.Dep) + " WHERE NOT EXISTS (SELECT 1 FROM " + pair + " WHERE " + full + ")"},
-			Step{Role: RoleNarrow, SQL: "WITH __cur (" + strings.Join(append(kcols, "v"), ", ") + ") AS (SELECT " + strings.Join(lk, ", ") + ", __l.v FROM (SELECT) __one LEFT JOIN " + L + " __l ON true)," +
-				" __gone AS (DELETE FROM " + A + " __a WHERE NOT EXISTS (SELECT 1 FROM __cur WHERE ROW(__cur.*) IS NOT DISTINCT FROM ROW(__a.*)))" +
-				" INSERT INTO " + A + " SELECT * FROM __cur WHERE NOT EXISTS (SELECT 1 FROM " + A + " __a WHERE ROW(__cur.*) IS NOT DISTINCT FROM ROW(__a.*))"})
+		// The level's row now (NULLs when it has none) is what the batch
+		// applies.
+		now := "SELECT " + strings.Join(prefixed("__l.", keys), ", ") + ", __l." + narrowValue + " FROM (SELECT) __one LEFT JOIN " + L + " __l ON true"
+		ctes = append(ctes,
+			"__cur AS MATERIALIZED ("+now+")",
+			"__gone AS (DELETE FROM "+A+" __a WHERE NOT EXISTS (SELECT 1 FROM __cur WHERE ROW(__cur.*) IS NOT DISTINCT FROM ROW(__a.*)))",
+			"__new AS (INSERT INTO "+A+" SELECT * FROM __cur WHERE NOT EXISTS (SELECT 1 FROM "+A+" __a WHERE ROW(__cur.*) IS NOT DISTINCT FROM ROW(__a.*)))")
+		steps = append(steps, Step{Role: RoleNarrow, Counted: true, SQL: "WITH " + strings.Join(ctes, ", ") + " SELECT " + counts})
 		analyze[n.Dep] = true
 	}
 	for i := range p.Sources {
@@ -370,4 +472,15 @@ func narrowSteps(p *Plan) []Step {
 		}
 	}
 	return steps
+}
+
+// between is the condition that r's expression lies between its bound over
+// the values t.was and t.now, the two bounds non-NULL and different.
+func (r NarrowRange) between(t, was, now string) string {
+	a, b := r.bound(t, was), r.bound(t, now)
+	lo, hi := "least("+a+", "+b+")", "greatest("+a+", "+b+")"
+	if r.IntBounds {
+		lo, hi = "floor("+lo+")::bigint", "ceil("+hi+")::bigint"
+	}
+	return "(" + a + " <> " + b + " AND " + r.Expr + " BETWEEN " + lo + " AND " + hi + ")"
 }

@@ -215,6 +215,7 @@ func prefixed(pre string, names []string) []string {
 
 // buildScope generates the statements of a plan with several sources.
 func buildScope(p *Plan, merge bool) *Statements {
+	p = p.readingApplied() // narrowed scalars: read as applied (narrow.go)
 	s := &Statements{}
 	scopeKeyTables(s, p)
 	s.Apply = append(s.Apply, narrowSteps(p)...)

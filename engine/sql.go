@@ -82,6 +82,9 @@ type Step struct {
 	// scope's key tables per row it affects, which the applier counts as
 	// the keys a batch re-derives (Applier.Scoped).
 	Scope int
+	// Counted: the statement returns one row, the keys it added to a
+	// lineage scope less those it removed, counted as Scope's are.
+	Counted bool
 }
 
 // StepRole says what an apply statement writes.
