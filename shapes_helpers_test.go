@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	trellis "github.com/trellis-repl/trellis-repl"
 )
@@ -15,7 +16,10 @@ import (
 // write; it returns the running env for what a test checks next.
 func keepShapes(t *testing.T, mode, schema string, defs []levelDef, writes []string) *env {
 	t.Helper()
-	e := newEnv(t, trellis.Config{Capture: mode})
+	// One Apply defines every shape and its levels (TestTopKMore: 25
+	// shapes, some with four levels); on a loaded machine that outlasts
+	// the default call timeout of 30s, which is not what these tests check.
+	e := newEnv(t, trellis.Config{Capture: mode, CallTimeout: 5 * time.Minute})
 	e.exec(schema)
 	var b strings.Builder
 	for _, d := range defs {

@@ -116,12 +116,8 @@ func userAggregates(ctx context.Context, db DB, name string, q *Query) (*Query, 
 			if _, ok := m.(*pg_query.SubLink); ok {
 				return false
 			}
-			if fc, ok := m.(*pg_query.FuncCall); ok && fc.Over == nil {
-				schema, fn := funcName(fc)
-				builtin := schema == "" || schema == "pg_catalog"
-				if schema != "pg_catalog" && !(builtin && (supportedAggs[fn] || withinGroupAggs[fn] || knownAggs[fn])) {
-					calls = append(calls, fc)
-				}
+			if fc, ok := m.(*pg_query.FuncCall); ok && userAggCandidate(fc) {
+				calls = append(calls, fc)
 			}
 			return true
 		})
@@ -133,28 +129,9 @@ func userAggregates(ctx context.Context, db DB, name string, q *Query) (*Query, 
 	if len(calls) == 0 {
 		return q, q.deferred
 	}
-	found := false
-	for _, fc := range calls {
-		schema, fn := funcName(fc)
-		var nsp string
-		err := db.QueryRow(ctx, `SELECT n.nspname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-			WHERE p.proname = $2 AND p.prokind = 'a' AND n.nspname <> 'pg_catalog'
-			  AND CASE WHEN $1 = '' THEN n.nspname = ANY (current_schemas(false)) ELSE n.nspname = $1 END
-			ORDER BY array_position(current_schemas(false), n.nspname) LIMIT 1`, schema, fn).Scan(&nsp)
-		if err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				continue
-			}
-			return nil, fmt.Errorf("transform %q: look up aggregate %s: %w", name, fn, err)
-		}
-		found = true
-		fc.Funcname = []*pg_query.Node{
-			{Node: &pg_query.Node_String_{String_: &pg_query.String{Sval: nsp}}},
-			{Node: &pg_query.Node_String_{String_: &pg_query.String{Sval: fn}}},
-		}
-		if !isAggregate(fc) {
-			fc.AggFilter = userAggMarker()
-		}
+	found, err := markUserAggregates(ctx, db, name, calls)
+	if err != nil {
+		return nil, err
 	}
 	if !found {
 		return q, q.deferred
@@ -169,6 +146,90 @@ func userAggregates(ctx context.Context, db DB, name string, q *Query) (*Query, 
 	}
 	q2.SQL = q.SQL // the definition as written
 	return q2, nil
+}
+
+// userAggCandidate reports whether a call may be a user-defined or
+// extension aggregate: not a window call, not one PostgreSQL's catalog
+// schema or the parser's lists know.
+func userAggCandidate(fc *pg_query.FuncCall) bool {
+	schema, fn := funcName(fc)
+	builtin := schema == "" || schema == "pg_catalog"
+	return fc.Over == nil && schema != "pg_catalog" && !(builtin && (supportedAggs[fn] || withinGroupAggs[fn] || knownAggs[fn]))
+}
+
+// markUserAggregates schema-qualifies each of calls the catalog knows as
+// a user-defined or extension aggregate and, where it has no aggregate
+// syntax, marks it (FILTER (WHERE true)); found: one was.
+func markUserAggregates(ctx context.Context, db DB, name string, calls []*pg_query.FuncCall) (found bool, err error) {
+	for _, fc := range calls {
+		schema, fn := funcName(fc)
+		var nsp string
+		err := db.QueryRow(ctx, `SELECT n.nspname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+			WHERE p.proname = $2 AND p.prokind = 'a' AND n.nspname <> 'pg_catalog'
+			  AND CASE WHEN $1 = '' THEN n.nspname = ANY (current_schemas(false)) ELSE n.nspname = $1 END
+			ORDER BY array_position(current_schemas(false), n.nspname) LIMIT 1`, schema, fn).Scan(&nsp)
+		if err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				continue
+			}
+			return false, fmt.Errorf("transform %q: look up aggregate %s: %w", name, fn, err)
+		}
+		found = true
+		fc.Funcname = []*pg_query.Node{
+			{Node: &pg_query.Node_String_{String_: &pg_query.String{Sval: nsp}}},
+			{Node: &pg_query.Node_String_{String_: &pg_query.String{Sval: fn}}},
+		}
+		if !isAggregate(fc) {
+			fc.AggFilter = userAggMarker()
+		}
+	}
+	return found, nil
+}
+
+// lateralUserAggregates marks the user-defined aggregates of the LATERAL
+// subqueries of an expanded query's text (markUserAggregates), so that
+// one aggregating without GROUP BY reads as one (lateralagg.go); the text
+// is returned unchanged when it has none.
+func lateralUserAggregates(ctx context.Context, db DB, name, sql string) (string, error) {
+	tree, err := pg_query.Parse(sql)
+	if err != nil || len(tree.Stmts) != 1 {
+		return sql, nil //nolint:nilerr // the parse that follows reports it
+	}
+	var calls []*pg_query.FuncCall
+	walk(tree.Stmts[0].Stmt.ProtoReflect(), func(m proto.Message) bool {
+		rs, ok := m.(*pg_query.RangeSubselect)
+		if !ok || !rs.Lateral {
+			return true
+		}
+		sub := rs.Subquery.GetSelectStmt()
+		if sub == nil || len(sub.GroupClause) > 0 {
+			return true
+		}
+		for _, t := range sub.TargetList {
+			walk(t.ProtoReflect(), func(m proto.Message) bool {
+				if _, ok := m.(*pg_query.SubLink); ok {
+					return false
+				}
+				if fc, ok := m.(*pg_query.FuncCall); ok && userAggCandidate(fc) {
+					calls = append(calls, fc)
+				}
+				return true
+			})
+		}
+		return true
+	})
+	if len(calls) == 0 {
+		return sql, nil
+	}
+	found, err := markUserAggregates(ctx, db, name, calls)
+	if err != nil || !found {
+		return sql, err
+	}
+	out, err := pg_query.Deparse(tree)
+	if err != nil {
+		return "", terr.Wrap(terr.Internal, err, "transform %q: deparse the query: %v", name, err)
+	}
+	return out, nil
 }
 
 // checkUserAggregates refuses a user-defined aggregate whose transition,

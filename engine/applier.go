@@ -63,7 +63,15 @@ type Applier struct {
 
 	// stale is the planted stale_read bug's side session (test builds).
 	stale *staleReader
+	// scoped counts the keys the applier's committed batches re-derived
+	// (Scoped).
+	scoped int64
 }
+
+// Scoped is the number of source keys the applier's committed batches
+// re-derived: their changed keys, with the keys outer joins and narrowed
+// scalars added to a lineage scope (Step.Scope).
+func (a *Applier) Scoped() int64 { return a.scoped }
 
 // NewApplier opens a session of the applier's own and attaches to it:
 // for a process that re-derives one transform (a self-check's repair, a
@@ -234,10 +242,10 @@ func (a *Applier) Apply(ctx context.Context, b Batch) (int64, error) {
 	for _, ks := range b.Keys {
 		n += len(ks)
 	}
-	var written int64
+	var written, scope int64
 	var stale [][][]string
 	if n > 0 {
-		if written, err = a.rederive(ctx, tx, b.Keys); err != nil {
+		if written, scope, err = a.rederive(ctx, tx, b.Keys); err != nil {
 			return 0, err
 		}
 		if checked {
@@ -257,6 +265,7 @@ func (a *Applier) Apply(ctx context.Context, b Batch) (int64, error) {
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("commit apply of %s: %w", a.Plan.Target.Name, err)
 	}
+	a.scoped += scope
 	if len(stale) > 0 && b.Stale != nil {
 		b.Stale(stale)
 	}
@@ -315,11 +324,10 @@ func (a *Applier) staleKeys(ctx context.Context, tx pgx.Tx) ([][][]string, error
 }
 
 // rederive runs the apply statements for the batch's keys and returns the
-// number of target and ledger rows written.
-func (a *Applier) rederive(ctx context.Context, tx pgx.Tx, keys [][][]string) (int64, error) {
+// number of target and ledger rows written and of keys re-derived.
+func (a *Applier) rederive(ctx context.Context, tx pgx.Tx, keys [][][]string) (written, scope int64, err error) {
 	batch := &pgx.Batch{}
 	var ints []int64
-	var err error
 	if a.Plan.Multi() {
 		for i, ks := range a.plantKeys(keys) {
 			if len(ks) > 0 {
@@ -334,54 +342,61 @@ func (a *Applier) rederive(ctx context.Context, tx pgx.Tx, keys [][][]string) (i
 		if len(keys) > 0 {
 			one = keys[0]
 		}
+		scope = int64(len(one))
 		if a.Stmts.IntKey {
 			if ints, err = sortedInts(one); err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 		}
 		if a.Stmts.LoadKeys != "" {
 			if err := a.queueKeys(batch, one, ints); err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 		}
 	}
 	steps := a.steps()
-	var widen []Step
 	if a.Plan.Multi() {
-		// The outer-join widening runs to a fixpoint before the rest: a
+		// Narrowed scalars run once, on the loaded keys (narrow.go); the
+		// outer-join widening then runs to a fixpoint before the rest: a
 		// key it adds may itself have changed in this snapshot (its change
 		// still on its way in a later batch), and then it widens the scope
 		// too (ADR 0010).
-		var rest []Step
+		var first, widen, rest []Step
 		for _, st := range steps {
-			if st.Role == RoleExpand {
+			switch st.Role {
+			case RoleNarrow:
+				first = append(first, st)
+			case RoleExpand:
 				widen = append(widen, st)
-			} else {
+			default:
 				rest = append(rest, st)
 			}
 		}
 		steps = rest
-		if len(widen) > 0 {
-			if _, _, err := a.send(ctx, tx, batch, nil, ints); err != nil {
-				return 0, err
+		if len(first) > 0 || len(widen) > 0 {
+			sent, err := a.send(ctx, tx, batch, first, ints)
+			if err != nil {
+				return 0, 0, err
 			}
+			scope += sent.scoped
 			batch = &pgx.Batch{}
-			for round := 0; ; round++ {
-				if round == maxWidenRounds {
-					return 0, fmt.Errorf("re-derive %s: the outer-join scope still grows after %d rounds", a.Plan.Target.Name, round)
-				}
-				_, added, err := a.send(ctx, tx, &pgx.Batch{}, widen, ints)
-				if err != nil {
-					return 0, err
-				}
-				if added == 0 {
-					break
-				}
+		}
+		for round := 0; len(widen) > 0; round++ {
+			if round == maxWidenRounds {
+				return 0, 0, fmt.Errorf("re-derive %s: the outer-join scope still grows after %d rounds", a.Plan.Target.Name, round)
+			}
+			sent, err := a.send(ctx, tx, &pgx.Batch{}, widen, ints)
+			if err != nil {
+				return 0, 0, err
+			}
+			scope += sent.scoped
+			if sent.widened == 0 {
+				break
 			}
 		}
 	}
-	written, _, err := a.send(ctx, tx, batch, steps, ints)
-	return written, err
+	sent, err := a.send(ctx, tx, batch, steps, ints)
+	return sent.written, scope + sent.scoped, err
 }
 
 // maxWidenRounds bounds the outer-join widening: each round adds keys of
@@ -389,10 +404,14 @@ func (a *Applier) rederive(ctx context.Context, tx pgx.Tx, keys [][][]string) (i
 // rows needs about n rounds.
 const maxWidenRounds = 10000
 
+// sent is what send counts: the rows written to the target and ledger,
+// the keys the widening steps added, and the keys the lineage scope
+// gained, its loads included (Step.Scope).
+type sent struct{ written, widened, scoped int64 }
+
 // send runs the statements queued in batch, then steps, in one round
-// trip, and returns the rows written to the target and ledger and the keys
-// the widening steps added.
-func (a *Applier) send(ctx context.Context, tx pgx.Tx, batch *pgx.Batch, steps []Step, ints []int64) (written, widened int64, err error) {
+// trip, and counts what they did.
+func (a *Applier) send(ctx context.Context, tx pgx.Tx, batch *pgx.Batch, steps []Step, ints []int64) (out sent, err error) {
 	queued := batch.Len()
 	for _, st := range steps {
 		switch {
@@ -405,51 +424,60 @@ func (a *Applier) send(ctx context.Context, tx pgx.Tx, batch *pgx.Batch, steps [
 		}
 	}
 	if batch.Len() == 0 {
-		return 0, 0, nil
+		return sent{}, nil
 	}
 	br := tx.SendBatch(ctx, batch)
 	for range queued {
-		if _, err := br.Exec(); err != nil {
+		tag, err := br.Exec()
+		if err != nil {
 			br.Close()
-			return 0, 0, fmt.Errorf("load keys: %w", err)
+			return sent{}, fmt.Errorf("load keys: %w", err)
+		}
+		if a.Plan.Multi() {
+			out.scoped += tag.RowsAffected() // the key tables' loads (ANALYZE: 0)
 		}
 	}
 	changes := int64(-1)
 	for i, st := range steps {
-		if st.Role == RoleRows {
+		if st.Role == RoleRows || st.Counted {
 			var n int64
 			if err := br.QueryRow().Scan(&n); err != nil {
 				br.Close()
-				return 0, 0, fmt.Errorf("re-derive %s: %w", a.Plan.Target.Name, err)
+				return sent{}, fmt.Errorf("re-derive %s (step %d): %w", a.Plan.Target.Name, i+1, err)
 			}
-			written += n
+			if st.Counted {
+				out.scoped += n
+			} else {
+				out.written += n
+			}
 			continue
 		}
 		tag, err := br.Exec()
 		if err != nil {
 			br.Close()
-			return 0, 0, fmt.Errorf("re-derive %s (step %d): %w", a.Plan.Target.Name, i+1, err)
+			return sent{}, fmt.Errorf("re-derive %s (step %d): %w", a.Plan.Target.Name, i+1, err)
 		}
 		if st.ExpectChanges && changes >= 0 && tag.RowsAffected() != changes {
 			br.Close()
-			return 0, 0, fmt.Errorf("re-derive %s (step %d): the ledger changed under the apply: %d of %d changed rows written",
+			return sent{}, fmt.Errorf("re-derive %s (step %d): the ledger changed under the apply: %d of %d changed rows written",
 				a.Plan.Target.Name, i+1, tag.RowsAffected(), changes)
 		}
+		out.scoped += int64(st.Scope) * tag.RowsAffected()
 		switch st.Role {
-		case RoleScope, RolePlanner:
+		case RoleScope, RolePlanner, RoleNarrow:
 		case RoleExpand:
-			widened += tag.RowsAffected()
+			out.widened += tag.RowsAffected()
 		case RoleChanges:
 			changes = tag.RowsAffected()
-			written += changes
+			out.written += changes
 		default:
-			written += tag.RowsAffected()
+			out.written += tag.RowsAffected()
 		}
 	}
 	if err := br.Close(); err != nil {
-		return 0, 0, fmt.Errorf("re-derive %s: %w", a.Plan.Target.Name, err)
+		return sent{}, fmt.Errorf("re-derive %s: %w", a.Plan.Target.Name, err)
 	}
-	return written, widened, nil
+	return out, nil
 }
 
 // textColumns turns keys of n columns into one text[] argument per column.

@@ -10,6 +10,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
@@ -114,6 +115,11 @@ func staleSQL(p *Plan) string {
 	}
 	var flags []string
 	for _, d := range p.Dependencies {
+		if slices.ContainsFunc(p.Narrow, func(n PlanNarrow) bool { return n.Dep == d.Source }) {
+			// Read as the level's value, not the subquery (narrow.go):
+			// what the owner read is what its level stored.
+			continue
+		}
 		ref := ident(p.Sources[d.Source].Ref)
 		present := sourceKeyRefs(p, d.Source)[0] + " IS NOT NULL"
 		rows := "SELECT 1 FROM (" + d.Query + ") " + dependRow + " WHERE (" + d.On + ")"
@@ -124,6 +130,9 @@ func staleSQL(p *Plan) string {
 		}
 		same := "ROW(" + strings.Join(theirs, ", ") + ") IS NOT DISTINCT FROM ROW(" + strings.Join(mine, ", ") + ")"
 		flags = append(flags, "CASE WHEN "+present+" THEN NOT EXISTS ("+rows+" AND "+same+") ELSE EXISTS ("+rows+") END")
+	}
+	if len(flags) == 0 {
+		return ""
 	}
 	sel = append(sel, "("+strings.Join(flags, " OR ")+") AS __stale")
 	return "SELECT DISTINCT " + strings.Join(keys, ", ") + " FROM (" +

@@ -20,6 +20,9 @@ import (
 // PostgreSQL's planner does the same pull-up. A derived table that
 // aggregates becomes an inner level instead (level.go, ADR 0018).
 func (c *selectChecker) flattenDerived(sel *pg_query.SelectStmt) error {
+	for alias, limits := range rankLimits(sel) {
+		c.rankLimits[alias] = limits // a window level need not hold more (ranklimit.go)
+	}
 	var subs []*derived
 	var extraWhere []*pg_query.Node
 	var err error

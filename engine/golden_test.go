@@ -176,6 +176,55 @@ func TestGeneratedLevelSQL(t *testing.T) {
 	checkGolden(t, "level_owner", "-- the level's target\n"+ddl+"\n\n-- the owner's full query\n"+op.Full+";\n\n-- the owner's query (over the level)\n"+op.QuerySQL()+";\n\n"+generatedSQL(op))
 }
 
+// TestGeneratedNarrowSQL pins what a narrowed scalar generates (ADR 0038
+// §4): its level read as the applied table in the owner's FROM, and each
+// batch's one narrow statement, which compares the applied row with the
+// level's, adds the keys in range (the cast integer compared uncast, its
+// bounds rounded outward) and records the level's row.
+func TestGeneratedNarrowSQL(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, conn, cat := catalogDB(t, ctx)
+	if _, err := conn.Exec(ctx, `CREATE TABLE fact (id int PRIMARY KEY, v int); CREATE TABLE lim (id int PRIMARY KEY, q int)`); err != nil {
+		t.Fatal(err)
+	}
+	sts, err := ParseStatements(`CREATE TRANSFORM narrow_owner AS SELECT f.id, f.v FROM fact f WHERE f.v::numeric > (SELECT avg(l.q) FROM lim l)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := sts[0]
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if err := ExpandStar(ctx, tx, &owner, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(owner.Query.Narrow) != 1 {
+		t.Fatalf("narrowed scalars %+v, want one (WHERE %s, levels %d)", owner.Query.Narrow, owner.Query.Where, len(owner.Query.Levels))
+	}
+	lvl := Statement{Kind: CreateTransform, Schema: cat.Schema, Name: "level_1_1", Query: owner.Query.Levels[0].Query}
+	lp, err := PlanCreate(ctx, tx, cat.Schema, cat.Schema, &lvl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Install(ctx, tx, lp, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Query.BindLevel(0, lp.Target, lp.QuerySQL()); err != nil {
+		t.Fatal(err)
+	}
+	op, err := PlanCreate(ctx, tx, cat.Schema, "public", &owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Install(ctx, tx, op, 2); err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "narrow_owner", "-- the owner's query (over the level)\n"+op.QuerySQL()+";\n\n"+generatedSQL(op))
+}
+
 // TestGeneratedRecursiveSQL pins what a recursive CTE's level generates
 // (ADR 0035): its target (anchor and step lineage, the identity __d, the
 // surrogate), the anchors a batch finds, the derivation restricted to

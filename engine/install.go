@@ -165,6 +165,7 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 		}
 	}
 	ddl = append(ddl, p.mirrorDDL(id)...)
+	ddl = append(ddl, p.appliedDDL(id)...)
 	for _, s := range ddl {
 		if _, err := db.Exec(ctx, s); err != nil {
 			return fmt.Errorf("transform %q: create storage: %w", p.Target.Name, err)
@@ -322,6 +323,11 @@ func Uninstall(ctx context.Context, db DB, p *Plan) error {
 			if _, err := db.Exec(ctx, "DROP TABLE IF EXISTS "+oj.Mirror.Ident()); err != nil {
 				return fmt.Errorf("drop join mirror %s: %w", oj.Mirror.Ident(), err)
 			}
+		}
+	}
+	for _, n := range p.Narrow {
+		if _, err := db.Exec(ctx, "DROP TABLE IF EXISTS "+n.Applied.Ident()); err != nil {
+			return fmt.Errorf("drop applied scalar %s: %w", n.Applied.Ident(), err)
 		}
 	}
 	return nil

@@ -14,9 +14,9 @@ package engine
 // ORDER BY … LIMIT becomes a window partitioned by the correlation, as
 // top-K does (topk.go); GROUP BY and DISTINCT group by the correlation
 // too. An aggregate without GROUP BY returns one row for every outer row,
-// matched or not (count 0), which a join cannot give: it is refused with
-// the scalar subquery that says it. It runs on the qualified text, where
-// every reference names its table.
+// matched or not (count 0), which a join cannot give: it was read as
+// scalar subqueries before (lateralagg.go). It runs on the qualified text,
+// where every reference names its table.
 
 import (
 	"fmt"
@@ -51,21 +51,7 @@ func hasLateral(sel *pg_query.SelectStmt) bool {
 // on their correlations (the file comment), in place.
 func (c *selectChecker) rewriteLateral(sel *pg_query.SelectStmt) error {
 	outer := fromNames(sel.FromClause)
-	// A LATERAL item of the comma list reads the items before it: they
-	// become its join's left side.
-	for i := 1; i < len(sel.FromClause); i++ {
-		rs := sel.FromClause[i].GetRangeSubselect()
-		if rs == nil || !rs.Lateral || isValues(rs) {
-			continue
-		}
-		left := sel.FromClause[0]
-		for _, it := range sel.FromClause[1:i] {
-			left = &pg_query.Node{Node: &pg_query.Node_JoinExpr{JoinExpr: &pg_query.JoinExpr{Jointype: pg_query.JoinType_JOIN_INNER, Larg: left, Rarg: it}}}
-		}
-		j := &pg_query.Node{Node: &pg_query.Node_JoinExpr{JoinExpr: &pg_query.JoinExpr{Jointype: pg_query.JoinType_JOIN_INNER, Larg: left, Rarg: sel.FromClause[i]}}}
-		sel.FromClause = append([]*pg_query.Node{j}, sel.FromClause[i+1:]...)
-		i = 0
-	}
+	lateralCommaJoins(sel)
 	var ferr error
 	for _, it := range sel.FromClause {
 		walk(it.ProtoReflect(), func(m proto.Message) bool {
@@ -92,6 +78,24 @@ func (c *selectChecker) rewriteLateral(sel *pg_query.SelectStmt) error {
 	return ferr
 }
 
+// lateralCommaJoins makes each LATERAL item of sel's comma list the right
+// side of a join whose left side is the items before it, which it reads.
+func lateralCommaJoins(sel *pg_query.SelectStmt) {
+	for i := 1; i < len(sel.FromClause); i++ {
+		rs := sel.FromClause[i].GetRangeSubselect()
+		if rs == nil || !rs.Lateral || isValues(rs) {
+			continue
+		}
+		left := sel.FromClause[0]
+		for _, it := range sel.FromClause[1:i] {
+			left = &pg_query.Node{Node: &pg_query.Node_JoinExpr{JoinExpr: &pg_query.JoinExpr{Jointype: pg_query.JoinType_JOIN_INNER, Larg: left, Rarg: it}}}
+		}
+		j := &pg_query.Node{Node: &pg_query.Node_JoinExpr{JoinExpr: &pg_query.JoinExpr{Jointype: pg_query.JoinType_JOIN_INNER, Larg: left, Rarg: sel.FromClause[i]}}}
+		sel.FromClause = append([]*pg_query.Node{j}, sel.FromClause[i+1:]...)
+		i = 0
+	}
+}
+
 // aliasOf is a derived table's name, quoted, for a sentence.
 func aliasOf(rs *pg_query.RangeSubselect) string {
 	if rs.Alias == nil {
@@ -114,16 +118,9 @@ func (c *selectChecker) lateralJoin(j *pg_query.JoinExpr, rs *pg_query.RangeSubs
 	inner := scopeNames(sub)
 	delete(outer, rs.Alias.GetAliasname())
 	defer func() { outer[rs.Alias.GetAliasname()] = true }()
-	for _, part := range []struct {
-		n    []*pg_query.Node
-		name string
-	}{{sub.TargetList, "its select list"}, {sub.GroupClause, "its GROUP BY"}, {sub.FromClause, "its FROM"}, {sub.DistinctClause, "its DISTINCT ON"},
-		{sub.SortClause, "its ORDER BY"}, {[]*pg_query.Node{sub.HavingClause, sub.LimitCount, sub.LimitOffset}, "its HAVING or LIMIT"}} {
-		for _, n := range part.n {
-			if outerRefs(n, outer, inner) {
-				return c.errf(-1, "%s refers to the outer query in %s; a LATERAL subquery may refer to the items before it only by equalities in its WHERE (s.a = t.b)", what, part.name)
-			}
-		}
+	if part := outerPart([]clausePart{{sub.TargetList, "its select list"}, {sub.GroupClause, "its GROUP BY"}, {sub.FromClause, "its FROM"}, {sub.DistinctClause, "its DISTINCT ON"},
+		{sub.SortClause, "its ORDER BY"}, {[]*pg_query.Node{sub.HavingClause, sub.LimitCount, sub.LimitOffset}, "its HAVING or LIMIT"}}, outer, inner); part != "" {
+		return c.errf(-1, "%s refers to the outer query in %s; a LATERAL subquery may refer to the items before it only by equalities in its WHERE (s.a = t.b)", what, part)
 	}
 	var keep []*pg_query.Node
 	var corr []correlation
@@ -149,9 +146,6 @@ func (c *selectChecker) lateralJoin(j *pg_query.JoinExpr, rs *pg_query.RangeSubs
 		rs.Lateral = false // it reads nothing of the outer query: a derived table
 		return nil
 	}
-	if hasAggregate(sub) && len(sub.GroupClause) == 0 {
-		return c.errf(-1, "%s aggregates without GROUP BY, so it returns one row for every outer row, matched or not (count 0), which a join cannot give; select it as a scalar subquery instead: (SELECT count(*) FROM … WHERE … = t.k) AS n", what)
-	}
 	if (sub.LimitCount != nil || sub.LimitOffset != nil) && len(sub.SortClause) == 0 {
 		return c.errf(-1, "%s uses LIMIT without ORDER BY, which keeps arbitrary rows (in PostgreSQL too); add ORDER BY ending with a key", what)
 	}
@@ -165,8 +159,10 @@ func (c *selectChecker) lateralJoin(j *pg_query.JoinExpr, rs *pg_query.RangeSubs
 	}
 	var on []*pg_query.Node
 	var parts []*pg_query.Node
+	var cols []string
 	for k, cr := range corr {
 		col := fmt.Sprintf("%s%d", latPrefix, k+1)
+		cols = append(cols, col)
 		out.TargetList = append(out.TargetList, named(proto.Clone(cr.inner).(*pg_query.Node), col))
 		parts = append(parts, proto.Clone(cr.inner).(*pg_query.Node))
 		eq := mustParseExpr("x = y", nil)
@@ -188,12 +184,9 @@ func (c *selectChecker) lateralJoin(j *pg_query.JoinExpr, rs *pg_query.RangeSubs
 	}
 	if out.LimitCount != nil || out.LimitOffset != nil {
 		// Top-K per outer row: a window partitioned by the correlation.
-		if err := c.rewriteTopK(out); err != nil {
+		if err := c.rewriteTopK(out, cols); err != nil {
 			return err
 		}
-		win := out.FromClause[0].GetRangeSubselect().Subquery.GetSelectStmt()
-		last := win.TargetList[len(win.TargetList)-1].GetResTarget().Val.GetFuncCall()
-		last.Over.PartitionClause = append(parts, last.Over.PartitionClause...)
 	}
 	rs.Subquery = &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: out}}
 	rs.Lateral = false

@@ -53,7 +53,7 @@ type Level struct {
 	Dependency bool
 
 	rv   *pg_query.RangeVar // the placeholder in the outer FROM tree
-	text string             // its query as deparsed, to find a SameAs
+	text string             // its query as deparsed, and the limits its reader keeps (ranklimit.go), to find a SameAs
 }
 
 // placeholderName names the table that stands for level k until Apply
@@ -88,8 +88,10 @@ func (c *selectChecker) level(rs *pg_query.RangeSubselect, inner *pg_query.Selec
 	if err != nil {
 		return nil, terr.Wrap(terr.Validation, err, "%s: %s cannot be rendered back to SQL by the bundled deparser (%v); rewrite it", c.label, what, err)
 	}
-	if l := c.sameLevel(text); l != nil {
-		return c.placeLevel(&Level{Alias: alias, Query: l.Query, SameAs: l, text: text}, alias), nil
+	limits := c.rankLimits[alias]
+	key := text + rankLimitKey(limits)
+	if l := c.sameLevel(key); l != nil {
+		return c.placeLevel(&Level{Alias: alias, Query: l.Query, SameAs: l, text: key}, alias), nil
 	}
 	q, err := parseSelect(c.label+": "+what, text, 0, len(text), c.qualified)
 	if err != nil {
@@ -105,7 +107,8 @@ func (c *selectChecker) level(rs *pg_query.RangeSubselect, inner *pg_query.Selec
 		// The outer query's * is expanded before its levels are read.
 		return nil, c.errf(-1, "%s selects *; list its columns by name", what)
 	}
-	return c.placeLevel(&Level{Alias: alias, Query: q, text: text}, alias), nil
+	limitWindow(q, limits)
+	return c.placeLevel(&Level{Alias: alias, Query: q, text: key}, alias), nil
 }
 
 // sameLevel is an earlier level of the query with the same query text:

@@ -705,6 +705,52 @@ func TestParseStatementsBad(t *testing.T) {
 	}
 }
 
+// qualifiedBadCases are refusals made on the text PostgreSQL writes back
+// (every reference qualified: the top-K, LATERAL and subquery rewrites
+// run there), each with the part, its position and the rewrite that
+// works.
+func qualifiedBadCases() []badCase {
+	return []badCase{
+		{"correlated LIMIT without ORDER BY", `SELECT i.id, (SELECT p.price FROM prices p WHERE p.item_id = i.id LIMIT 1) AS price FROM items i`,
+			`select list item 2: the subquery limits its rows (LIMIT, OFFSET) without ORDER BY, so which rows it returns depends on row order (in PostgreSQL too); add ORDER BY ending with a key, or aggregate (min, max) to pick one value (line 1, column 14)`},
+		{"uncorrelated LIMIT without ORDER BY", `SELECT i.id FROM items i WHERE i.price > (SELECT p.price FROM prices p LIMIT 1)`,
+			`WHERE: the subquery limits its rows (LIMIT, OFFSET) without ORDER BY`},
+		{"aggregate subquery past its one row", `SELECT i.id, (SELECT max(p.price) FROM prices p WHERE p.item_id = i.id ORDER BY 1 OFFSET 1) AS m FROM items i`,
+			`select list item 2: the subquery aggregates to one row, which its OFFSET or LIMIT 0 drops; remove the OFFSET (LIMIT 1 and more keep the row) (line 1, column 14)`},
+		{"limited DISTINCT subquery", `SELECT i.id FROM items i WHERE i.price IN (SELECT DISTINCT p.price FROM prices p ORDER BY p.price LIMIT 3)`,
+			`WHERE: the subquery limits its DISTINCT rows; write the distinct values as GROUP BY: (SELECT x FROM t GROUP BY x ORDER BY x LIMIT 3)`},
+		{"LATERAL aggregate with HAVING", `SELECT c.id, x.n FROM c LEFT JOIN LATERAL (SELECT count(*) AS n FROM o WHERE o.cust = c.id HAVING count(*) > 1) x ON true`,
+			`FROM: the LATERAL subquery x aggregates without GROUP BY and filters its one row with HAVING; move the condition to the join's ON, reading its columns`},
+		{"LATERAL aggregate past its row", `SELECT c.id, x.n FROM c, LATERAL (SELECT count(*) AS n FROM o WHERE o.cust = c.id OFFSET 1) x`,
+			`FROM: the LATERAL subquery x aggregates without GROUP BY and its OFFSET or LIMIT drops its one row; remove the OFFSET`},
+		{"LATERAL aggregate on the NULL-extended side", `SELECT c.id, x.n FROM o q LEFT JOIN (c CROSS JOIN LATERAL (SELECT count(*) AS n FROM o WHERE o.cust = c.id) x) ON c.id = q.cust`,
+			`aggregates without GROUP BY and is on the NULL-extended side of an outer join, where its one row per outer row would have to turn NULL with the row; join it at the top of the FROM`},
+		{"LATERAL aggregate grouped by", `SELECT x.n, count(*) AS k FROM c, LATERAL (SELECT count(*) AS n FROM o WHERE o.cust = c.id) x GROUP BY x.n`,
+			`GROUP BY reads a column of the LATERAL subquery x, which aggregates without GROUP BY and is read as a scalar subquery, which GROUP BY cannot hold; keep this query as a transform without the GROUP BY and group its target in a second transform (line 1, column 104)`},
+		{"LATERAL aggregate read in a subquery", `SELECT c.id FROM c, LATERAL (SELECT count(*) AS n FROM o WHERE o.cust = c.id) x WHERE EXISTS (SELECT 1 FROM o o2 WHERE o2.amt = x.n)`,
+			`WHERE: a subquery reads a column of the LATERAL subquery x, which aggregates without GROUP BY; read it in this query's select list, WHERE or ON only`},
+		{"LATERAL aggregate reading the outer row outside WHERE", `SELECT c.id, x.s FROM c, LATERAL (SELECT sum(o.amt * c.tier) AS s FROM o WHERE o.cust = c.id) x`,
+			`FROM: the LATERAL subquery x refers to the outer query in its select list; a LATERAL subquery that aggregates without GROUP BY may refer to the items before it in its WHERE only`},
+		{"subquery LIMIT not a constant", `SELECT i.id, (SELECT p.price FROM prices p WHERE p.item_id = i.id ORDER BY p.id LIMIT i.asof) AS price FROM items i`,
+			`LIMIT takes a constant here; write the number of rows`},
+	}
+}
+
+// TestParseQualifiedBad: refusals of the qualified pass (ParseQuery).
+func TestParseQualifiedBad(t *testing.T) {
+	for _, tt := range qualifiedBadCases() {
+		t.Run(tt.name, func(t *testing.T) {
+			q, err := ParseQuery("x", tt.script)
+			if err == nil {
+				t.Fatalf("ParseQuery succeeded: %s", q.Rewritten)
+			}
+			if terr.CodeOf(err) != terr.Validation || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error\n  %v\ndoes not contain\n  %s", err, tt.want)
+			}
+		})
+	}
+}
+
 // TestRefusalNamesNoFollowOn: a column qualified by a FROM item that was
 // refused (or that the check never reached after it) is not a mistake of
 // its own; the refusal names the FROM item alone.

@@ -140,6 +140,10 @@ type Plan struct {
 	// one replaced or dropped since is drift (views.go).
 	Views []ViewDep `json:"views,omitempty"`
 
+	// Narrow are the uncorrelated scalars whose moves re-derive only the
+	// rows between their old and new value (narrow.go, ADR 0038 §4).
+	Narrow []PlanNarrow `json:"narrow,omitempty"`
+
 	// GroupIndexLater: the ledger's group-key index is not made by Install
 	// but by EnsureGroupIndex, after a fresh build has filled the ledger
 	// (ADR 0025); false in plans stored before, whose Install made it.
@@ -153,6 +157,9 @@ type PlanWindow struct {
 	// PARTITION BY values, Expr over the FROM; none: one partition, the
 	// whole target re-derived by every change.
 	Partition []Col `json:"partition,omitempty"`
+	// Limit: the target holds the rows of each partition ranked within
+	// it (ranklimit.go); nil: every row.
+	Limit *WindowLimit `json:"limit,omitempty"`
 }
 
 // Source describes one FROM table.

@@ -67,7 +67,7 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 	}
 	if q.Window != nil {
 		// Keyed by lineage and re-derived by partition (window.go).
-		p.Window = &PlanWindow{}
+		p.Window = &PlanWindow{Limit: q.Window.Limit}
 	}
 	var schemas []string
 	for i, t := range q.Tables {
@@ -102,7 +102,7 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 		if err != nil {
 			return nil, err
 		}
-		if filtered {
+		if filtered && !oj.Narrowed {
 			// Its matches are kept in a mirror (ADR 0010): the stored rows
 			// no longer record every match the join made.
 			inner, err := q.InnerSQL(oj, schemas)
@@ -130,6 +130,9 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 			for j := range p.Sources[i].Key {
 				p.Sources[i].Lineage = append(p.Sources[i].Lineage, fmt.Sprintf("__s%d_%d", i, j))
 			}
+		}
+		if err := p.planNarrow(ctx, db, instanceSchema, name, q); err != nil {
+			return nil, err
 		}
 	}
 	if q.Window != nil {
@@ -161,6 +164,13 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 			if p.Dependencies, err = q.dependencies(p.Sources); err != nil {
 				return nil, terr.Wrap(terr.Internal, err, "transform %q: %v", name, err)
 			}
+		}
+	}
+	if p.Window != nil && p.Window.Limit != nil {
+		// The rows ranked within the limit its reader keeps (ranklimit.go).
+		p.Select = limitedSelect(p.Select, p.Visible, p.Window.Limit)
+		if p.Full != "" {
+			p.Full = limitedSelect(p.Full, p.Visible, p.Window.Limit)
 		}
 	}
 	// Types of the visible columns, as PostgreSQL types the user's query.

@@ -190,6 +190,6 @@ func (a *Applier) RangeRederive(ctx context.Context, tx pgx.Tx, lo, hi int64) (i
 		}
 		steps = append(steps, st)
 	}
-	written, _, err := a.send(ctx, tx, &pgx.Batch{}, steps, []int64{lo, hi})
-	return written, err
+	out, err := a.send(ctx, tx, &pgx.Batch{}, steps, []int64{lo, hi})
+	return out.written, err
 }

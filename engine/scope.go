@@ -215,14 +215,16 @@ func prefixed(pre string, names []string) []string {
 
 // buildScope generates the statements of a plan with several sources.
 func buildScope(p *Plan, merge bool) *Statements {
+	p = p.readingApplied() // narrowed scalars: read as applied (narrow.go)
 	s := &Statements{Stale: staleSQL(p)}
 	scopeKeyTables(s, p)
+	s.Apply = append(s.Apply, narrowSteps(p)...)
 	widened := map[int]bool{}
 	for _, oj := range p.Outer {
 		for _, pair := range oj.Sides() {
 			for _, n := range pair[1] {
 				for _, pp := range pair[0] {
-					s.Apply = append(s.Apply, Step{Role: RoleExpand, SQL: expandSQL(p, oj, pp, n)})
+					s.Apply = append(s.Apply, Step{Role: RoleExpand, Scope: 1, SQL: expandSQL(p, oj, pp, n)})
 					widened[pp] = true
 				}
 			}
@@ -271,6 +273,13 @@ func buildScope(p *Plan, merge bool) *Statements {
 	}
 	if p.Shape == ShapeRow && p.Window != nil {
 		windowRows(s, p)
+		if len(p.Window.Partition) == 0 {
+			// One partition: any batch re-derives every row, so a build
+			// phase is its first chunk (ADR 0038 §6).
+			for i := range s.Enum {
+				s.Enum[i].After = "SELECT * FROM (" + s.Enum[i].After + ") __e WHERE false"
+			}
+		}
 		return s
 	}
 	if p.Shape == ShapeRow {
@@ -451,9 +460,14 @@ func windowRows(s *Statements, p *Plan) {
 		pexprs = append(pexprs, "("+c.Expr+")")
 		pstored = append(pstored, "__t."+ident(c.Name))
 	}
+	rederive := "SELECT " + strings.Join(sel, ", ") + " FROM " + p.From + " WHERE " + userWhere(p) + " AND " + inParts(pexprs)
+	if lim := p.Window.Limit; lim != nil {
+		// Only the rows ranked within the limit (ranklimit.go): the
+		// window's run condition stops each partition there.
+		rederive = "SELECT " + strings.Join(names, ", ") + " FROM (" + rederive + ") __w WHERE __w." + ident(lim.Col) + " <= " + fmt.Sprint(lim.Max)
+	}
 	s.Apply = append(s.Apply,
-		Step{Role: RoleScope, SQL: "INSERT INTO " + scopeRowsTable + " (" + strings.Join(names, ", ") + ") SELECT " + strings.Join(sel, ", ") +
-			" FROM " + p.From + " WHERE " + userWhere(p) + " AND " + inParts(pexprs)},
+		Step{Role: RoleScope, SQL: "INSERT INTO " + scopeRowsTable + " (" + strings.Join(names, ", ") + ") " + rederive},
 		Step{Role: RoleWrite, SQL: "DELETE FROM " + T + " __t WHERE " + inParts(pstored) +
 			" AND NOT EXISTS (SELECT 1 FROM " + scopeRowsTable + " __n WHERE " + lineageEq(p, "__n", "__t") + ")"},
 		upsertNewRows(p, names))

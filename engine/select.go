@@ -8,6 +8,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 
@@ -54,6 +55,17 @@ type selectChecker struct {
 	// filteringDeps are the dependency joins of subqueries in conditions,
 	// whose matches are mirrored.
 	filteringDeps map[*pg_query.JoinExpr]bool
+	// rankLimits are, by derived table and column, the most rank the
+	// query keeps of it (ranklimit.go).
+	rankLimits map[string]map[string]int64
+	// narrowedDeps are the dependency joins of scalars whose moves are
+	// narrowed, narrow their comparisons (narrow.go).
+	narrowedDeps map[*pg_query.JoinExpr]bool
+	narrow       []NarrowSpec
+	// sharedValues are, by a scalar subquery's text, the values its
+	// dependency level fingerprints in place of its own: every aggregate
+	// of the LATERAL subquery it stands for (lateralagg.go).
+	sharedValues map[string][]*pg_query.Node
 	// droppedOrder: a rewrite dropped the query's ORDER BY (aggsplit.go).
 	droppedOrder bool
 	// setOps numbers the set operations read as joins (setop.go).
@@ -105,7 +117,7 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 		return nil, pgError(label, script, base, src, err)
 	}
 	c := &selectChecker{label: label, script: script, base: base, qualified: qualified, sublinks: map[int32]bool{},
-		filteringDeps: map[*pg_query.JoinExpr]bool{}}
+		filteringDeps: map[*pg_query.JoinExpr]bool{}, narrowedDeps: map[*pg_query.JoinExpr]bool{}, rankLimits: map[string]map[string]int64{}, sharedValues: map[string][]*pg_query.Node{}}
 	if len(tree.Stmts) != 1 {
 		return nil, c.errf(0, "expected a single SELECT after AS")
 	}
@@ -187,7 +199,18 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 		if !qualified {
 			return expand()
 		}
-		if err := c.rewriteTopK(sel); err != nil {
+		if err := c.rewriteTopK(sel, nil); err != nil {
+			return nil, joinRefusals(append(errs, err))
+		}
+	}
+	if hasLateral(sel) {
+		// A LATERAL subquery that aggregates without GROUP BY is read as
+		// scalar subqueries (lateralagg.go), once every reference is
+		// qualified.
+		if !qualified {
+			return expand()
+		}
+		if err := c.rewriteLateralAggregates(sel); err != nil {
 			return nil, joinRefusals(append(errs, err))
 		}
 	}
@@ -228,8 +251,14 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 		if c.filteringDeps[oj.node] {
 			c.outer[i].Above = append(oj.Above, ColumnName{Column: "*"})
 		}
+		c.outer[i].Narrowed = c.narrowedDeps[oj.node]
+		// A narrowed scalar's value is the same for every row: a condition
+		// reading it and the preserved side drops a matched row and its
+		// NULL-extended row alike, and needs no mirror (narrow.go).
+		c.outer[i].Above = slices.DeleteFunc(c.outer[i].Above, func(cn ColumnName) bool { return c.narrowedAlias(cn.Ref) })
 	}
-	q := &Query{Tables: c.tables, Generated: c.generated, Outer: c.outer, Cover: c.cover, from: sel.FromClause, OrderBy: len(sel.SortClause) > 0 || c.droppedOrder, Equalities: c.equalities, joinConds: c.joinConds, unread: c.unread, tree: tree}
+	q := &Query{Tables: c.tables, Generated: c.generated, Outer: c.outer, Cover: c.cover, from: sel.FromClause, OrderBy: len(sel.SortClause) > 0 || c.droppedOrder, Equalities: c.equalities, joinConds: c.joinConds, unread: c.unread, tree: tree,
+		Narrow: c.narrow}
 	for _, l := range c.levels {
 		for i, rv := range c.rvs {
 			if rv == l.rv {

@@ -78,7 +78,7 @@ func (c *selectChecker) selectItem(i int, n *pg_query.Node, seen map[string]int)
 	switch {
 	case it.t.Name == "?column?":
 		return nil, c.errf(rt.Location, "%s: PostgreSQL would name it \"?column?\"; give the expression an alias with AS", clause)
-	case strings.HasPrefix(it.t.Name, reservedPrefix) && !(it.t.Name == rankItem && hasWindowCall(rt.Val)) && !strings.HasPrefix(it.t.Name, latPrefix):
+	case strings.HasPrefix(it.t.Name, reservedPrefix) && !(it.t.Name == rankItem && hasWindowCall(rt.Val)) && !strings.HasPrefix(it.t.Name, latPrefix) && !strings.HasPrefix(it.t.Name, orderItem):
 		return nil, c.errf(rt.Location, "%s: output name %q begins with %q, which is reserved for trellis's hidden columns; give it another alias with AS", clause, it.t.Name, reservedPrefix)
 	}
 	if prev, ok := seen[it.t.Name]; ok {

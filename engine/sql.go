@@ -82,6 +82,13 @@ type Step struct {
 	// ExpectChanges: the statement writes one row per row of the changes
 	// table, which the applier checks (a mismatch fails the batch).
 	ExpectChanges bool
+	// Scope: the statement adds (1) or removes (-1) a row of a lineage
+	// scope's key tables per row it affects, which the applier counts as
+	// the keys a batch re-derives (Applier.Scoped).
+	Scope int
+	// Counted: the statement returns one row, the keys it added to a
+	// lineage scope less those it removed, counted as Scope's are.
+	Counted bool
 }
 
 // StepRole says what an apply statement writes.
@@ -116,6 +123,10 @@ const (
 	// RolePlanner sets a planner setting for the statements after it, in
 	// the apply transaction; it writes nothing.
 	RolePlanner
+	// RoleNarrow narrows a scalar's move to the rows it can flip
+	// (narrow.go); it runs once, after the keys are loaded and before the
+	// outer-join widening.
+	RoleNarrow
 )
 
 const keysTable = "pg_temp.__trellis_k"

@@ -68,9 +68,23 @@ func expandStar(ctx context.Context, db DB, name, sql string, targets []Rel) (*Q
 		return nil, fmt.Errorf("transform %q: expand *: %w", name, err)
 	}
 	def = strings.TrimSuffix(strings.TrimSpace(def), ";")
-	q, err := ParseQuery(name, def)
+	marked, err := lateralUserAggregates(ctx, db, name, def)
 	if err != nil {
 		return nil, err
+	}
+	q, err := ParseQuery(name, marked)
+	if err != nil {
+		return nil, err
+	}
+	if marked != def {
+		// The definition is PostgreSQL's expansion, without the marks.
+		tree, err := pg_query.Parse(def)
+		if err != nil {
+			return nil, terr.Wrap(terr.Internal, err, "transform %q: parse the expanded query: %v", name, err)
+		}
+		if q.SQL, err = pg_query.Deparse(tree); err != nil {
+			return nil, terr.Wrap(terr.Internal, err, "transform %q: deparse the expanded query: %v", name, err)
+		}
 	}
 	if q.Expand {
 		return nil, terr.New(terr.Internal, "transform %q: PostgreSQL's expansion of the query still needs one", name)

@@ -144,6 +144,9 @@ type Query struct {
 	// Views are the plain views the definition read, expanded to their
 	// definitions (views.go).
 	Views []ViewDep
+	// Narrow are the WHERE comparisons with an uncorrelated scalar whose
+	// moves re-derive only the rows they can flip (narrow.go).
+	Narrow []NarrowSpec
 	// Recursive, for the level of a recursive CTE (recursive.go, ADR
 	// 0035), is the CTE; Tables are then its terms' source tables.
 	Recursive *RecursiveSpec
@@ -183,6 +186,9 @@ type OuterJoin struct {
 	// the resolved tables, and the table that keeps its matches.
 	Inner  string `json:"inner,omitempty"`
 	Mirror *Rel   `json:"mirror,omitempty"`
+	// Narrowed: the join reads an uncorrelated scalar's level that only
+	// narrowed comparisons read (narrow.go): it is not mirrored.
+	Narrowed bool `json:"narrowed,omitempty"`
 
 	node *pg_query.JoinExpr // the parsed join, for InnerSQL
 }

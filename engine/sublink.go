@@ -93,9 +93,7 @@ func collectSublinks(n *pg_query.Node, positive bool, clause string, out *[]foun
 // aggregate query's groups were moved over its grouped rows
 // (splitAggregate) before this runs.
 func (c *selectChecker) dependOnSublinks(sel *pg_query.SelectStmt) error {
-	if err := c.sublinkPlaces(sel); err != nil || !c.qualified {
-		// Unqualified, the query is only checked: its expansion by
-		// PostgreSQL is parsed again, and kept then.
+	if err := c.sublinkPlaces(sel); err != nil {
 		return err
 	}
 	var found []foundSublink
@@ -113,6 +111,20 @@ func (c *selectChecker) dependOnSublinks(sel *pg_query.SelectStmt) error {
 		if rt := t.GetResTarget(); rt != nil && rt.Val != nil {
 			collectSublinks(rt.Val, false, fmt.Sprintf("select list item %d", i+1), &found)
 		}
+	}
+	if !c.qualified {
+		// Unqualified, the query is only checked — its limits here, where
+		// positions are the user's: its expansion by PostgreSQL is parsed
+		// again, and kept then.
+		var errs []error
+		for _, f := range found {
+			if sub := f.sl.Subselect.GetSelectStmt(); sub != nil {
+				if _, err := c.subqueryLimit(f.sl, sub, f.clause+": the subquery"); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+		return joinRefusals(errs)
 	}
 	if len(found) == 0 {
 		return nil
@@ -136,6 +148,16 @@ func (c *selectChecker) dependOnSublinks(sel *pg_query.SelectStmt) error {
 			j.Quals, sel.WhereClause = andAll(moved), andAll(kept)
 		}
 	}
+	// A scalar compared with one table's expression in WHERE may be read
+	// as its level's value, its moves narrowed (narrow.go): when every
+	// use of its level is such a comparison.
+	spots := narrowSpots(sel)
+	type use struct {
+		f foundSublink
+		d dependencyJoin
+	}
+	var uses []use
+	narrowed := map[string]bool{} // by dependencyJoin.key
 	for _, f := range found {
 		c.sublinks[f.sl.Location] = true
 		deps, err := c.dependency(f, outer)
@@ -143,16 +165,38 @@ func (c *selectChecker) dependOnSublinks(sel *pg_query.SelectStmt) error {
 			return err
 		}
 		for _, d := range deps {
-			j := &pg_query.JoinExpr{Jointype: pg_query.JoinType_JOIN_LEFT, Larg: from, Rarg: d.level, Quals: d.on}
-			notExists := f.sl.SubLinkType == pg_query.SubLinkType_EXISTS_SUBLINK && !f.positive
-			if f.filters && !(notExists && plant.Active(plant.ExistsMissesLastDelete)) {
-				// An outer row the condition drops leaves no stored row
-				// whose lineage shows the level row it matched: the join's
-				// matches are mirrored (ADR 0010), as for any condition
-				// above an outer join that reads its NULL-extended side.
-				c.filteringDeps[j] = true
+			if _, seen := narrowed[d.key]; !seen {
+				narrowed[d.key] = true
 			}
+			narrowed[d.key] = narrowed[d.key] && spots[f.sl] != nil
+			uses = append(uses, use{f: f, d: d})
+		}
+	}
+	joined := map[string]*pg_query.JoinExpr{} // by dependencyJoin.key
+	for _, u := range uses {
+		f, d := u.f, u.d
+		notExists := f.sl.SubLinkType == pg_query.SubLinkType_EXISTS_SUBLINK && !f.positive
+		// An outer row the condition drops leaves no stored row whose
+		// lineage shows the level row it matched: the join's matches are
+		// mirrored (ADR 0010), as for any condition above an outer join
+		// that reads its NULL-extended side — unless its moves are
+		// narrowed, which find those rows by their values.
+		mirrored := f.filters && !narrowed[d.key] && !(notExists && plant.Active(plant.ExistsMissesLastDelete))
+		j, ok := joined[d.key]
+		if !ok {
+			// The same level on the same correlation is joined once.
+			j = &pg_query.JoinExpr{Jointype: pg_query.JoinType_JOIN_LEFT, Larg: from, Rarg: d.level, Quals: d.on}
+			joined[d.key] = j
 			from = &pg_query.Node{Node: &pg_query.Node_JoinExpr{JoinExpr: j}}
+			if narrowed[d.key] {
+				c.narrowedDeps[j] = true
+			}
+		}
+		if mirrored {
+			c.filteringDeps[j] = true
+		}
+		if narrowed[d.key] {
+			c.narrowAt(sel, f.sl, spots[f.sl], j)
 		}
 	}
 	sel.FromClause = []*pg_query.Node{from}
@@ -202,8 +246,21 @@ func joinItems(items []*pg_query.Node) *pg_query.Node {
 
 // fromNames are the names a FROM list's items are referred to by, in its
 // own scope (not inside its derived tables).
-func fromNames(items []*pg_query.Node) map[string]bool {
+func fromNames(items []*pg_query.Node) map[string]bool { return itemNames(items, false) }
+
+// rangeVarNames are the names of the tables of a FROM list (not of its
+// joins or derived tables).
+func rangeVarNames(items []*pg_query.Node) map[string]bool { return itemNames(items, true) }
+
+// itemNames are the names of a FROM list's items in its own scope: of
+// its tables only, or of its joins and derived tables too.
+func itemNames(items []*pg_query.Node, tablesOnly bool) map[string]bool {
 	names := map[string]bool{}
+	add := func(a *pg_query.Alias) {
+		if a != nil && !tablesOnly {
+			names[a.Aliasname] = true
+		}
+	}
 	for _, it := range items {
 		walk(it.ProtoReflect(), func(m proto.Message) bool {
 			switch x := m.(type) {
@@ -216,24 +273,37 @@ func fromNames(items []*pg_query.Node) map[string]bool {
 					names[x.Relname] = true
 				}
 			case *pg_query.RangeSubselect:
-				if x.Alias != nil {
-					names[x.Alias.Aliasname] = true
-				}
+				add(x.Alias)
 				return false
 			case *pg_query.RangeFunction:
-				if x.Alias != nil {
-					names[x.Alias.Aliasname] = true
-				}
+				add(x.Alias)
 				return false
 			case *pg_query.JoinExpr:
-				if x.Alias != nil {
-					names[x.Alias.Aliasname] = true
-				}
+				add(x.Alias)
 			}
 			return true
 		})
 	}
 	return names
+}
+
+// clausePart is a clause of a subquery, named for a sentence.
+type clausePart struct {
+	n    []*pg_query.Node
+	name string
+}
+
+// outerPart is the name of the first of parts that refers to the outer
+// query (outer, as seen from inner), or "".
+func outerPart(parts []clausePart, outer, inner map[string]bool) string {
+	for _, part := range parts {
+		for _, n := range part.n {
+			if outerRefs(n, outer, inner) {
+				return part.name
+			}
+		}
+	}
+	return ""
 }
 
 // scopeNames are the names of the FROM items of sel and of every query
@@ -272,9 +342,12 @@ func outerRefs(n *pg_query.Node, outer, inner map[string]bool) bool {
 }
 
 // dependencyJoin is a dependency level as the outer query reads it: the
-// level's placeholder table and the join condition.
+// level's placeholder table and the join condition; key is the level's
+// query and the condition, whatever the level's alias, for joining the
+// same one once.
 type dependencyJoin struct {
 	level, on *pg_query.Node
+	key       string
 }
 
 // correlation is one equality between the subquery and the outer query:
@@ -299,15 +372,8 @@ func (c *selectChecker) dependency(f foundSublink, outer map[string]bool) ([]dep
 	if readsSetOp(sub) {
 		return nil, c.errf(sl.Location, "%s combines queries (UNION, INTERSECT or EXCEPT) and refers to the outer query; set operations in a correlated subquery arrive in a later version — move the correlation out: WHERE o.k IN (SELECT k FROM a UNION SELECT k FROM b)", what)
 	}
-	for _, part := range []struct {
-		n    []*pg_query.Node
-		name string
-	}{{sub.TargetList, "its select list"}, {sub.GroupClause, "its GROUP BY"}, {sub.FromClause, "its FROM"}, {sub.DistinctClause, "its DISTINCT"}} {
-		for _, n := range part.n {
-			if outerRefs(n, outer, inner) {
-				return nil, c.errf(sl.Location, "%s refers to the outer query in %s; a subquery may refer to the outer query in its WHERE only (an equality such as s.a = t.b, or any other condition)", what, part.name)
-			}
-		}
+	if part := outerPart([]clausePart{{sub.TargetList, "its select list"}, {sub.GroupClause, "its GROUP BY"}, {sub.FromClause, "its FROM"}, {sub.DistinctClause, "its DISTINCT"}}, outer, inner); part != "" {
+		return nil, c.errf(sl.Location, "%s refers to the outer query in %s; a subquery may refer to the outer query in its WHERE only (an equality such as s.a = t.b, or any other condition)", what, part)
 	}
 	if outerRefs(sub.HavingClause, outer, inner) {
 		return nil, c.errf(sl.Location, "%s refers to the outer query in its HAVING; move the condition into its WHERE", what)
@@ -315,9 +381,9 @@ func (c *selectChecker) dependency(f foundSublink, outer map[string]bool) ([]dep
 	if len(sub.GroupClause) > 0 || sub.HavingClause != nil || len(sub.DistinctClause) > 0 {
 		return nil, c.errf(sl.Location, "%s groups its rows (GROUP BY, HAVING or DISTINCT) and refers to the outer query; a correlated subquery that groups arrives in a later version — join the grouped rows as a subquery in FROM", what)
 	}
-	if (sub.LimitCount != nil || sub.LimitOffset != nil) && !(sl.SubLinkType == pg_query.SubLinkType_EXISTS_SUBLINK && sub.LimitOffset == nil && positiveConst(sub.LimitCount)) {
-		// EXISTS (… LIMIT 1) is EXISTS (…); any other limit picks rows.
-		return nil, c.errf(sl.Location, "%s limits its rows (LIMIT, OFFSET) and refers to the outer query; top-K subqueries arrive in a later version", what)
+	lim, err := c.subqueryLimit(sl, sub, what)
+	if err != nil {
+		return nil, err
 	}
 	// The WHERE's conjuncts: uncorrelated ones filter the level's rows,
 	// equalities with the outer query group it, others read columns its
@@ -346,6 +412,14 @@ func (c *selectChecker) dependency(f foundSublink, outer map[string]bool) ([]dep
 			}
 		}
 		reads = append(reads, innerColumns(cj, outer, inner)...)
+	}
+	if lim != nil {
+		// The first rows of an order (topksub.go).
+		orderOuter := false
+		for _, sb := range sub.SortClause {
+			orderOuter = orderOuter || outerRefs(sb, outer, inner)
+		}
+		return c.limitedDependency(sl, sub, keep, corr, reads, orderOuter, lim, outer, inner, what)
 	}
 	aggregate := hasAggregate(sub)
 	var fingerprint []*pg_query.Node // level outputs besides the groups
@@ -380,12 +454,28 @@ func (c *selectChecker) dependency(f foundSublink, outer map[string]bool) ([]dep
 		if target == nil {
 			return nil, c.errf(sl.Location, "%s must select one column", what)
 		}
-		if aggregate && len(reads) == 0 {
+		values := []*pg_query.Node{target}
+		if text, err := deparseSelect(sub); err == nil && c.sharedValues[text] != nil {
+			values = c.sharedValues[text] // a LATERAL aggregate's columns share one level
+		}
+		switch {
+		case aggregate && len(reads) == 0 && !plant.Active(plant.StaleScalar):
 			// Its value is the answer: the level keeps it.
-			if !plant.Active(plant.StaleScalar) {
+			if len(values) == 1 {
 				fingerprint = append(fingerprint, named(target, "v"))
+				break
 			}
-		} else {
+			for i, v := range values {
+				fingerprint = append(fingerprint, named(v, fmt.Sprintf("v%d", i+1)))
+			}
+		case aggregate && len(reads) == 0:
+		case aggregate:
+			// Over the rows its other conditions pick: the columns its
+			// aggregates read, with theirs, decide it.
+			for _, v := range values {
+				reads = append(reads, innerColumns(v, outer, inner)...)
+			}
+		default:
 			reads = append(reads, target)
 		}
 	default:
@@ -427,12 +517,13 @@ func (c *selectChecker) dependency(f foundSublink, outer map[string]bool) ([]dep
 // one row when its answer is the same for every outer row.
 func (c *selectChecker) uncorrelatedDependency(f foundSublink, sub *pg_query.SelectStmt, what string) ([]dependencyJoin, error) {
 	sl := f.sl
-	if (sub.LimitCount != nil || sub.LimitOffset != nil) && !(sl.SubLinkType == pg_query.SubLinkType_EXISTS_SUBLINK && sub.LimitOffset == nil && positiveConst(sub.LimitCount)) {
-		// EXISTS (… LIMIT 1) is EXISTS (…); any other limit picks rows.
-		if len(sub.SortClause) == 0 {
-			return nil, c.errf(sl.Location, "%s limits its rows (LIMIT, OFFSET) without ORDER BY, so which rows it returns depends on row order; remove the LIMIT, or aggregate (min, max) to pick one value", what)
-		}
-		return nil, c.errf(sl.Location, "%s limits its rows (LIMIT, OFFSET); top-K subqueries arrive in a later version — aggregate (min, max) to pick one value", what)
+	lim, err := c.subqueryLimit(sl, sub, what)
+	if err != nil {
+		return nil, err
+	}
+	if lim != nil {
+		// The first rows of an order, over all rows (topksub.go).
+		return c.limitedDependency(sl, sub, conjuncts(sub.WhereClause), nil, nil, false, lim, nil, nil, what)
 	}
 	// Its columns are named c1, c2, … as the level reads them.
 	alias := &pg_query.Alias{Aliasname: "sq"}
@@ -470,10 +561,11 @@ func (c *selectChecker) uncorrelatedDependency(f foundSublink, sub *pg_query.Sel
 		if len(cols) != 1 {
 			return nil, c.errf(sl.Location, "%s must select one column", what)
 		}
-		if hasAggregate(sub) && len(sub.GroupClause) == 0 && sub.HavingClause == nil && sub.LimitCount == nil && sub.LimitOffset == nil && len(sub.DistinctClause) == 0 {
-			// One row, whose value is the answer: the subquery itself.
+		if hasAggregate(sub) && len(sub.GroupClause) == 0 && sub.HavingClause == nil && len(sub.DistinctClause) == 0 {
+			// One row, whose value is the answer: the subquery itself (a
+			// LIMIT here keeps its one row: subqueryLimit).
 			sel := proto.Clone(sub).(*pg_query.SelectStmt)
-			sel.SortClause = nil
+			sel.SortClause, sel.LimitCount = nil, nil
 			sel.TargetList[0].GetResTarget().Name = "v"
 			if plant.Active(plant.StaleScalar) {
 				// Planted: one row that never changes.
@@ -535,7 +627,15 @@ func (c *selectChecker) joinLevel(sel *pg_query.SelectStmt, alias string, on *pg
 	if on == nil {
 		on = &pg_query.Node{Node: &pg_query.Node_AConst{AConst: &pg_query.A_Const{Val: &pg_query.A_Const_Boolval{Boolval: &pg_query.Boolean{Boolval: true}}, Location: -1}}}
 	}
-	return dependencyJoin{level: level, on: on}, nil
+	text, err := deparseSelect(sel)
+	if err != nil {
+		return dependencyJoin{}, c.errf(-1, "%s cannot be rendered back to SQL by the bundled deparser (%v); rewrite it", what, err)
+	}
+	cond, err := deparseExpr(on)
+	if err != nil {
+		return dependencyJoin{}, c.errf(-1, "%s cannot be rendered back to SQL by the bundled deparser (%v); rewrite it", what, err)
+	}
+	return dependencyJoin{level: level, on: on, key: text + " ON " + strings.ReplaceAll(cond, alias+".", ".")}, nil
 }
 
 // rowsFingerprint are the level outputs that change whenever the multiset

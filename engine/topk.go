@@ -44,12 +44,14 @@ func distinctOn(sel *pg_query.SelectStmt) bool {
 	return len(sel.DistinctClause) > 0 && sel.DistinctClause[0].GetNode() != nil
 }
 
-// rewriteTopK rewrites sel in place as the file comment says.
-func (c *selectChecker) rewriteTopK(sel *pg_query.SelectStmt) error {
+// rewriteTopK rewrites sel in place as the file comment says. partition
+// names output columns the window is partitioned by besides DISTINCT ON's
+// (a LATERAL subquery's correlation, lateral.go).
+func (c *selectChecker) rewriteTopK(sel *pg_query.SelectStmt, partition []string) error {
 	on := distinctOn(sel)
 	limited := sel.LimitCount != nil || sel.LimitOffset != nil
 	if on && limited {
-		return c.errf(-1, "DISTINCT ON together with LIMIT is not supported yet; keep the distinct rows as a transform and limit a second one over its target")
+		return c.distinctOnLimited(sel, partition)
 	}
 	if on && len(sel.SortClause) == 0 {
 		return c.errf(-1, "DISTINCT ON without ORDER BY keeps an arbitrary row of each group (in PostgreSQL too); add ORDER BY starting with the DISTINCT ON expressions and ending with a key")
@@ -93,6 +95,9 @@ func (c *selectChecker) rewriteTopK(sel *pg_query.SelectStmt) error {
 		fn = "rank"
 	}
 	wd := &pg_query.WindowDef{OrderClause: order, FrameOptions: 0x00002 | 0x00020 | 0x00400, Location: -1}
+	for _, p := range partition {
+		wd.PartitionClause = append(wd.PartitionClause, outputExpr(sel, names, columnRef(p)))
+	}
 	if on {
 		for _, d := range sel.DistinctClause {
 			wd.PartitionClause = append(wd.PartitionClause, outputExpr(sel, names, proto.Clone(d).(*pg_query.Node)))
@@ -137,6 +142,60 @@ func (c *selectChecker) rewriteTopK(sel *pg_query.SelectStmt) error {
 		sel.WhereClause = andAll(conds)
 	}
 	return nil
+}
+
+// donAlias names the derived table of DISTINCT ON rows a limit reads;
+// orderItem prefixes its hidden ORDER BY columns.
+const (
+	donAlias  = "__don"
+	orderItem = "__trellis_o"
+)
+
+// distinctOnLimited rewrites SELECT DISTINCT ON (d) … ORDER BY d, o LIMIT
+// k OFFSET m as top-K over the DISTINCT ON rows (ADR 0038 §3):
+//
+//	SELECT __don.a, … FROM (SELECT DISTINCT ON (d) a, …, d AS __trellis_o1,
+//	    o AS __trellis_o2 FROM t ORDER BY d, o) __don
+//	ORDER BY __don.__trellis_o1, __don.__trellis_o2 LIMIT k OFFSET m
+//
+// and that query as top-K in turn. The ORDER BY starts with every
+// DISTINCT ON expression (PostgreSQL requires it) and each distinct row has
+// its own values of them, so the order of the distinct rows is total.
+func (c *selectChecker) distinctOnLimited(sel *pg_query.SelectStmt, partition []string) error {
+	if len(sel.SortClause) == 0 {
+		return c.errf(-1, "DISTINCT ON without ORDER BY keeps an arbitrary row of each group (in PostgreSQL too); add ORDER BY starting with the DISTINCT ON expressions and ending with a key")
+	}
+	names := outputNames(&pg_query.RangeSubselect{}, sel)
+	inner := proto.Clone(sel).(*pg_query.SelectStmt)
+	inner.LimitCount, inner.LimitOffset = nil, nil
+	inner.LimitOption = pg_query.LimitOption_LIMIT_OPTION_DEFAULT
+	for i, rt := range inner.TargetList {
+		if r := rt.GetResTarget(); r != nil && r.Name == "" && names[i] != "" {
+			r.Name = names[i] // the outer query reads it by this name
+		}
+	}
+	var order []*pg_query.Node
+	for i, s := range sel.SortClause {
+		sb := s.GetSortBy()
+		if sb == nil {
+			return c.errf(-1, "ORDER BY item %d cannot be read", i+1)
+		}
+		col := fmt.Sprintf("%s%d", orderItem, i+1)
+		inner.TargetList = append(inner.TargetList, named(outputExpr(sel, names, sb.Node), col))
+		out := proto.Clone(sb).(*pg_query.SortBy)
+		out.Node = columnRef(donAlias, col)
+		order = append(order, &pg_query.Node{Node: &pg_query.Node_SortBy{SortBy: out}})
+	}
+	var targets []*pg_query.Node
+	for _, n := range names {
+		targets = append(targets, named(columnRef(donAlias, n), n))
+	}
+	*sel = pg_query.SelectStmt{Op: pg_query.SetOperation_SETOP_NONE, TargetList: targets,
+		FromClause: []*pg_query.Node{{Node: &pg_query.Node_RangeSubselect{RangeSubselect: &pg_query.RangeSubselect{
+			Subquery: &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: inner}},
+			Alias:    &pg_query.Alias{Aliasname: donAlias}}}}},
+		SortClause: order, LimitCount: sel.LimitCount, LimitOffset: sel.LimitOffset, LimitOption: sel.LimitOption}
+	return c.rewriteTopK(sel, partition)
 }
 
 // limitValue is a LIMIT or OFFSET count: ok false for LIMIT ALL or NULL.

@@ -38,6 +38,9 @@ type WindowSpec struct {
 	Partition []string
 	// Uses are the window calls, one per call in the select list.
 	Uses []WindowUse
+	// Limit, for a level whose reader keeps only the rows its one ranking
+	// call ranks within a limit, is that limit (ranklimit.go).
+	Limit *WindowLimit
 }
 
 // WindowUse is one window call of the select list.
@@ -284,7 +287,9 @@ func windowOrderError(name, call string, missing []string) error {
 // PlanNotes are what Apply tells about a plan: a window query whose
 // windows share no PARTITION BY (top-K over all rows among them) is one
 // partition, re-derived whole by every change, at the cost of reading
-// its rows — about as many as its sources hold, by the statistics.
+// its rows — about as many as its sources hold, by the statistics; a
+// top-K level (ranklimit.go) reads its first K rows when an index serves
+// its order.
 func PlanNotes(ctx context.Context, db DB, p *Plan) ([]string, error) {
 	if p.Window == nil || len(p.Window.Partition) > 0 {
 		return nil, nil
@@ -296,6 +301,16 @@ func PlanNotes(ctx context.Context, db DB, p *Plan) ([]string, error) {
 	var rows int64
 	if err := db.QueryRow(ctx, `SELECT coalesce(sum(greatest(reltuples, 0)), 0)::bigint FROM pg_class WHERE oid = ANY ($1::oid[])`, oids).Scan(&rows); err != nil {
 		return nil, fmt.Errorf("transform %s: estimate its rows: %w", p.Target.Ident(), err)
+	}
+	if lim := p.Window.Limit; lim != nil {
+		call := lim.Col
+		for _, c := range p.Cols {
+			if c.Name == lim.Col {
+				call = c.Expr
+			}
+		}
+		return []string{fmt.Sprintf("%s: its window has no PARTITION BY (top-K over all rows), so every change re-derives its first %d rows (%s): with an index in that order a batch reads about as many, without one about %d source rows; add the index where the table is large",
+			p.Target.Ident(), lim.Max, call, rows)}, nil
 	}
 	return []string{fmt.Sprintf("%s: its windows have no PARTITION BY (or top-K over all rows), so every change re-derives all of its rows: a batch reads about %d source rows; partition the window (or keep the top rows per group) where the table is large",
 		p.Target.Ident(), rows)}, nil

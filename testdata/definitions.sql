@@ -375,8 +375,12 @@ CREATE TRANSFORM scalar_correlated AS SELECT d.id, (SELECT min(f.v) FROM fact f 
 -- accept
 CREATE TRANSFORM having_scalar AS SELECT d1, count(*) AS n FROM fact GROUP BY d1 HAVING count(*) > (SELECT avg(w) FROM dim2);
 
--- refuse validation: limits its rows (LIMIT, OFFSET) and refers to the outer query
-CREATE TRANSFORM x AS SELECT d.id, (SELECT f.v FROM fact f WHERE f.d1 = d.id ORDER BY f.id LIMIT 1) AS first FROM dim d;
+-- a correlated top-K subquery (ADR 0038 §1)
+-- accept
+CREATE TRANSFORM first_fact AS SELECT d.id, (SELECT f.v FROM fact f WHERE f.d1 = d.id ORDER BY f.id LIMIT 1) AS first FROM dim d;
+
+-- refuse validation: limits its rows (LIMIT, OFFSET) without ORDER BY
+CREATE TRANSFORM x AS SELECT d.id, (SELECT f.v FROM fact f WHERE f.d1 = d.id LIMIT 1) AS first FROM dim d;
 
 -- a CTE whose body aliases its table, read twice (its two pulled-up copies get names of their own)
 -- accept

@@ -115,6 +115,10 @@ type AppliedBatch struct {
 	// ledger rows written.
 	Keys int
 	Rows int64
+	// Scope is the number of source keys the batch re-derived: its keys,
+	// with those outer joins and narrowed scalar moves added to them
+	// (engine.Applier.Scoped).
+	Scope int64
 	// Duration is the time the transaction took, isolation of failing
 	// keys included.
 	Duration time.Duration

@@ -602,6 +602,7 @@ func (w *worker) drain(ctx context.Context, a *engine.Applier, live bool) (more 
 		var n int64
 		var start time.Time
 		asked := time.Now()
+		scoped := a.Scoped()
 		err = w.turn(ctx, a, false, func() error {
 			if time.Since(asked) > sessionWait {
 				// Changes went on arriving while the worker waited for a
@@ -661,7 +662,7 @@ func (w *worker) drain(ctx context.Context, a *engine.Applier, live bool) (more 
 				return false, err
 			}
 		}
-		w.r.obs.BatchApplied(w.name, AppliedBatch{Keys: len(b.Keys), Rows: n, Duration: time.Since(start)})
+		w.r.obs.BatchApplied(w.name, AppliedBatch{Keys: len(b.Keys), Rows: n, Scope: a.Scoped() - scoped, Duration: time.Since(start)})
 		if err := w.r.store.Done(w.id, b); err != nil {
 			return false, err
 		}
@@ -789,11 +790,12 @@ func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.T
 	}
 	end := keys[len(keys)-1]
 	start := time.Now()
+	scoped := a.Scoped()
 	n, err := w.applyUnits(ctx, a, w.unitsOf(src, keys), nil, 0, func(ctx context.Context, tx pgx.Tx) error {
 		return w.r.t.cat.AdvanceBuild(ctx, tx, w.id, phase, end, int64(len(keys)))
 	})
 	if err == nil {
-		w.r.obs.BatchApplied(w.name, AppliedBatch{Keys: len(keys), Rows: n, Duration: time.Since(start), Build: true})
+		w.r.obs.BatchApplied(w.name, AppliedBatch{Keys: len(keys), Rows: n, Scope: a.Scoped() - scoped, Duration: time.Since(start), Build: true})
 		// The estimate status shows (buildprogress.go), counted down.
 		if b := tr.Build; b != nil && b.RowsTotal != nil {
 			w.r.obs.BuildRowsRemaining(w.name, max(*b.RowsTotal-b.RowsDone-int64(len(keys)), 0))
