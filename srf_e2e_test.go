@@ -50,6 +50,8 @@ var srfDefs = []levelDef{
 	{"f_chain", `SELECT u.tag, u.n FROM (SELECT f.tag, count(*) AS n FROM f_unnest f GROUP BY f.tag) u`},
 	{"f_nullable_side", `SELECT s.tag, d.id FROM st s LEFT JOIN (SELECT p.id, u.x FROM sp p, unnest(p.tags) u(x)) d ON d.x = s.tag`},
 	{"f_anti_join", `SELECT s.tag, s.label FROM st s LEFT JOIN (sp p CROSS JOIN unnest(p.tags) u(x)) ON u.x = s.tag WHERE p.id IS NULL`},
+	{"f_cte_twice", `WITH c AS (SELECT p.id, t.tag, t.n FROM sp p, unnest(p.tags) WITH ORDINALITY AS t(tag, n)) SELECT a.id, a.tag, b.tag AS next FROM c a LEFT JOIN c b ON b.id = a.id AND b.n = a.n + 1`},
+	{"f_cte_twice_values", `WITH c AS (SELECT sp.id, v.side, v.x FROM sp, LATERAL (VALUES ('lo', sp.lo), ('hi', sp.hi)) v(side, x)) SELECT a.id, a.x, b.x AS other FROM c a JOIN c b ON b.id = a.id AND b.side <> a.side`},
 	{"c_lateral_values", `SELECT p.id, v.side, v.x FROM sp p, LATERAL (VALUES ('lo', p.lo), ('hi', p.hi), ('lo', p.lo)) v(side, x)`},
 	{"c_values", `SELECT p.id, v.name FROM sp p JOIN (VALUES (1, 'one'), (2, 'two'), (2, 'deux')) v(id, name) ON v.id = p.author`},
 	{"c_values_left", `SELECT p.id, v.name FROM sp p LEFT JOIN (VALUES (0, 'zero'), (3, NULL)) v(id, name) ON v.id = p.author`},
