@@ -236,6 +236,59 @@
 //     drawn as a shape. TestShapePrograms checks that the programs draw
 //     each of them, TestShapesDrawnApart that the stream changes only the
 //     definitions it lands on.
+//   - Functions in FROM, constant relations and the ALL set operations
+//     (ADR 0034; from a function stream of its own, srfSalt, drawn after
+//     every other stream drew the definition it replaces and never where
+//     the nested or shapes stream landed; srfshapes.go, collection.go). A
+//     quarter of the programs (collPct) get a collection table besides
+//     their own (not among the tables the main stream draws from): a key,
+//     a small group, two small bounds lo and hi, an int[] and a text[]
+//     (NULL, empty, duplicates, NULL elements), a jsonb array of objects
+//     {"a": int, "b": text} (keys missing or null) and a jsonb object of
+//     a few keys; after one body event in four (collEventPct) a
+//     transaction writes it — rows inserted, upserted, bulk-filled and
+//     deleted, keys moved, arrays and documents grown (||, array_append,
+//     array_prepend, every element twice), shrunk (slices,
+//     array_remove, jsonb - n, - key), reordered (reversed, sorted), set
+//     NULL or empty, bounds swapped, the table truncated — now and then
+//     with a check right after, or in lanes beside writers of the
+//     program's tables. Fourteen definitions in a hundred of those
+//     programs (featSRFCollPct), three of the others (featSRFPct), and
+//     twice as many of chains' last levels, expand rows: unnest of an
+//     array (bare, aliased, two zipped), jsonb_array_elements[_text],
+//     jsonb_each[_text], jsonb_to_recordset (in ROWS FROM when WITH
+//     ORDINALITY is drawn), generate_series over a row's bounds, ROWS
+//     FROM of two functions, and over the program's tables a series
+//     between small integers, an array of two or three columns of one
+//     type class unnested or a LATERAL VALUES list of them (an unpivot),
+//     regexp_split_to_table, a VALUES list joined on a column (a key
+//     repeated, NULL names; inner or LEFT) or a constant series crossed
+//     with it; WITH ORDINALITY one time in three; after a comma, CROSS
+//     JOIN [LATERAL], LATERAL, or LEFT JOIN LATERAL … ON true. They are
+//     read by rows (a jsonb output now and then), DISTINCT, aggregates
+//     (count, sum, min, max, count(DISTINCT), bool_or, HAVING), joins
+//     with a program table (the frag first, the join after a comma read
+//     as the function's; the frag in parentheses on the NULL-extended
+//     side of a LEFT or RIGHT join, or inner), derived tables and CTEs
+//     holding them (projections keyed by the source's key and a written
+//     ordinal, aggregates kept as inner levels, ALL set operations) read
+//     by rows, aggregates, windows, a top-K, the shapes' subquery filters
+//     and scalar items, joined to a program table on either side of
+//     LEFT, inner and FULL joins, nested two deep, CTEs read twice
+//     (joined to themselves on their key and ordinal, or filtered by IN
+//     over themselves), CTEs holding VALUES lists; INTERSECT ALL, EXCEPT
+//     ALL (and UNION ALL, UNION, EXCEPT) of two or three branches over
+//     tables and expanded rows, at the top, under an aggregate, in a CTE
+//     or a derived table; a chain's last level as the level below
+//     unpivoted, crossed with a series, joined to a VALUES list, in an
+//     ALL set operation with a program table, or joined to the collection
+//     table's expanded rows. Sums and averages over expanded rows read no
+//     float8. TRELLIS_GEN_SRF_PCT draws more of them (a soak aimed at
+//     them); TestSRFAccepted (TRELLIS_GEN_SRF_CHECK=N) applies every
+//     definition of N seeds drawn as one. TestSRFPrograms checks that the
+//     programs draw each of them, TestSRFDrawnApart that the stream only
+//     replaces the definitions it lands on and adds the collection
+//     table's steps.
 //   - A quarter of the programs define a chain during their body (a quarter
 //     of those a second one): two or three levels, each reading the target
 //     of the one below (chains.go). A level read by another is keyed by NOT
