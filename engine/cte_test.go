@@ -30,6 +30,16 @@ func TestInlineWith(t *testing.T) {
 		// Nested WITH inside a derived table, shadowing an outer CTE.
 		{`WITH s AS (SELECT a FROM t) SELECT d.a FROM (WITH s AS (SELECT a FROM u) SELECT s.a FROM s) d JOIN s ON s.a = d.a`,
 			`SELECT u.a FROM u JOIN t ON t.a = u.a`, 0, 0},
+		// WITH RECURSIVE (ADR 0035): UNION ALL read as its level; UNION
+		// through the distinct rows of it (a level over the level); a
+		// recursive CTE read twice is one level; a CTE of the same WITH
+		// that does not read itself is inlined.
+		{`WITH RECURSIVE r AS (SELECT a, b FROM t UNION ALL SELECT r.a, u.b FROM r JOIN u ON u.a = r.b) SELECT r.a, r.b FROM r`,
+			`SELECT r.a, r.b FROM __trellis_level_0 r`, 1, 0},
+		{`WITH RECURSIVE r(x) AS (SELECT a FROM t UNION SELECT u.b FROM r, u WHERE u.a = r.x) SELECT r.x FROM r`,
+			`SELECT r.x FROM __trellis_level_0 r`, 1, 0},
+		{`WITH RECURSIVE s AS (SELECT a, b FROM t WHERE b > 0), r AS (SELECT a, b FROM s UNION ALL SELECT r.a, u.b FROM r JOIN u ON u.a = r.b) SELECT r1.a, r2.b FROM r r1 JOIN r r2 ON r2.a = r1.b`,
+			`SELECT r_1.a, r_2.b FROM __trellis_level_0 r_1 JOIN __trellis_level_1 r_2 ON r_2.a = r_1.b`, 1, 1},
 		// Nested WITH inside a CTE.
 		{`WITH s AS (WITH i AS (SELECT a, b FROM t) SELECT i.a, sum(i.b) AS sb FROM i GROUP BY i.a) SELECT s.a, s.sb FROM s`,
 			`SELECT s.a, s.sb FROM __trellis_level_0 s`, 1, 0},
@@ -56,7 +66,7 @@ func TestInlineWith(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct{ in, want string }{
-		{`WITH RECURSIVE r AS (SELECT a FROM t UNION ALL SELECT a + 1 FROM r WHERE a < 9) SELECT a FROM r`, "WITH RECURSIVE is not supported"},
+		{`WITH RECURSIVE r AS (SELECT 1 AS a UNION ALL SELECT a + 1 FROM r WHERE a < 9) SELECT a FROM r`, "its anchor reads no table"},
 		{`WITH d AS (DELETE FROM t RETURNING a) SELECT a FROM d`, "holds a data-modifying statement"},
 	} {
 		_, err := ParseStatements("CREATE TRANSFORM x AS " + tc.in)

@@ -174,3 +174,50 @@ func TestGeneratedLevelSQL(t *testing.T) {
 	}
 	checkGolden(t, "level_owner", "-- the level's target\n"+ddl+"\n\n-- the owner's full query\n"+op.Full+";\n\n-- the owner's query (over the level)\n"+op.QuerySQL()+";\n\n"+generatedSQL(op))
 }
+
+// TestGeneratedRecursiveSQL pins what a recursive CTE's level generates
+// (ADR 0035): its target (anchor and step lineage, the identity __d, the
+// surrogate), the anchors a batch finds, the derivation restricted to
+// them, the depth guard of UNION ALL and the writes by identity.
+func TestGeneratedRecursiveSQL(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, conn, cat := catalogDB(t, ctx)
+	if _, err := conn.Exec(ctx, `CREATE TABLE nodes (id int PRIMARY KEY, parent_id int, name text);
+		CREATE TABLE edges (src int, dst int, PRIMARY KEY (src, dst))`); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, def string }{
+		{"recursive_union_all", `CREATE TRANSFORM tree AS WITH RECURSIVE d(root, id, depth) AS (SELECT id, id, 0 FROM nodes WHERE parent_id IS NULL
+			UNION ALL SELECT d.root, n.id, d.depth + 1 FROM nodes n JOIN d ON n.parent_id = d.id) SELECT root, id, depth FROM d`},
+		{"recursive_union", `CREATE TRANSFORM reach AS WITH RECURSIVE r(src, dst) AS (SELECT src, dst FROM edges
+			UNION SELECT r.src, e.dst FROM r, edges e WHERE e.src = r.dst) SELECT src, dst FROM r`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sts, err := ParseStatements(tc.def)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The recursive level: the owner's own level for UNION ALL,
+			// the level of its DISTINCT level for UNION.
+			q := sts[0].Query.Levels[0].Query
+			for q.Recursive == nil {
+				q = q.Levels[0].Query
+			}
+			lvl := Statement{Kind: CreateTransform, Schema: cat.Schema, Name: "level_1_1", Query: q}
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx) //nolint:errcheck
+			p, err := PlanCreate(ctx, tx, cat.Schema, cat.Schema, &lvl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := Install(ctx, tx, p, 1); err != nil {
+				t.Fatal(err)
+			}
+			checkGolden(t, tc.name, "-- the level's target\n"+targetDDL(t, ctx, tx, p.Target)+"\n\n"+generatedSQL(p))
+		})
+	}
+}

@@ -44,6 +44,7 @@ func Install(ctx context.Context, db DB, p *Plan, id int64) error {
 		// lets the update stay on it (HOT), without a new index entry.
 		ddl = append(ddl, "CREATE TABLE "+p.Target.Ident()+" ("+strings.Join(cols, ", ")+") WITH (fillfactor = 90)")
 		ddl = append(ddl, p.lineageIndexes(p.Target)...)
+		ddl = append(ddl, p.recursiveIndexes()...)
 	} else {
 		p.Ledger.Name = fmt.Sprintf("ledger_%d", id)
 		names := p.Visible
@@ -276,9 +277,11 @@ func (p *Plan) groupKey(t Rel) string {
 
 // identityConstraint keys the stored rows: a primary key, or where an
 // outer join may leave lineage NULL, a unique constraint that treats NULLs
-// as equal (one NULL-extended row per preserved row).
+// as equal (one NULL-extended row per preserved row); a unique constraint
+// too for a recursive CTE's level, keyed by its surrogate.
 func (p *Plan) identityConstraint(cols string) string {
-	if p.identityNullable() {
+	if p.Recursive != nil || p.identityNullable() {
+		// A recursive level's surrogate is its primary key (ADR 0035).
 		return "UNIQUE NULLS NOT DISTINCT (" + cols + ")"
 	}
 	return "PRIMARY KEY (" + cols + ")"

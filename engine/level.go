@@ -84,21 +84,8 @@ func (c *selectChecker) level(rs *pg_query.RangeSubselect, inner *pg_query.Selec
 	if err != nil {
 		return nil, terr.Wrap(terr.Validation, err, "%s: %s cannot be rendered back to SQL by the bundled deparser (%v); rewrite it", c.label, what, err)
 	}
-	placeholder := func(l *Level) *pg_query.Node {
-		rv := &pg_query.RangeVar{Relname: placeholderName(len(c.levels)), Inh: true, Relpersistence: "p", Location: -1}
-		if alias != "" {
-			rv.Alias = &pg_query.Alias{Aliasname: alias}
-		}
-		l.rv = rv
-		c.levels = append(c.levels, l)
-		return &pg_query.Node{Node: &pg_query.Node_RangeVar{RangeVar: rv}}
-	}
-	for _, l := range c.levels {
-		if l.text == text && l.SameAs == nil {
-			// The same rows read again (a CTE read twice): one level,
-			// which both places read.
-			return placeholder(&Level{Alias: alias, Query: l.Query, SameAs: l, text: text}), nil
-		}
+	if l := c.sameLevel(text); l != nil {
+		return c.placeLevel(&Level{Alias: alias, Query: l.Query, SameAs: l, text: text}, alias), nil
 	}
 	q, err := parseSelect(c.label+": "+what, text, 0, len(text), c.qualified)
 	if err != nil {
@@ -114,7 +101,31 @@ func (c *selectChecker) level(rs *pg_query.RangeSubselect, inner *pg_query.Selec
 		// The outer query's * is expanded before its levels are read.
 		return nil, c.errf(-1, "%s selects *; list its columns by name", what)
 	}
-	return placeholder(&Level{Alias: alias, Query: q, text: text}), nil
+	return c.placeLevel(&Level{Alias: alias, Query: q, text: text}, alias), nil
+}
+
+// sameLevel is an earlier level of the query with the same query text:
+// the same rows read again (a CTE read twice) are one level, which both
+// places read.
+func (c *selectChecker) sameLevel(text string) *Level {
+	for _, l := range c.levels {
+		if l.text == text && l.SameAs == nil {
+			return l
+		}
+	}
+	return nil
+}
+
+// placeLevel registers l and returns the placeholder table that takes its
+// place in the FROM tree, under alias.
+func (c *selectChecker) placeLevel(l *Level, alias string) *pg_query.Node {
+	rv := &pg_query.RangeVar{Relname: placeholderName(len(c.levels)), Inh: true, Relpersistence: "p", Location: -1}
+	if alias != "" {
+		rv.Alias = &pg_query.Alias{Aliasname: alias}
+	}
+	l.rv = rv
+	c.levels = append(c.levels, l)
+	return &pg_query.Node{Node: &pg_query.Node_RangeVar{RangeVar: rv}}
 }
 
 // aggregates reports whether a derived table's SELECT groups its rows:

@@ -53,6 +53,11 @@ type Plan struct {
 	// SearchPath is the search_path the definition was validated under;
 	// appliers use it so unqualified functions resolve the same way.
 	SearchPath string `json:"search_path"`
+	// Settings are the defining session's settings that built-ins read
+	// (TimeZone, DateStyle, …; settings.go): every session that evaluates
+	// the query applies them, so the target never depends on the runner's
+	// or the server's defaults (ADR 0037). Plans stored before have none.
+	Settings []Setting `json:"settings,omitempty"`
 	// Sources are the FROM tables, one per FROM item (ADR 0010).
 	Sources []Source `json:"sources"`
 	// From is the FROM clause over the resolved tables when there are
@@ -122,6 +127,10 @@ type Plan struct {
 	// for several sources (Multi).
 	Window *PlanWindow `json:"window,omitempty"`
 
+	// Recursive, for an inner level that keeps a recursive CTE (ADR
+	// 0035), says how its rows are re-derived: by anchor.
+	Recursive *PlanRecursive `json:"recursive,omitempty"`
+
 	// Views are the views the definition read as their definitions then;
 	// one replaced or dropped since is drift (views.go).
 	Views []ViewDep `json:"views,omitempty"`
@@ -163,9 +172,12 @@ type Source struct {
 func (s Source) Ident() string { return pgx.Identifier{s.Schema, s.Name}.Sanitize() }
 
 // Multi reports whether the plan re-derives through lineage scopes (ADR
-// 0010): it reads several sources, has windows (ADR 0033), or functions
-// or VALUES lists in FROM, whose rows share a lineage (ADR 0034).
-func (p *Plan) Multi() bool { return len(p.Sources) > 1 || p.Window != nil || len(p.Ordinals) > 0 }
+// 0010): it reads several sources, has windows (ADR 0033), functions or
+// VALUES lists in FROM, whose rows share a lineage (ADR 0034), or keeps a
+// recursive CTE (ADR 0035).
+func (p *Plan) Multi() bool {
+	return len(p.Sources) > 1 || p.Window != nil || len(p.Ordinals) > 0 || p.Recursive != nil
+}
 
 // FromSQL is the FROM clause of the plan's query.
 func (p *Plan) FromSQL() string {

@@ -216,19 +216,7 @@ func prefixed(pre string, names []string) []string {
 // buildScope generates the statements of a plan with several sources.
 func buildScope(p *Plan, merge bool) *Statements {
 	s := &Statements{}
-	for i, src := range p.Sources {
-		var kcols, kcasts, kparams, ucols []string
-		for j, k := range src.Key {
-			kcols = append(kcols, fmt.Sprintf("__k%d %s", j, k.Type))
-			kcasts = append(kcasts, fmt.Sprintf("u.c%d::%s", j, k.Type))
-			kparams = append(kparams, fmt.Sprintf("$%d::text[]", j+1))
-			ucols = append(ucols, fmt.Sprintf("c%d", j))
-		}
-		s.Setup = append(s.Setup, fmt.Sprintf("CREATE TEMP TABLE IF NOT EXISTS __trellis_k%d (%s) ON COMMIT DELETE ROWS", i, strings.Join(kcols, ", ")))
-		s.LoadSource = append(s.LoadSource, "INSERT INTO "+scopeKeysTable(i)+" SELECT DISTINCT "+strings.Join(kcasts, ", ")+
-			" FROM unnest("+strings.Join(kparams, ", ")+") AS u("+strings.Join(ucols, ", ")+")")
-		s.Analyze = append(s.Analyze, "ANALYZE "+scopeKeysTable(i))
-	}
+	scopeKeyTables(s, p)
 	widened := map[int]bool{}
 	for _, oj := range p.Outer {
 		for _, pair := range oj.Sides() {
@@ -323,6 +311,24 @@ func buildScope(p *Plan, merge bool) *Statements {
 		lineageEq(p, "__n", "__o") + setEq + " WHERE __n.__p IS NULL OR __o.__p IS NULL OR " + differs
 	buildAggregate(s, p, Step{Role: RoleChanges, SQL: "INSERT INTO " + changesTable + " " + changes}, changes, merge)
 	return s
+}
+
+// scopeKeyTables sets up each source's key table and the statements that
+// fill and count it per batch.
+func scopeKeyTables(s *Statements, p *Plan) {
+	for i, src := range p.Sources {
+		var kcols, kcasts, kparams, ucols []string
+		for j, k := range src.Key {
+			kcols = append(kcols, fmt.Sprintf("__k%d %s", j, k.Type))
+			kcasts = append(kcasts, fmt.Sprintf("u.c%d::%s", j, k.Type))
+			kparams = append(kparams, fmt.Sprintf("$%d::text[]", j+1))
+			ucols = append(ucols, fmt.Sprintf("c%d", j))
+		}
+		s.Setup = append(s.Setup, fmt.Sprintf("CREATE TEMP TABLE IF NOT EXISTS __trellis_k%d (%s) ON COMMIT DELETE ROWS", i, strings.Join(kcols, ", ")))
+		s.LoadSource = append(s.LoadSource, "INSERT INTO "+scopeKeysTable(i)+" SELECT DISTINCT "+strings.Join(kcasts, ", ")+
+			" FROM unnest("+strings.Join(kparams, ", ")+") AS u("+strings.Join(ucols, ", ")+")")
+		s.Analyze = append(s.Analyze, "ANALYZE "+scopeKeysTable(i))
+	}
 }
 
 // enumLineage lists the keys of source c that the rows of table (the

@@ -206,6 +206,9 @@ func boundArgs(p *Plan) bool { return !p.Multi() && boundable(p) && intKey(p) }
 // BuildStatements generates the applier SQL for a plan, for a server of
 // the given version (server_version_num; MERGE needs 150000).
 func BuildStatements(p *Plan, serverVersion int) *Statements {
+	if p.Recursive != nil {
+		return buildRecursive(p)
+	}
 	if p.Multi() {
 		return buildScope(p, serverVersion >= 150000)
 	}

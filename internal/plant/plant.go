@@ -67,10 +67,27 @@ const (
 	// deleted, the next row's row_number stays above the limit and it
 	// never enters the top K.
 	TopKNoRefill = "topk_no_refill"
+	// RecursiveAnchorStale: a recursive CTE's batch (ADR 0035) finds the
+	// anchors its changed rows are read by now, not those whose stored
+	// derivation read them, so a deleted or re-parented row's old anchors
+	// keep the rows it derived.
+	RecursiveAnchorStale = "recursive_anchor_stale"
 	// ApplierConnectionPerTransform: every transform's worker keeps an
 	// applier connection of its own again, outside the connection budget
 	// (ADR 0028).
 	ApplierConnectionPerTransform = "applier_connection_per_transform"
+	// TrustStoreAfterPromotion: the runner keeps its local store across a
+	// change of timeline (a promoted standby, a point-in-time restore)
+	// instead of discarding it (ADR 0039), so streaming resumes at the
+	// store's received position — a future the new timeline never had —
+	// and the server skips every transaction the new timeline commits
+	// before it.
+	TrustStoreAfterPromotion = "trust_store_after_promotion"
+	// ColumnBuildSkipsNewChanges: during a column build (ALTER TRANSFORM,
+	// ADR 0041) the changes drained between build chunks go through an
+	// applier of the previous plan, so a key the build has passed and that
+	// changes again is written with the old expression.
+	ColumnBuildSkipsNewChanges = "column_build_skips_new_changes"
 )
 
 // EnvVar names the environment variable that selects a planted bug.

@@ -30,7 +30,8 @@ var planted = []string{
 	plant.IgnoreLeftJoinNulls, plant.SkipDimensionChange, plant.DrainSkipsOpenTxn,
 	plant.HoldWholeBatch, plant.DoneClearsRedirtied, plant.FlattenNullableComputed,
 	plant.ExistsMissesLastDelete, plant.StaleScalar, plant.WindowPartitionStale, plant.TopKNoRefill,
-	plant.ApplierConnectionPerTransform,
+	plant.ApplierConnectionPerTransform, plant.RecursiveAnchorStale,
+	plant.TrustStoreAfterPromotion, plant.ColumnBuildSkipsNewChanges,
 }
 
 // catcher is the test that must fail with a bug planted: a resource
@@ -44,6 +45,12 @@ var catchers = map[string]catcher{
 	plant.ApplierConnectionPerTransform: {"./internal/scaletest/", "^TestConnectionBudget$"},
 	// The fast lane's scalars rarely move a row across their comparison.
 	plant.StaleScalar: {"./", "^TestScalarMoves$"},
+	// The fast lane draws no recursive CTE (ADR 0035).
+	plant.RecursiveAnchorStale: {"./", "^TestRecursive$"},
+	// The fast lane restores no database to an earlier point (ADR 0039).
+	plant.TrustStoreAfterPromotion: {"./", "^TestPointInTimeRestore$"},
+	// A column build needs an ALTER TRANSFORM the fast lane does not draw.
+	plant.ColumnBuildSkipsNewChanges: {"./", "^TestAlterTransform$"},
 }
 
 func main() {
