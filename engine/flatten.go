@@ -517,8 +517,8 @@ func (c *selectChecker) renameShared(sel *pg_query.SelectStmt) {
 }
 
 // refNameUses counts the names FROM items of stmt are referred to by, in
-// every scope: a table's alias, else its name; a function's or VALUES
-// list's alias.
+// every scope: a table's alias, else its name; a function's (a recursive
+// CTE's level too, recursive.go) or VALUES list's alias.
 func refNameUses(stmt *pg_query.Node) map[string]int {
 	uses := map[string]int{}
 	walk(stmt.ProtoReflect(), func(m proto.Message) bool {
@@ -537,10 +537,6 @@ func refNameUses(stmt *pg_query.Node) map[string]int {
 			if isValues(x) && x.Alias != nil {
 				uses[x.Alias.Aliasname]++
 			}
-		}
-		if rf, ok := m.(*pg_query.RangeFunction); ok && rf.Alias != nil {
-			// A recursive CTE's level (recursive.go).
-			uses[rf.Alias.Aliasname]++
 		}
 		return true
 	})
