@@ -67,8 +67,26 @@ func (c *selectChecker) flattenDerived(sel *pg_query.SelectStmt) error {
 	}
 	for _, item := range sel.FromClause {
 		walk(item.ProtoReflect(), func(m proto.Message) bool {
-			if j, ok := m.(*pg_query.JoinExpr); ok && j.Quals != nil {
-				j.Quals = rewrite(j.Quals)
+			switch x := m.(type) {
+			case *pg_query.JoinExpr:
+				if x.Quals != nil {
+					x.Quals = rewrite(x.Quals)
+				}
+			case *pg_query.RangeFunction:
+				// A function reads the items before it (LATERAL): a
+				// flattened derived table's columns among them.
+				for i, f := range x.Functions {
+					x.Functions[i] = rewrite(f)
+				}
+				return false
+			case *pg_query.RangeSubselect:
+				if isValues(x) {
+					sub := x.Subquery.GetSelectStmt()
+					for i, row := range sub.ValuesLists {
+						sub.ValuesLists[i] = rewrite(row)
+					}
+					return false
+				}
 			}
 			return true
 		})
