@@ -109,7 +109,8 @@ func newGen(seed int64, prof Profile) *gen {
 		dr: rand.New(rand.NewPCG(uint64(seed), ddlSalt)), lr: rand.New(rand.NewPCG(uint64(seed), levelSalt)),
 		nr: rand.New(rand.NewPCG(uint64(seed), nullChainSalt)), xr: rand.New(rand.NewPCG(uint64(seed), nestedSalt)),
 		nestedPct: featNestedPct, sr: rand.New(rand.NewPCG(shapesSeed(seed), shapesSalt)), shapesPct: shapesPct(),
-		gr: rand.New(rand.NewPCG(shapesSeed(seed), srfSalt)), srfPct: srfPctEnv()}
+		gr: rand.New(rand.NewPCG(shapesSeed(seed), srfSalt)), srfPct: srfPctEnv(),
+		hr: rand.New(rand.NewPCG(shapesSeed(seed), graphSalt)), graphPct: graphPctEnv()}
 	// Whether it is a join program is drawn apart, so that the programs
 	// without joins are what they were before joins existed.
 	g.join = prof.Join > 0 && rand.New(rand.NewPCG(uint64(seed), 0x6a6f696e)).IntN(100) < prof.Join
@@ -179,6 +180,15 @@ type gen struct {
 	coll    *collection
 	srfPct  int
 	srfDefs []shapeDef
+	// hr is the graph stream (graph.go, recursive.go): whether the
+	// program has the graph tables (graph), which definitions are
+	// replaced by recursion or grouping by a key or over settings
+	// (graphPct in a hundred, resolved like srfPct), the graph's writes;
+	// graphDefs the definitions it drew.
+	hr        *rand.Rand
+	graph     *graph
+	graphPct  int
+	graphDefs []shapeDef
 	// smallBatch: the runner re-derives a few keys per batch (a window
 	// over thousands of bulk rows would re-derive them per batch).
 	smallBatch bool
@@ -246,6 +256,7 @@ func (g *gen) program(seed int64) *Program {
 	}
 	p.Steps = append(p.Steps, Step{Kind: StepSQL, Stmts: create})
 	p.Steps = append(p.Steps, g.drawCollection()...)
+	p.Steps = append(p.Steps, g.drawGraph()...)
 
 	// Data that exists before the transforms (their build reads it).
 	if g.join {
@@ -313,6 +324,9 @@ func (g *gen) program(seed int64) *Program {
 		}
 		if g.coll != nil && g.gr.IntN(100) < collEventPct {
 			p.Steps = append(p.Steps, g.collectionEvent()...)
+		}
+		if g.graph != nil && g.hr.IntN(100) < graphEventPct {
+			p.Steps = append(p.Steps, g.graphEvent()...)
 		}
 	}
 	for _, name := range g.sortedPaused() {
@@ -384,9 +398,11 @@ func (g *gen) newDef(name string) transformDef {
 // stream, after the others drew) by one joining a nested derived table
 // (nested.go), now and then (from the shapes stream, after all of them
 // drew; not where the nested stream landed) by one of the SQL shapes
-// (sqlshapes.go), and now and then (from the function stream, last; not
-// where the nested or shapes stream landed) by one with functions in FROM
-// (srfshapes.go). d keeps its table and join shape as drawn.
+// (sqlshapes.go), now and then (from the function stream; not where the
+// nested or shapes stream landed) by one with functions in FROM
+// (srfshapes.go), and now and then (from the graph stream, last; not
+// where another landed) by recursion or grouping by a key or over
+// settings (recursive.go). d keeps its table and join shape as drawn.
 func (g *gen) derived(d *transformDef) {
 	if g.fr.IntN(100) < featDerivedPct {
 		d.sql = g.derivedSelect(g.fr)
@@ -407,11 +423,20 @@ func (g *gen) derived(d *transformDef) {
 			shaped = true
 		}
 	}
+	landed := nested || shaped
 	if g.gr.IntN(100) < g.srfPct {
 		sd := g.srfSelect(g.gr)
-		if !nested && !shaped {
+		if !landed {
 			d.sql = sd.sql
 			g.srfDefs = append(g.srfDefs, sd)
+			landed = true
+		}
+	}
+	if g.hr.IntN(100) < g.graphPct {
+		sd := g.graphSelect(g.hr)
+		if !landed {
+			d.sql = sd.sql
+			g.graphDefs = append(g.graphDefs, sd)
 		}
 	}
 }

@@ -29,7 +29,7 @@ var srfFeatureNames = []string{
 	"INTERSECT ALL", "EXCEPT ALL", "three branches", "nested set operation", "function in a set operation",
 	"ALL set operation in FROM", "ALL set operation in a CTE", "aggregate over an ALL set operation",
 	"window over a function", "top-K over a function", "derived function joined", "aggregate over a derived function",
-	"WITH twice", "EXISTS", "IN", "in a chain", "function joined to a level",
+	"WITH twice", "EXISTS", "IN", "in a chain", "function joined to a level", "function over a derived table",
 }
 
 // TestSRFPrograms: across seeds, the function stream draws every shape;
@@ -79,11 +79,18 @@ func TestSRFPrograms(t *testing.T) {
 }
 
 // TestSRFDrawnApart: the function stream only replaces the definitions it
-// lands on and adds the collection table's steps: every line of the
-// program drawn without it is, in order, a line of the program drawn with
-// it or a definition it replaced. (Profile "ddl" is left out: which column
-// a retype picks follows the definitions that read it.)
+// lands on and adds the collection table's steps.
 func TestSRFDrawnApart(t *testing.T) {
+	drawnApart(t, "function", func(g *gen) { g.srfPct = 0 }, func(g *gen) (int, bool) { return len(g.srfDefs), g.coll != nil })
+}
+
+// drawnApart checks a stream that off turns off: every line of the
+// program drawn without it is, in order, a line of the program drawn with
+// it or a definition it replaced (at most the number drawn says), and
+// lines are added only where it says it added tables. (Profile "ddl" is
+// left out: which column a retype picks follows the definitions that read
+// it.)
+func drawnApart(t *testing.T, stream string, off func(*gen), drawn func(*gen) (defs int, tables bool)) {
 	landed, added := 0, 0
 	for _, prof := range Profiles() {
 		if prof.Name == "ddl" {
@@ -93,8 +100,9 @@ func TestSRFDrawnApart(t *testing.T) {
 			with := newGen(seed, prof)
 			p := with.program(seed)
 			without := newGen(seed, prof)
-			without.srfPct = 0
+			off(without)
 			q := without.program(seed)
+			defs, tables := drawn(with)
 			a, b := body(p), body(q)
 			differ, i := 0, 0
 			for j := 0; j < len(b); j++ {
@@ -105,24 +113,24 @@ func TestSRFDrawnApart(t *testing.T) {
 						differ++
 						break
 					}
-					if with.coll == nil {
-						t.Fatalf("%s/seed=%d: line %d added without a collection table: %s", prof.Name, seed, i, a[i])
+					if !tables {
+						t.Fatalf("%s/seed=%d: line %d added without the %s stream's tables: %s", prof.Name, seed, i, stream, a[i])
 					}
 					added++
 				}
 				if i == len(a) {
-					t.Fatalf("%s/seed=%d: line %d of the program without the function stream is missing: %s", prof.Name, seed, j, b[j])
+					t.Fatalf("%s/seed=%d: line %d of the program without the %s stream is missing: %s", prof.Name, seed, j, stream, b[j])
 				}
 				i++
 			}
-			if differ > len(with.srfDefs) {
-				t.Errorf("%s/seed=%d: %d definitions differ, %d drawn by the function stream", prof.Name, seed, differ, len(with.srfDefs))
+			if differ > defs {
+				t.Errorf("%s/seed=%d: %d definitions differ, %d drawn by the %s stream", prof.Name, seed, differ, defs, stream)
 			}
-			landed += len(with.srfDefs)
+			landed += defs
 		}
 	}
 	if landed == 0 || added == 0 {
-		t.Errorf("the function stream drew %d definitions and added %d lines", landed, added)
+		t.Errorf("the %s stream drew %d definitions and added %d lines", stream, landed, added)
 	}
 }
 
