@@ -70,8 +70,26 @@ func (c *selectChecker) flattenDerived(sel *pg_query.SelectStmt) error {
 	}
 	for _, item := range sel.FromClause {
 		walk(item.ProtoReflect(), func(m proto.Message) bool {
-			if j, ok := m.(*pg_query.JoinExpr); ok && j.Quals != nil {
-				j.Quals = rewrite(j.Quals)
+			switch x := m.(type) {
+			case *pg_query.JoinExpr:
+				if x.Quals != nil {
+					x.Quals = rewrite(x.Quals)
+				}
+			case *pg_query.RangeFunction:
+				// A function reads the items before it (LATERAL): a
+				// flattened derived table's columns among them.
+				for i, f := range x.Functions {
+					x.Functions[i] = rewrite(f)
+				}
+				return false
+			case *pg_query.RangeSubselect:
+				if isValues(x) {
+					sub := x.Subquery.GetSelectStmt()
+					for i, row := range sub.ValuesLists {
+						sub.ValuesLists[i] = rewrite(row)
+					}
+					return false
+				}
 			}
 			return true
 		})
@@ -412,17 +430,43 @@ func qualifyColumns(sel *pg_query.SelectStmt) {
 	}
 }
 
-// renameShared gives each table of a subquery about to be pulled up that
-// it reads under a name the statement uses for another FROM item too an
-// alias of its own, and rewrites the subquery's references to it (select
-// list, WHERE, join conditions).
+// renameShared gives each FROM item of a subquery about to be pulled up
+// that it names as the statement names another FROM item too — a table,
+// a function or a VALUES list (a CTE read twice, the same table in two
+// derived tables) — an alias of its own, and rewrites the subquery's
+// references to it: select list, WHERE, join conditions, and the
+// arguments of its functions and the rows of its VALUES lists, which may
+// read the items before them (LATERAL).
 func (c *selectChecker) renameShared(sel *pg_query.SelectStmt) {
 	renames := map[string]string{}
+	give := func(name string) string {
+		c.renamed++
+		alias := fmt.Sprintf("%s_%d", name, c.renamed)
+		for c.refNameUses[alias] > 0 {
+			c.renamed++
+			alias = fmt.Sprintf("%s_%d", name, c.renamed)
+		}
+		c.refNameUses[alias]++
+		renames[name] = alias
+		return alias
+	}
 	for _, item := range sel.FromClause {
 		walk(item.ProtoReflect(), func(m proto.Message) bool {
 			switch x := m.(type) {
-			case *pg_query.RangeSubselect, *pg_query.SubLink:
+			case *pg_query.SubLink:
 				return false // its own scope
+			case *pg_query.RangeSubselect:
+				// A VALUES list is an item of this scope; a derived table
+				// is a scope of its own.
+				if isValues(x) && x.Alias != nil && c.refNameUses[x.Alias.Aliasname] >= 2 {
+					x.Alias.Aliasname = give(x.Alias.Aliasname)
+				}
+				return false
+			case *pg_query.RangeFunction:
+				if x.Alias != nil && c.refNameUses[x.Alias.Aliasname] >= 2 {
+					x.Alias.Aliasname = give(x.Alias.Aliasname)
+				}
+				return false
 			case *pg_query.RangeVar:
 				// Its name: the alias it has (a CTE's body that aliases
 				// its table, read twice), or the table's.
@@ -433,18 +477,11 @@ func (c *selectChecker) renameShared(sel *pg_query.SelectStmt) {
 				if c.refNameUses[name] < 2 {
 					return true
 				}
-				c.renamed++
-				alias := fmt.Sprintf("%s_%d", name, c.renamed)
-				for c.refNameUses[alias] > 0 {
-					c.renamed++
-					alias = fmt.Sprintf("%s_%d", name, c.renamed)
-				}
-				c.refNameUses[alias]++
+				alias := give(name)
 				if x.Alias == nil {
 					x.Alias = &pg_query.Alias{}
 				}
 				x.Alias.Aliasname = alias
-				renames[name] = alias
 			}
 			return true
 		})
@@ -476,30 +513,51 @@ func (c *selectChecker) renameShared(sel *pg_query.SelectStmt) {
 	}
 	for _, item := range sel.FromClause {
 		walk(item.ProtoReflect(), func(m proto.Message) bool {
-			if j, ok := m.(*pg_query.JoinExpr); ok && j.Quals != nil {
-				j.Quals = replaceNodes(j.Quals, rename)
+			switch x := m.(type) {
+			case *pg_query.JoinExpr:
+				if x.Quals != nil {
+					x.Quals = replaceNodes(x.Quals, rename)
+				}
+			case *pg_query.RangeFunction:
+				for i, f := range x.Functions {
+					x.Functions[i] = replaceNodes(f, rename)
+				}
+				return false
+			case *pg_query.RangeSubselect:
+				if isValues(x) {
+					sub := x.Subquery.GetSelectStmt()
+					for i, row := range sub.ValuesLists {
+						sub.ValuesLists[i] = replaceNodes(row, rename)
+					}
+				}
+				return false
 			}
-			_, sub := m.(*pg_query.RangeSubselect)
-			return !sub
+			return true
 		})
 	}
 }
 
 // refNameUses counts the names FROM items of stmt are referred to by, in
-// every scope: a table's alias, else its name.
+// every scope: a table's alias, else its name; a function's (a recursive
+// CTE's level too, recursive.go) or VALUES list's alias.
 func refNameUses(stmt *pg_query.Node) map[string]int {
 	uses := map[string]int{}
 	walk(stmt.ProtoReflect(), func(m proto.Message) bool {
-		if rv, ok := m.(*pg_query.RangeVar); ok {
-			if rv.Alias != nil {
-				uses[rv.Alias.Aliasname]++
+		switch x := m.(type) {
+		case *pg_query.RangeVar:
+			if x.Alias != nil {
+				uses[x.Alias.Aliasname]++
 			} else {
-				uses[rv.Relname]++
+				uses[x.Relname]++
 			}
-		}
-		if rf, ok := m.(*pg_query.RangeFunction); ok && rf.Alias != nil {
-			// A recursive CTE's level (recursive.go).
-			uses[rf.Alias.Aliasname]++
+		case *pg_query.RangeFunction:
+			if x.Alias != nil {
+				uses[x.Alias.Aliasname]++
+			}
+		case *pg_query.RangeSubselect:
+			if isValues(x) && x.Alias != nil {
+				uses[x.Alias.Aliasname]++
+			}
 		}
 		return true
 	})

@@ -534,11 +534,22 @@ func (g *gen) chainNext(name string, up *chainLevel, keyed, nullable bool) *chai
 		} else {
 			l.sql = rowSelect(r, r, t)
 		}
+		shaped := false
 		if g.sr.IntN(100) < 2*g.shapesPct {
 			// From the shapes stream, after the others drew (sqlshapes.go).
 			sd := g.shapeOverLevel(g.sr, up)
 			l.sql = sd.sql
 			g.shapeDefs = append(g.shapeDefs, sd)
+			shaped = true
+		}
+		if g.gr.IntN(100) < 2*g.srfPct {
+			// From the function stream, after the shapes stream drew
+			// (srfshapes.go), not where it landed.
+			sd := g.srfOverLevel(g.gr, up)
+			if !shaped {
+				l.sql = sd.sql
+				g.srfDefs = append(g.srfDefs, sd)
+			}
 		}
 		return l
 	}

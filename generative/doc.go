@@ -8,7 +8,10 @@
 // plan renders it, and the SELECT the program wrote
 // (with the target's column types against the query's); a transform whose
 // rows can fail must hold exactly the failing rows' keys and equal its
-// query without them (see Poison). A failure prints its seed, is shrunk by
+// query without them (see Poison). A definition the engine refuses is a
+// failure (kind "rejected"), unless it names something that does not
+// exist (a statement shrinking removed) and PostgreSQL cannot plan its
+// SELECT either. A failure prints its seed, is shrunk by
 // delta debugging (re-running every candidate on a fresh database) and
 // written as a regression file.
 //
@@ -236,6 +239,95 @@
 //     drawn as a shape. TestShapePrograms checks that the programs draw
 //     each of them, TestShapesDrawnApart that the stream changes only the
 //     definitions it lands on.
+//   - Functions in FROM, constant relations and the ALL set operations
+//     (ADR 0034; from a function stream of its own, srfSalt, drawn after
+//     every other stream drew the definition it replaces and never where
+//     the nested or shapes stream landed; srfshapes.go, collection.go). A
+//     quarter of the programs (collPct) get a collection table besides
+//     their own (not among the tables the main stream draws from): a key,
+//     a small group, two small bounds lo and hi, an int[] and a text[]
+//     (NULL, empty, duplicates, NULL elements), a jsonb array of objects
+//     {"a": int, "b": text} (keys missing or null) and a jsonb object of
+//     a few keys; after one body event in four (collEventPct) a
+//     transaction writes it — rows inserted, upserted, bulk-filled and
+//     deleted, keys moved, arrays and documents grown (||, array_append,
+//     array_prepend, every element twice), shrunk (slices,
+//     array_remove, jsonb - n, - key), reordered (reversed, sorted), set
+//     NULL or empty, bounds swapped, the table truncated — now and then
+//     with a check right after, or in lanes beside writers of the
+//     program's tables. Fourteen definitions in a hundred of those
+//     programs (featSRFCollPct), three of the others (featSRFPct), and
+//     twice as many of chains' last levels, expand rows: unnest of an
+//     array (bare, aliased, two zipped), jsonb_array_elements[_text],
+//     jsonb_each[_text], jsonb_to_recordset (in ROWS FROM when WITH
+//     ORDINALITY is drawn), generate_series over a row's bounds, ROWS
+//     FROM of two functions, over the table or a derived table of it
+//     (flattened: its columns become the table's in the functions'
+//     arguments), and over the program's tables a series between small
+//     integers bounded by construction (a key moved by 100 or a bulk
+//     row's parent is small too: generate_series(a, least(b, a + 3))),
+//     an array of two or three columns of one type class unnested or a
+//     LATERAL VALUES list of them (an unpivot),
+//     regexp_split_to_table, a VALUES list joined on a column (a key
+//     repeated, NULL names; inner or LEFT) or a constant series crossed
+//     with it; WITH ORDINALITY one time in three; after a comma, CROSS
+//     JOIN [LATERAL], LATERAL, or LEFT JOIN LATERAL … ON true. They are
+//     read by rows (a jsonb output now and then), DISTINCT, aggregates
+//     (count, sum, min, max, count(DISTINCT), bool_or, HAVING), joins
+//     with a program table (the frag first, the join after a comma read
+//     as the function's; the frag in parentheses on the NULL-extended
+//     side of a LEFT or RIGHT join, or inner), derived tables and CTEs
+//     holding them (projections keyed by the source's key and a written
+//     ordinal, aggregates kept as inner levels, ALL set operations) read
+//     by rows, aggregates, windows, a top-K, the shapes' subquery filters
+//     and scalar items, joined to a program table on either side of
+//     LEFT, inner and FULL joins, nested two deep, CTEs read twice
+//     (joined to themselves on their key and ordinal, or filtered by IN
+//     over themselves), CTEs holding VALUES lists; INTERSECT ALL, EXCEPT
+//     ALL (and UNION ALL, UNION, EXCEPT) of two or three branches over
+//     tables and expanded rows, at the top, under an aggregate, in a CTE
+//     or a derived table; a chain's last level as the level below
+//     unpivoted, crossed with a series, joined to a VALUES list, in an
+//     ALL set operation with a program table, or joined to the collection
+//     table's expanded rows. Sums and averages over expanded rows read no
+//     float8. In programs with tiny apply batches the ALL set operations,
+//     windows, top-K and joins read no table that gets bulk rows (a
+//     change re-derives every copy of its group, a whole partition, or
+//     the whole query, one bulk row per batch). TRELLIS_GEN_SRF_PCT draws more of them (a soak aimed at
+//     them); TestSRFAccepted (TRELLIS_GEN_SRF_CHECK=N) applies every
+//     definition of N seeds drawn as one. TestSRFPrograms checks that the
+//     programs draw each of them, TestSRFDrawnApart that the stream only
+//     replaces the definitions it lands on and adds the collection
+//     table's steps.
+//   - Recursion and grouping as PostgreSQL reads it (ADR 0035, 0037;
+//     from a graph stream of its own, graphSalt, drawn last and never
+//     where another stream landed; graph.go, recursive.go). A quarter of
+//     the programs (graphTablePct) get graph tables besides their own:
+//     nodes (id, parent — a forest that re-parenting makes cyclic, a node
+//     under its own descendant, a self-loop — a weight, a group and a
+//     timestamptz near midnight in several offsets) and edges (src, dst,
+//     qty; cycles and self-loops); after one body event in four a
+//     transaction writes them — leaves and inner nodes added and deleted,
+//     subtrees re-parented, roots made, keys moved, weights, quantities
+//     and times changed, edges added, deleted and moved, the edges
+//     truncated, shallow trees and short edge chains bulk-filled — now
+//     and then with a check after, or in lanes. Fourteen definitions in a
+//     hundred of those programs are WITH RECURSIVE (descendants of roots,
+//     of a group or of every node, UNION ALL bounded by a depth or stopped
+//     by a path check — an unbounded UNION ALL over a cycle never ends,
+//     in PostgreSQL either —; ancestors as a set; reachability from every
+//     edge or one node; paths with PostgreSQL's cycle flag; a bill of
+//     materials summed over a bounded UNION ALL) read by rows, an
+//     aggregate per anchor, a join back to the nodes, IN, or twice; or
+//     the nodes grouped by their key with the columns that depend on it
+//     (n.* too) over their edges; or a timestamptz read through the
+//     stable functions whose only instability is a setting (at::date,
+//     date_trunc, to_char, extract, date_part, at::text) grouped by,
+//     selected and filtered on. Two in a hundred definitions of the other
+//     programs group one of their tables by its key, selecting its other
+//     columns (t.* too), over a join. TRELLIS_GEN_GRAPH_PCT draws more;
+//     TestGraphAccepted (TRELLIS_GEN_GRAPH_CHECK=N) applies them;
+//     TestGraphPrograms and TestGraphDrawnApart check the draws.
 //   - A quarter of the programs define a chain during their body (a quarter
 //     of those a second one): two or three levels, each reading the target
 //     of the one below (chains.go). A level read by another is keyed by NOT

@@ -581,6 +581,9 @@ func (r *run) apply(ctx context.Context, path string, stmts []string) *Failure {
 	switch trellis.CodeOf(err) {
 	case trellis.CodeNotFound, trellis.CodeConflict:
 		if len(stmts) == 1 {
+			if f := r.plannable(ctx, path, stmts[0], err); f != nil {
+				return f
+			}
 			r.note("step %s: %v", path, err)
 			return nil
 		}
@@ -592,6 +595,26 @@ func (r *run) apply(ctx context.Context, path string, stmts []string) *Failure {
 		return nil
 	}
 	return &Failure{Kind: "rejected", Step: path, Msg: fmt.Sprintf("%s: %v", script, err)}
+}
+
+// plannable fails a definition refused as naming something that does not
+// exist (a source another statement dropped, which shrinking may cause)
+// when PostgreSQL plans its SELECT all the same: the engine rewrote a
+// query PostgreSQL accepts into one it rejects.
+func (r *run) plannable(ctx context.Context, path, st string, err error) *Failure {
+	kind, _, sel := splitDefinition(st)
+	if kind != "create" || trellis.CodeOf(err) != trellis.CodeNotFound {
+		return nil
+	}
+	conn, cerr := connectRetry(ctx, r.dsn)
+	if cerr != nil {
+		return nil // no verdict without a connection; the refusal stands as a note
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, perr := conn.Exec(ctx, "EXPLAIN "+sel); perr != nil {
+		return nil
+	}
+	return &Failure{Kind: "rejected", Step: path, Msg: fmt.Sprintf("%s: refused, though PostgreSQL plans its SELECT: %v", st, err)}
 }
 
 func (r *run) applyRetry(ctx context.Context, script string) error {

@@ -108,7 +108,9 @@ func newGen(seed int64, prof Profile) *gen {
 		cr: rand.New(rand.NewPCG(uint64(seed), captureSalt)), pr: rand.New(rand.NewPCG(uint64(seed), poisonSalt)),
 		dr: rand.New(rand.NewPCG(uint64(seed), ddlSalt)), lr: rand.New(rand.NewPCG(uint64(seed), levelSalt)),
 		nr: rand.New(rand.NewPCG(uint64(seed), nullChainSalt)), xr: rand.New(rand.NewPCG(uint64(seed), nestedSalt)),
-		nestedPct: featNestedPct, sr: rand.New(rand.NewPCG(shapesSeed(seed), shapesSalt)), shapesPct: shapesPct()}
+		nestedPct: featNestedPct, sr: rand.New(rand.NewPCG(shapesSeed(seed), shapesSalt)), shapesPct: shapesPct(),
+		gr: rand.New(rand.NewPCG(shapesSeed(seed), srfSalt)), srfPct: srfPctEnv(),
+		hr: rand.New(rand.NewPCG(shapesSeed(seed), graphSalt)), graphPct: graphPctEnv()}
 	// Whether it is a join program is drawn apart, so that the programs
 	// without joins are what they were before joins existed.
 	g.join = prof.Join > 0 && rand.New(rand.NewPCG(uint64(seed), 0x6a6f696e)).IntN(100) < prof.Join
@@ -168,6 +170,25 @@ type gen struct {
 	sr        *rand.Rand
 	shapesPct int
 	shapeDefs []shapeDef
+	// gr is the function stream (srfshapes.go, collection.go): whether
+	// the program has a collection table (coll), which definitions (and
+	// chains' last levels) are replaced by one with functions in FROM,
+	// VALUES lists or ALL set operations (srfPct in a hundred; -1 until
+	// the program resolves the default, 0 for none), the writes of the
+	// collection table; srfDefs the definitions it drew.
+	gr      *rand.Rand
+	coll    *collection
+	srfPct  int
+	srfDefs []shapeDef
+	// hr is the graph stream (graph.go, recursive.go): whether the
+	// program has the graph tables (graph), which definitions are
+	// replaced by recursion or grouping by a key or over settings
+	// (graphPct in a hundred, resolved like srfPct), the graph's writes;
+	// graphDefs the definitions it drew.
+	hr        *rand.Rand
+	graph     *graph
+	graphPct  int
+	graphDefs []shapeDef
 	// smallBatch: the runner re-derives a few keys per batch (a window
 	// over thousands of bulk rows would re-derive them per batch).
 	smallBatch bool
@@ -234,6 +255,8 @@ func (g *gen) program(seed int64) *Program {
 		g.ops.bulkDiv = 10
 	}
 	p.Steps = append(p.Steps, Step{Kind: StepSQL, Stmts: create})
+	p.Steps = append(p.Steps, g.drawCollection()...)
+	p.Steps = append(p.Steps, g.drawGraph()...)
 
 	// Data that exists before the transforms (their build reads it).
 	if g.join {
@@ -298,6 +321,12 @@ func (g *gen) program(seed int64) *Program {
 		}
 		if g.prof.DDL > 0 && g.dr.IntN(100) < g.prof.DDL {
 			p.Steps = append(p.Steps, g.ddlEvent()...)
+		}
+		if g.coll != nil && g.gr.IntN(100) < collEventPct {
+			p.Steps = append(p.Steps, g.collectionEvent()...)
+		}
+		if g.graph != nil && g.hr.IntN(100) < graphEventPct {
+			p.Steps = append(p.Steps, g.graphEvent()...)
 		}
 	}
 	for _, name := range g.sortedPaused() {
@@ -367,9 +396,13 @@ func (g *gen) newDef(name string) transformDef {
 // derived now and then (from the feature stream) replaces a drawn
 // definition by one over a derived table, now and then (from the nested
 // stream, after the others drew) by one joining a nested derived table
-// (nested.go), and now and then (from the shapes stream, after all of
-// them drew; not where the nested stream landed) by one of the SQL
-// shapes (sqlshapes.go). d keeps its table and join shape as drawn.
+// (nested.go), now and then (from the shapes stream, after all of them
+// drew; not where the nested stream landed) by one of the SQL shapes
+// (sqlshapes.go), now and then (from the function stream; not where the
+// nested or shapes stream landed) by one with functions in FROM
+// (srfshapes.go), and now and then (from the graph stream, last; not
+// where another landed) by recursion or grouping by a key or over
+// settings (recursive.go). d keeps its table and join shape as drawn.
 func (g *gen) derived(d *transformDef) {
 	if g.fr.IntN(100) < featDerivedPct {
 		d.sql = g.derivedSelect(g.fr)
@@ -381,11 +414,29 @@ func (g *gen) derived(d *transformDef) {
 		g.nested = append(g.nested, nd)
 		nested = true
 	}
+	shaped := false
 	if g.sr.IntN(100) < g.shapesPct {
 		sd := g.shapeSelect(g.sr)
 		if !nested {
 			d.sql = sd.sql
 			g.shapeDefs = append(g.shapeDefs, sd)
+			shaped = true
+		}
+	}
+	landed := nested || shaped
+	if g.gr.IntN(100) < g.srfPct {
+		sd := g.srfSelect(g.gr)
+		if !landed {
+			d.sql = sd.sql
+			g.srfDefs = append(g.srfDefs, sd)
+			landed = true
+		}
+	}
+	if g.hr.IntN(100) < g.graphPct {
+		sd := g.graphSelect(g.hr)
+		if !landed {
+			d.sql = sd.sql
+			g.graphDefs = append(g.graphDefs, sd)
 		}
 	}
 }
@@ -786,7 +837,7 @@ func (o *opGen) stmts(t *table) []string {
 				return []string{fmt.Sprintf("UPDATE %s SET %s = %s + 100 WHERE %s < 100 AND %s", t.name, k.name, k.name, k.name, e.pred(1))}
 			}
 			return []string{fmt.Sprintf("UPDATE %s SET %s = %s - 100 WHERE %s >= 100 AND NOT EXISTS (SELECT 1 FROM %s AS o WHERE %s)",
-				t.name, k.name, k.name, k.name, t.name, o.sameKeyExcept(t, k, t.name+"."+k.name+" - 100"))}
+				t.name, k.name, k.name, k.name, t.name, sameKeyExcept(t, k, t.name+"."+k.name+" - 100"))}
 		}
 	case x < 83:
 		return []string{"DELETE FROM " + t.name + " WHERE " + keyMatch(t, o.keyVals(t), "")}
@@ -824,7 +875,7 @@ func (o *opGen) stmts(t *table) []string {
 
 // sameKeyExcept matches row o against the outer row of t with key column k
 // replaced by the expression newVal.
-func (o *opGen) sameKeyExcept(t *table, k *column, newVal string) string {
+func sameKeyExcept(t *table, k *column, newVal string) string {
 	var parts []string
 	for _, c := range t.key {
 		if c == k {
@@ -904,7 +955,7 @@ func (o *opGen) updateKey(t *table, set func() string) string {
 	}
 	s += " WHERE " + keyMatch(t, o.keyVals(t), "")
 	if r.IntN(4) > 0 {
-		s += " AND NOT EXISTS (SELECT 1 FROM " + t.name + " AS o WHERE " + o.sameKeyExcept(t, k, nv) + ")"
+		s += " AND NOT EXISTS (SELECT 1 FROM " + t.name + " AS o WHERE " + sameKeyExcept(t, k, nv) + ")"
 	}
 	return s
 }

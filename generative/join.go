@@ -340,7 +340,7 @@ func (o *opGen) joinStmts() []string {
 		nv := o.value(k, false)
 		s := "UPDATE " + d.name + " SET " + k.name + " = " + nv + " WHERE " + keyMatch(d, o.keyVals(d), "")
 		if r.IntN(4) > 0 {
-			s += " AND NOT EXISTS (SELECT 1 FROM " + d.name + " AS o WHERE " + o.sameKeyExcept(d, k, nv) + ")"
+			s += " AND NOT EXISTS (SELECT 1 FROM " + d.name + " AS o WHERE " + sameKeyExcept(d, k, nv) + ")"
 		}
 		return []string{s}
 	case x < 42:

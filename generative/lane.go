@@ -42,7 +42,10 @@ func (c Case) Program() (*Program, error) {
 // with held/13, topk_no_refill and window_partition_stale with poison/214,
 // whose shapes the SQL-shapes stream draws, sqlshapes.go; stale_scalar is
 // caught by the root TestScalarMoves), and each passes on the current
-// code. store/3 and store/22 define chains
+// code. lifecycle/6 and ddl/6 draw functions in FROM over a collection
+// table (srfshapes.go), concurrent/7 and join/79 recursion over graph
+// tables (recursive.go), restart/5 and lifecycle/6 a table grouped by its
+// key; no case that catches a planted bug draws either. store/3 and store/22 define chains
 // whose first level is keyed by columns that may be NULL, with a kill
 // between the levels (TestNullableChainPrograms; nullChainSalt is chosen so,
 // and so that mixed/1's chain is the one it drew before): an aggregate

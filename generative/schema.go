@@ -19,6 +19,9 @@ const (
 	tFloat
 	tDate
 	numTypes
+	// tTimestamptz is drawn for the graph tables only (graph.go), after
+	// numTypes so that newTable never draws it.
+	tTimestamptz
 )
 
 func (t typ) numeric() bool { return t == tInt || t == tBigint || t == tNumeric || t == tFloat }

@@ -117,6 +117,10 @@ type shapeDraw struct {
 	// engine refuses ("the name … is used by two FROM items"; it renames
 	// only unaliased ones, renameShared), though PostgreSQL accepts it.
 	bare bool
+	// srf: the draw is the function stream's (srfshapes.go), whose
+	// sources and derived tables hold functions in FROM now and then; nil
+	// on the shapes stream, which then draws what it always drew.
+	srf *srfDraw
 }
 
 func (sd *shapeDraw) alias(p string) string {
@@ -241,6 +245,9 @@ func (sd *shapeDraw) withClause() string {
 // source is what a shape at depth reads: a table or, below the second
 // level now and then, a derived table or CTE that is a shape itself.
 func (sd *shapeDraw) source(depth int, needKey bool) *rel {
+	if sd.srf != nil && depth < 2 && sd.r.IntN(2) == 0 {
+		return sd.srf.rel(depth, needKey)
+	}
 	if depth < 2 && sd.r.IntN(4) == 0 {
 		if d := sd.derived(depth+1, needKey); d != nil {
 			return d
@@ -254,6 +261,9 @@ func (sd *shapeDraw) source(depth int, needKey bool) *rel {
 // window query; nil when none fits (needKey: it must have a key).
 func (sd *shapeDraw) derived(depth int, needKey bool) *rel {
 	r := sd.r
+	if sd.srf != nil && r.IntN(2) == 0 {
+		return sd.srf.rel(depth, needKey)
+	}
 	t := sd.anyTable()
 	src := sd.table(t)
 	e := sd.exprs(src)

@@ -78,6 +78,22 @@ CREATE TRANSFORM json_keys AS SELECT f.id, e.key, e.value FROM fact f LEFT JOIN 
 -- accept
 CREATE TRANSFORM values_joined AS SELECT f.id, v.label FROM fact f JOIN (VALUES (0, 'none'), (1, 'one'), (1, 'uno')) AS v(k, label) ON v.k = f.v;
 
+-- a function reading a flattened derived table's columns: pulled up, the function's arguments read the table
+-- accept
+CREATE TRANSFORM function_over_derived AS SELECT d.id, g.n FROM (SELECT f.id, f.v AS hi FROM fact f WHERE f.d1 > 2) d, generate_series(1, d.hi) AS g(n);
+
+-- a LATERAL VALUES list reading a flattened derived table's columns
+-- accept
+CREATE TRANSFORM values_over_derived AS SELECT d.id, v.side, v.x FROM (SELECT dim.id, dim.r FROM dim) d, LATERAL (VALUES ('id', d.id), ('r', d.r)) AS v(side, x);
+
+-- a CTE holding a function, read twice: each pulled-up copy's table and function get names of their own, the function's arguments follow its table's
+-- accept
+CREATE TRANSFORM cte_function_twice AS WITH c AS (SELECT f.id, g.n, g.o FROM fact f, generate_series(1, f.v) WITH ORDINALITY AS g(n, o)) SELECT a.id, a.n, b.n AS bn FROM c a LEFT JOIN c b ON b.id = a.id AND b.o = a.o + 1;
+
+-- a CTE holding a LATERAL VALUES list over an unaliased table, read twice
+-- accept
+CREATE TRANSFORM cte_values_twice AS WITH c AS (SELECT dim.id, v.side, v.x FROM dim, LATERAL (VALUES ('id', dim.id), ('r', dim.r)) AS v(side, x)) SELECT a.id, a.x, b.x AS other FROM c a JOIN c b ON b.id = a.id AND b.side <> a.side;
+
 -- refuse validation: the preserved side of a LEFT JOIN holds no table
 CREATE TRANSFORM x AS SELECT v.k, f.id FROM (VALUES (0), (1)) AS v(k) LEFT JOIN fact f ON f.v = v.k;
 
