@@ -17,7 +17,7 @@ import (
 	"github.com/trellis-repl/trellis-repl/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.Main(m, cli.remove) }
 
 // env is one test's database, instance and running pipeline.
 type env struct {

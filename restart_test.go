@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,15 +19,46 @@ import (
 	"github.com/trellis-repl/trellis-repl/internal/pgtest"
 )
 
-// buildCLI compiles the trellis-repl binary once per test binary.
+// cliBuild is the trellis-repl binary the tests run as a child process:
+// built on first use, once per test binary (linking it takes seconds of
+// CPU, and eight tests and subtests ask for it), and removed by TestMain
+// when the tests are done.
+type cliBuild struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+// cli is the test binary's build; package state because TestMain, which
+// removes it, has no other way to reach what the tests made.
+var cli cliBuild
+
+// buildCLI returns the trellis-repl binary, building it on the first call.
 func buildCLI(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "trellis-repl")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/trellis-repl")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build CLI: %v\n%s", err, out)
+	cli.once.Do(func() {
+		if cli.dir, cli.err = os.MkdirTemp("", "trellis-test-cli-"); cli.err != nil {
+			return
+		}
+		bin := filepath.Join(cli.dir, "trellis-repl")
+		if out, err := exec.Command("go", "build", "-o", bin, "./cmd/trellis-repl").CombinedOutput(); err != nil {
+			cli.err = fmt.Errorf("%w\n%s", err, out)
+			return
+		}
+		cli.bin = bin
+	})
+	if cli.err != nil {
+		t.Fatalf("build CLI: %v", cli.err)
 	}
-	return bin
+	return cli.bin
+}
+
+// remove deletes the binary's directory (TestMain, after the tests).
+func (c *cliBuild) remove() {
+	if c.dir != "" {
+		_ = os.RemoveAll(c.dir)
+	}
 }
 
 // runner is a `trellis-repl run` child process.

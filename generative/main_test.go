@@ -11,7 +11,7 @@ import (
 	"github.com/trellis-repl/trellis-repl/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.Main(m, shared.remove) }
 
 // suite is the test binary's shared environment: one CLI build, one Env.
 type suite struct {
@@ -54,4 +54,11 @@ func (s *suite) get(t *testing.T) *Env {
 		t.Fatal(s.err)
 	}
 	return s.env
+}
+
+// remove deletes the CLI build's directory (TestMain, after the tests).
+func (s *suite) remove() {
+	if s.dir != "" {
+		_ = os.RemoveAll(s.dir)
+	}
 }

@@ -69,11 +69,20 @@ var current *harness
 // the server; a detached watchdog (pgserver.Options.ReapOnExit) stops a
 // local one and removes its files within a second or so, and
 // testcontainers' reaper (ryuk) removes a container.
-func Main(m *testing.M) {
-	os.Exit(run(m))
+//
+// The after functions run once the tests are done (and the server is
+// stopped): they remove what a package's tests share, such as a binary
+// built once for all of them.
+func Main(m *testing.M, after ...func()) {
+	os.Exit(run(m, after))
 }
 
-func run(m *testing.M) int {
+func run(m *testing.M, after []func()) int {
+	defer func() {
+		for _, f := range after {
+			f()
+		}
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	b, err := chooseBackend(ctx, systemProbes(os.Getenv))
 	cancel()
