@@ -46,6 +46,7 @@ func stillLive(t *testing.T, e *env, names ...string) {
 // nothing. RESUME refuses while the definition is broken and, after a
 // retype, re-types the stored columns and rebuilds.
 func TestDDLDrift(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, trellis.Config{})
 	e.exec(schemaSQL)
 	e.exec(`ALTER TABLE orders ADD COLUMN code varchar(5)`)

@@ -17,6 +17,15 @@ import (
 	"github.com/trellis-repl/trellis-repl/internal/pgtest"
 )
 
+// Tests here call t.Parallel (make test runs -parallel 4) unless they
+// change what every test on the harness's server sees: ALTER SYSTEM
+// (TestDisruptSlotInvalidated, TestDisruptSlotInvalidatedWhileRunning,
+// TestVisibleBeforeRederived) or roles, which are cluster-wide (role_test.go).
+// Go runs the tests that do not call it first, one at a time, and the
+// parallel ones only after them, so those never overlap another test. A
+// parallel test keeps to its own database (pgtest.NewDatabase; slots,
+// publications and locks are looked up in it), or to a server of its own
+// when it restarts one (TestFaultInjection, TestReconnect).
 func TestMain(m *testing.M) { pgtest.Main(m, cli.remove) }
 
 // env is one test's database, instance and running pipeline.
@@ -44,8 +53,7 @@ func eachMode(t *testing.T, fn func(t *testing.T, mode string)) {
 	}
 }
 
-// eachModeParallel is eachMode with the modes run at the same time: for
-// the long tests that mostly wait (restarts, kills, convergence), each
+// eachModeParallel is eachMode with the modes run at the same time, each
 // mode on a database — and for trigger capture a server — of its own.
 func eachModeParallel(t *testing.T, fn func(t *testing.T, mode string)) {
 	for _, mode := range captureModes {
@@ -144,11 +152,24 @@ func (e *env) apply(script string) {
 	}
 }
 
+// convergeTimeout bounds a test's wait for convergence (and the
+// comparisons after it): a guard against a runner that stops converging,
+// which fails the test naming what is behind, not a timing. It is
+// generous because the tests run in parallel on two cores beside another
+// package's: a build of a hundred transforms waits its turn for the CPU.
+// The package's -timeout is the last resort.
+const convergeTimeout = 5 * time.Minute
+
+// waitTimeout bounds a test's wait for a state it expects soon (a status,
+// a slot, a lock wait, a log line): a guard against one that never comes,
+// not a timing, generous for the same reason.
+const waitTimeout = 2 * time.Minute
+
 // converge waits for convergence and checks every target equals its query.
 func (e *env) converge(when string) {
 	e.t.Helper()
 	e.await(when)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), convergeTimeout)
 	defer cancel()
 	defs, err := e.tr.Definitions(ctx)
 	if err != nil {
@@ -226,7 +247,10 @@ func workload(e *env, rng *rand.Rand, txns, maxRows int) {
 	}
 }
 
-func TestPipelineConverges(t *testing.T) { eachMode(t, testPipelineConverges) }
+func TestPipelineConverges(t *testing.T) {
+	t.Parallel()
+	eachModeParallel(t, testPipelineConverges)
+}
 
 func testPipelineConverges(t *testing.T, mode string) {
 	e := newEnv(t, trellis.Config{Capture: mode})
@@ -264,8 +288,10 @@ func testPipelineConverges(t *testing.T, mode string) {
 }
 
 func TestRestartResumes(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{trellis.ConfirmLocal, trellis.ConfirmApplied, trellis.CaptureTrigger} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel() // each on a database of its own
 			cfg := trellis.Config{Confirm: mode}
 			if mode == trellis.CaptureTrigger {
 				cfg = trellis.Config{Capture: mode}
@@ -287,6 +313,7 @@ func TestRestartResumes(t *testing.T) {
 }
 
 func TestStatementErrorsChangeNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, trellis.Config{})
 	e.exec(schemaSQL)
 	e.exec(`CREATE TABLE nokey (a int)`)
@@ -324,6 +351,7 @@ func TestStatementErrorsChangeNothing(t *testing.T) {
 // conflict naming its state, and — like any failing statement — leaves the
 // whole script unapplied, including statements before it that succeeded.
 func TestResumeNotPaused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, trellis.Config{})
 	ctx := context.Background()
 	e.exec(schemaSQL)
@@ -416,6 +444,7 @@ func pgxConnect(dsn string) (*pgx.Conn, error) { return pgx.Connect(context.Back
 // transform's key, that transform pauses with a capture failure naming the
 // column, and the others keep converging.
 func TestReplicaIdentityDrift(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, trellis.Config{})
 	e.exec(schemaSQL)
 	e.exec(`CREATE TABLE tags (id int PRIMARY KEY, code text NOT NULL, label text);
@@ -428,7 +457,7 @@ func TestReplicaIdentityDrift(t *testing.T) {
 	e.exec(`UPDATE tags SET label = 'z' WHERE id = 1`)
 	e.exec(`INSERT INTO orders VALUES (1, 1, 'new', 50, 1, NULL)`)
 	ctx := context.Background()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		st, err := e.tr.Status(ctx, "tag_labels")
 		if err != nil {
@@ -453,6 +482,7 @@ func TestReplicaIdentityDrift(t *testing.T) {
 // it, deleting rows that do not belong (orphans); DROP removes the target,
 // the ledger and publication membership no other transform needs.
 func TestPauseResumeDrop(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, trellis.Config{})
 	e.exec(schemaSQL)
 	e.exec(`CREATE TABLE notes (id int PRIMARY KEY, body text)`)
@@ -467,7 +497,7 @@ func TestPauseResumeDrop(t *testing.T) {
 	e.exec(`INSERT INTO big_orders VALUES (-1, 0, 'ORPHAN', 1)`)
 	e.exec(`UPDATE by_customer SET n = 999`)
 	tok, _ := e.tr.WatermarkToken(ctx)
-	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	waitCtx, cancel := context.WithTimeout(ctx, convergeTimeout)
 	defer cancel()
 	if err := e.tr.AwaitConverged(waitCtx, tok); err != nil {
 		t.Fatalf("user-paused transforms must not block convergence: %v", err)
@@ -495,7 +525,7 @@ func TestPauseResumeDrop(t *testing.T) {
 	var pubBefore int
 	e.conn.QueryRow(ctx, `SELECT count(*) FROM pg_publication_tables WHERE pubname = 'trellis_pub'`).Scan(&pubBefore)
 	e.apply(`DROP TRANSFORM note_bodies; DROP TRANSFORM IF EXISTS nothing_here`)
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		var n int
 		e.conn.QueryRow(ctx, `SELECT count(*) FROM pg_publication_tables WHERE pubname = 'trellis_pub' AND tablename = 'notes'`).Scan(&n)

@@ -18,6 +18,7 @@ import (
 // (fast, and immediate) and a walsender kill under a live runner.
 // Afterwards every target equals its query.
 func TestFaultInjection(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.ExtraServer(t, "faults", nil)
 	dsn := pgtest.NewDatabaseOn(t, srv)
 	e := haEnv(t, dsn, trellis.Config{})

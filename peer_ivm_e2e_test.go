@@ -609,6 +609,7 @@ func peerRefusals() []peerRefusal {
 }
 
 func TestPeerIVM(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, trellis.Config{})
 	t00 := time.Now()

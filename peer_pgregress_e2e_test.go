@@ -785,6 +785,7 @@ func pgrRefusals() []pgrRefusal {
 type pgrFinding struct{ name, line, detail string }
 
 func TestPeerPGRegress(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, trellis.Config{})
 	t00 := time.Now()

@@ -100,9 +100,11 @@ var killModes = []struct{ name, confirm, capture string }{
 // changes stream and applies run, restarts it, and checks exact
 // convergence with no double counting, in both confirm modes.
 func TestKillNineMidStream(t *testing.T) {
+	t.Parallel()
 	bin := buildCLI(t)
 	for _, m := range killModes {
 		t.Run(m.name, func(t *testing.T) {
+			t.Parallel() // each mode on a database of its own
 			confirm := m.confirm
 			e := newEnv(t, trellis.Config{Confirm: confirm, Capture: m.capture})
 			e.exec(schemaSQL)
@@ -135,7 +137,9 @@ func TestKillNineMidStream(t *testing.T) {
 
 // TestStoreLost deletes the local checkpoint store between runs.
 func TestStoreLost(t *testing.T) {
+	t.Parallel()
 	t.Run("applied converges", func(t *testing.T) {
+		t.Parallel()
 		dir := t.TempDir()
 		e := newEnv(t, trellis.Config{Confirm: trellis.ConfirmApplied, DataDir: dir})
 		e.exec(schemaSQL)
@@ -154,6 +158,7 @@ func TestStoreLost(t *testing.T) {
 		e.converge("after losing the store")
 	})
 	t.Run("local pauses with disruption", func(t *testing.T) {
+		t.Parallel()
 		dir := t.TempDir()
 		e := newEnv(t, trellis.Config{DataDir: dir})
 		e.exec(schemaSQL)
@@ -168,7 +173,7 @@ func TestStoreLost(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.start()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), convergeTimeout)
 		defer cancel()
 		tok, _ := e.tr.WatermarkToken(ctx)
 		err := e.tr.AwaitConverged(ctx, tok)
@@ -232,7 +237,7 @@ func TestVisibleBeforeRederived(t *testing.T) {
 		t.Fatal(err)
 	}
 	want, _ := catalog.ParseLSN(walLSN)
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		var recv *string
 		if err := e.conn.QueryRow(ctx, `SELECT received_lsn::text FROM trellis.instance`).Scan(&recv); err != nil {
@@ -281,7 +286,9 @@ func copyDir(t *testing.T, from, to string) {
 // TestStaleStoreReplays restores an older copy of the checkpoint store, so
 // changes already applied are delivered and re-derived a second time.
 func TestStaleStoreReplays(t *testing.T) {
+	t.Parallel()
 	t.Run("applied replays without double counting", func(t *testing.T) {
+		t.Parallel()
 		dir, old := filepath.Join(t.TempDir(), "store"), filepath.Join(t.TempDir(), "old")
 		e := newEnv(t, trellis.Config{Confirm: trellis.ConfirmApplied, DataDir: dir})
 		e.exec(schemaSQL)
@@ -302,6 +309,7 @@ func TestStaleStoreReplays(t *testing.T) {
 		e.converge("after restoring an older store")
 	})
 	t.Run("local is a disruption", func(t *testing.T) {
+		t.Parallel()
 		dir, old := filepath.Join(t.TempDir(), "store"), filepath.Join(t.TempDir(), "old")
 		e := newEnv(t, trellis.Config{DataDir: dir})
 		e.exec(schemaSQL)
@@ -319,7 +327,7 @@ func TestStaleStoreReplays(t *testing.T) {
 		e.stop()
 		copyDir(t, old, dir)
 		e.start()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), convergeTimeout)
 		defer cancel()
 		tok, _ := e.tr.WatermarkToken(ctx)
 		if err := e.tr.AwaitConverged(ctx, tok); !strings.Contains(fmt.Sprint(err), "stale") {
@@ -339,7 +347,7 @@ func (e *env) waitSlotConfirmed() {
 	if err := e.conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&now); err != nil {
 		e.t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		var ok bool
 		if err := e.conn.QueryRow(ctx, `SELECT coalesce(bool_and(confirmed_flush_lsn >= $1::pg_lsn), false)

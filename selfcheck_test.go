@@ -97,6 +97,7 @@ func textOr(p *string) string {
 // held in quarantine is an expected divergence, and bad requests change
 // nothing.
 func TestSelfCheck(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, trellis.Config{Capture: trellis.CaptureLogical})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -305,6 +306,7 @@ func testSelfCheckShape(t *testing.T, e *env, s selfCheckShape, check func(*test
 // TestSelfCheckAudit: with SelfCheckEvery the runner compares a sample of
 // every live target and exposes the divergences it found as a gauge.
 func TestSelfCheckAudit(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	e := newEnv(t, trellis.Config{Capture: trellis.CaptureLogical, SelfCheckEvery: 100 * time.Millisecond, SelfCheckSample: 0.5,
 		Metrics: trellis.NewMetrics(reg)})
@@ -343,7 +345,7 @@ func TestSelfCheckAudit(t *testing.T) {
 	}
 	until := func(what string, ok func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(50 * time.Millisecond) {
+		for deadline := time.Now().Add(waitTimeout); !ok(); time.Sleep(50 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("timed out waiting for %s", what)
 			}

@@ -24,6 +24,7 @@ import (
 )
 
 func TestStandbyTakesOver(t *testing.T) {
+	t.Parallel()
 	bin := buildCLI(t)
 	cases := []struct {
 		name, capture, confirm string
@@ -40,6 +41,7 @@ func TestStandbyTakesOver(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each on a database of its own
 			var dsn string
 			if c.capture == trellis.CaptureTrigger {
 				dsn = pgtest.NewDatabaseOn(t, replicaServer(t))
@@ -83,7 +85,7 @@ func TestStandbyTakesOver(t *testing.T) {
 				t.Fatal("the writer committed nothing")
 			}
 			if c.disrupted {
-				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), convergeTimeout)
 				defer cancel()
 				tok, err := e.tr.WatermarkToken(ctx)
 				if err != nil {
@@ -106,7 +108,7 @@ func TestStandbyTakesOver(t *testing.T) {
 // waitStandbys waits until status lists n standbys.
 func waitStandbys(t *testing.T, e *env, n int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		st, err := e.tr.Status(context.Background())
 		if err == nil && len(st) > 0 && len(st[0].Runner.StandbyPIDs) == n {
@@ -133,7 +135,7 @@ func freeAddr(t *testing.T) string {
 // awaitReady polls a runner's /readyz until it answers code with state.
 func awaitReady(t *testing.T, addr string, code int, state string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	var last string
 	for time.Now().Before(deadline) {
 		resp, err := http.Get("http://" + addr + "/readyz")

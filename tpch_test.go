@@ -110,6 +110,7 @@ func tpchApply(ctx context.Context, tr *trellis.Trellis, script string) (res []t
 }
 
 func TestTPCH(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	began := time.Now()
 	dsn := pgtest.NewDatabase(t)
@@ -384,7 +385,7 @@ func tpchAwaitBuilt(t *testing.T, e *env, cases []*tpchCase, start time.Time) {
 // tpchConverge waits until every transform applied every write so far.
 func tpchConverge(t *testing.T, e *env, when string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), convergeTimeout)
 	defer cancel()
 	tok, err := e.tr.WatermarkToken(ctx)
 	if err != nil {
