@@ -99,7 +99,8 @@ func textOr(p *string) string {
 func TestSelfCheck(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, trellis.Config{Capture: trellis.CaptureLogical})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// A guard for the whole test, which converges several times.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*convergeTimeout)
 	defer cancel()
 	e.exec(`CREATE TABLE customers (id int PRIMARY KEY, name text NOT NULL, region text);
 		INSERT INTO customers SELECT g, 'c' || g, 'r' || (g % 3) FROM generate_series(1, 6) g;
