@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -138,14 +139,19 @@ func TestSelfCheck(t *testing.T) {
 		return out
 	}
 
-	// The shapes at once: the runner runs up to four jobs at a time.
+	// The shapes at once: the runner runs up to four jobs at a time. Each
+	// subtest runs in a goroutine of its own rather than as a parallel
+	// subtest: this test is parallel, and parallel subtests would queue
+	// for a slot behind every other parallel test while this one's env
+	// and deadline wait.
 	t.Run("shapes", func(t *testing.T) {
+		var wg sync.WaitGroup
 		for _, s := range selfCheckShapes {
-			t.Run(s.name, func(t *testing.T) {
-				t.Parallel()
-				testSelfCheckShape(t, e, s, check, listed)
+			wg.Go(func() {
+				t.Run(s.name, func(t *testing.T) { testSelfCheckShape(t, e, s, check, listed) })
 			})
 		}
+		wg.Wait()
 	})
 
 	// holdBack locks target row __k_id = id of sc_row (the runner's
