@@ -14,11 +14,11 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m, shared.remove) }
 
-// lanes is how many programs run at once: each on a server of its own,
+// laneCount is how many programs run at once: each on a server of its own,
 // since a program restarts and reconfigures (ALTER SYSTEM) its server; a
 // program mostly waits (on its runner, its checks, restarts), so two
 // overlap well on two cores.
-const lanes = 2
+const laneCount = 2
 
 // suite is the test binary's shared environment: one CLI build, and an Env
 // per lane (the first on the harness's server, the others on extra
@@ -75,7 +75,7 @@ func (s *suite) lanes(t *testing.T, programs int) []*Env {
 		if first.Server == nil {
 			return
 		}
-		for i := 2; i <= lanes; i++ {
+		for i := 2; i <= laneCount; i++ {
 			srv := pgtest.ExtraServer(t, fmt.Sprintf("generative lane %d", i), nil)
 			env := newEnv(i)
 			env.Server, env.AdminDSN, env.CLI = srv, srv.DSN("postgres"), first.CLI
