@@ -1,12 +1,15 @@
 package trellis_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"math/rand"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,7 +23,8 @@ import (
 // Tests here call t.Parallel (make test runs -parallel 4) unless they
 // change what every test on the harness's server sees: ALTER SYSTEM
 // (TestDisruptSlotInvalidated, TestDisruptSlotInvalidatedWhileRunning,
-// TestVisibleBeforeRederived) or roles, which are cluster-wide (role_test.go).
+// TestVisibleBeforeRederived) or roles, which are cluster-wide (role_test.go),
+// or race with the load of the others (TestDDLDrift).
 // Go runs the tests that do not call it first, one at a time, and the
 // parallel ones only after them, so those never overlap another test. A
 // parallel test keeps to its own database (pgtest.NewDatabase; slots,
@@ -46,7 +50,9 @@ type env struct {
 // newEnv).
 var captureModes = []string{trellis.CaptureLogical, trellis.CaptureTrigger}
 
-// eachMode runs fn as a subtest per capture mode.
+// eachMode runs fn as a subtest per capture mode, one after the other: for
+// a test whose modes must not overlap (none here now; a new suite calls
+// t.Parallel and eachModeParallel, see TestMain).
 func eachMode(t *testing.T, fn func(t *testing.T, mode string)) {
 	for _, mode := range captureModes {
 		t.Run(mode, func(t *testing.T) { fn(t, mode) })
@@ -564,4 +570,46 @@ func (e *env) awaitOnly() {
 	if err := e.tr.AwaitConverged(ctx, tok); err != nil {
 		e.t.Fatal(err)
 	}
+}
+
+// splitBy deals items into at most n parts of about equal weight (the
+// heaviest first, each to the lightest part so far), each part keeping
+// the items' order.
+func splitBy[T any](items []T, n int, weight func(T) int) [][]T {
+	order := make([]int, len(items))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(weight(items[b]), weight(items[a])) })
+	load := make([]int, n)
+	of := make([]int, len(items))
+	for _, i := range order {
+		p := 0
+		for q := range load {
+			if load[q] < load[p] {
+				p = q
+			}
+		}
+		of[i] = p
+		load[p] += weight(items[i])
+	}
+	parts := make([][]T, n)
+	for i, it := range items {
+		parts[of[i]] = append(parts[of[i]], it)
+	}
+	return slices.DeleteFunc(parts, func(p []T) bool { return len(p) == 0 })
+}
+
+// inParts runs fn on each part at once, as subtests part1, part2, … in
+// goroutines of their own rather than as parallel subtests: the caller is
+// a parallel test, and parallel subtests would queue for a slot behind
+// every other parallel test.
+func inParts[T any](t *testing.T, parts [][]T, fn func(t *testing.T, part []T)) {
+	var wg sync.WaitGroup
+	for i, p := range parts {
+		wg.Go(func() {
+			t.Run(fmt.Sprintf("part%d", i+1), func(t *testing.T) { fn(t, p) })
+		})
+	}
+	wg.Wait()
 }
