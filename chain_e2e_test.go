@@ -463,9 +463,9 @@ func TestChainSurvivesKill(t *testing.T) {
 // behind their upstream targets.
 func chainKills(t *testing.T, setup func(*env), defs []chainDef, stmt func(*rand.Rand) string, behind func(*env) []string) {
 	bin := buildCLI(t)
+	var subs []subtest // each mode on a database of its own
 	for _, m := range killModes {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel() // each mode on a database of its own
+		subs = append(subs, subtest{m.name, func(t *testing.T) {
 			confirm := m.confirm
 			e := newEnv(t, trellis.Config{Confirm: confirm, Capture: m.capture})
 			setup(e)
@@ -512,8 +512,9 @@ func chainKills(t *testing.T, setup func(*env), defs []chainDef, stmt func(*rand
 					t.Fatalf("runner panicked:\n%s", r.out)
 				}
 			}
-		})
+		}})
 	}
+	atOnce(t, subs...)
 }
 
 // chainSnapshot is what a definition script could change: the catalog rows

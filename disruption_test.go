@@ -343,8 +343,7 @@ func (e *disruptEnv) awaitMode(want, why string) {
 // with nothing lost and nothing paused.
 func TestDisruptAutoSwitches(t *testing.T) {
 	t.Parallel()
-	t.Run("slot lost", func(t *testing.T) {
-		t.Parallel()
+	atOnce(t, subtest{"slot lost", func(t *testing.T) {
 		e := newDisruptEnvWith(t, nil, trellis.Config{})
 		e.start()
 		e.converge("after build")
@@ -354,9 +353,7 @@ func TestDisruptAutoSwitches(t *testing.T) {
 		e.awaitMode(trellis.CaptureTrigger, "slot was lost")
 		e.write(1)
 		e.recover(2)
-	})
-	t.Run("retained WAL", func(t *testing.T) {
-		t.Parallel()
+	}}, subtest{"retained WAL", func(t *testing.T) {
 		e := newDisruptEnvWith(t, nil, trellis.Config{MaxRetainedWAL: 1})
 		e.start()
 		e.write(0)
@@ -373,7 +370,7 @@ func TestDisruptAutoSwitches(t *testing.T) {
 			}
 		}
 		e.running("at the end")
-	})
+	}})
 }
 
 // TestDisruptPublicationDropped: the publication is dropped underneath a

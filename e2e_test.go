@@ -59,15 +59,36 @@ func eachMode(t *testing.T, fn func(t *testing.T, mode string)) {
 	}
 }
 
-// eachModeParallel is eachMode with the modes run at the same time, each
-// mode on a database — and for trigger capture a server — of its own.
+// eachModeParallel is eachMode with the modes run at the same time
+// (atOnce), each mode on a database — and for trigger capture a server —
+// of its own.
 func eachModeParallel(t *testing.T, fn func(t *testing.T, mode string)) {
+	var subs []subtest
 	for _, mode := range captureModes {
-		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
-			fn(t, mode)
-		})
+		subs = append(subs, subtest{mode, func(t *testing.T) { fn(t, mode) }})
 	}
+	atOnce(t, subs...)
+}
+
+// subtest is a named subtest body, for atOnce.
+type subtest struct {
+	name string
+	fn   func(t *testing.T)
+}
+
+// atOnce runs subs as subtests all at the same time, each in a goroutine
+// of its own, and returns when all are done. They are not parallel
+// subtests (t.Parallel): the test that runs them is parallel, and its
+// parallel subtests would queue for a slot (-parallel) behind every
+// parallel test not started yet, so a test's own modes and parts would run
+// last, after the whole suite, while the test that started them waited.
+// Here they share their test's slot and start at once.
+func atOnce(t *testing.T, subs ...subtest) {
+	var wg sync.WaitGroup
+	for _, s := range subs {
+		wg.Go(func() { t.Run(s.name, s.fn) })
+	}
+	wg.Wait()
 }
 
 // replicaServer is a server started with wal_level=replica: logical
@@ -295,9 +316,9 @@ func testPipelineConverges(t *testing.T, mode string) {
 
 func TestRestartResumes(t *testing.T) {
 	t.Parallel()
+	var subs []subtest // each on a database of its own
 	for _, mode := range []string{trellis.ConfirmLocal, trellis.ConfirmApplied, trellis.CaptureTrigger} {
-		t.Run(mode, func(t *testing.T) {
-			t.Parallel() // each on a database of its own
+		subs = append(subs, subtest{mode, func(t *testing.T) {
 			cfg := trellis.Config{Confirm: mode}
 			if mode == trellis.CaptureTrigger {
 				cfg = trellis.Config{Capture: mode}
@@ -314,8 +335,9 @@ func TestRestartResumes(t *testing.T) {
 			e.start()
 			workload(e, rng, 10, 20)
 			e.converge("after restart")
-		})
+		}})
 	}
+	atOnce(t, subs...)
 }
 
 func TestStatementErrorsChangeNothing(t *testing.T) {
@@ -600,16 +622,12 @@ func splitBy[T any](items []T, n int, weight func(T) int) [][]T {
 	return slices.DeleteFunc(parts, func(p []T) bool { return len(p) == 0 })
 }
 
-// inParts runs fn on each part at once, as subtests part1, part2, … in
-// goroutines of their own rather than as parallel subtests: the caller is
-// a parallel test, and parallel subtests would queue for a slot behind
-// every other parallel test.
+// inParts runs fn on each part at once (atOnce), as subtests part1,
+// part2, ….
 func inParts[T any](t *testing.T, parts [][]T, fn func(t *testing.T, part []T)) {
-	var wg sync.WaitGroup
+	var subs []subtest
 	for i, p := range parts {
-		wg.Go(func() {
-			t.Run(fmt.Sprintf("part%d", i+1), func(t *testing.T) { fn(t, p) })
-		})
+		subs = append(subs, subtest{fmt.Sprintf("part%d", i+1), func(t *testing.T) { fn(t, p) }})
 	}
-	wg.Wait()
+	atOnce(t, subs...)
 }

@@ -484,9 +484,9 @@ func testJoinTransformsLive(t *testing.T, mode string) {
 func TestJoinSurvivesKill(t *testing.T) {
 	t.Parallel()
 	bin := buildCLI(t)
+	var subs []subtest // each mode on a database of its own
 	for _, m := range killModes {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel() // each mode on a database of its own
+		subs = append(subs, subtest{m.name, func(t *testing.T) {
 			confirm := m.confirm
 			e := newEnv(t, trellis.Config{Confirm: confirm, Capture: m.capture})
 			e.exec(joinSchemaSQL)
@@ -561,8 +561,9 @@ func TestJoinSurvivesKill(t *testing.T) {
 					t.Fatalf("runner panicked:\n%s", r.out)
 				}
 			}
-		})
+		}})
 	}
+	atOnce(t, subs...)
 }
 
 // publishedTables lists the public tables in the instance's publication.

@@ -102,9 +102,9 @@ var killModes = []struct{ name, confirm, capture string }{
 func TestKillNineMidStream(t *testing.T) {
 	t.Parallel()
 	bin := buildCLI(t)
+	var subs []subtest // each mode on a database of its own
 	for _, m := range killModes {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel() // each mode on a database of its own
+		subs = append(subs, subtest{m.name, func(t *testing.T) {
 			confirm := m.confirm
 			e := newEnv(t, trellis.Config{Confirm: confirm, Capture: m.capture})
 			e.exec(schemaSQL)
@@ -131,15 +131,15 @@ func TestKillNineMidStream(t *testing.T) {
 			if strings.Contains(r.out.String(), "panic") {
 				t.Fatalf("runner panicked:\n%s", r.out)
 			}
-		})
+		}})
 	}
+	atOnce(t, subs...)
 }
 
 // TestStoreLost deletes the local checkpoint store between runs.
 func TestStoreLost(t *testing.T) {
 	t.Parallel()
-	t.Run("applied converges", func(t *testing.T) {
-		t.Parallel()
+	atOnce(t, subtest{"applied converges", func(t *testing.T) {
 		dir := t.TempDir()
 		e := newEnv(t, trellis.Config{Confirm: trellis.ConfirmApplied, DataDir: dir})
 		e.exec(schemaSQL)
@@ -156,9 +156,7 @@ func TestStoreLost(t *testing.T) {
 		e.start()
 		workload(e, rng, 10, 20)
 		e.converge("after losing the store")
-	})
-	t.Run("local pauses with disruption", func(t *testing.T) {
-		t.Parallel()
+	}}, subtest{"local pauses with disruption", func(t *testing.T) {
 		dir := t.TempDir()
 		e := newEnv(t, trellis.Config{DataDir: dir})
 		e.exec(schemaSQL)
@@ -189,7 +187,7 @@ func TestStoreLost(t *testing.T) {
 		}
 		e.apply(`RESUME TRANSFORM big_orders; RESUME TRANSFORM by_customer; RESUME TRANSFORM totals`)
 		e.converge("after RESUME rebuilds")
-	})
+	}})
 }
 
 // TestVisibleBeforeRederived holds a writer's commit in flight (it is in
@@ -287,8 +285,7 @@ func copyDir(t *testing.T, from, to string) {
 // changes already applied are delivered and re-derived a second time.
 func TestStaleStoreReplays(t *testing.T) {
 	t.Parallel()
-	t.Run("applied replays without double counting", func(t *testing.T) {
-		t.Parallel()
+	atOnce(t, subtest{"applied replays without double counting", func(t *testing.T) {
 		dir, old := filepath.Join(t.TempDir(), "store"), filepath.Join(t.TempDir(), "old")
 		e := newEnv(t, trellis.Config{Confirm: trellis.ConfirmApplied, DataDir: dir})
 		e.exec(schemaSQL)
@@ -307,9 +304,7 @@ func TestStaleStoreReplays(t *testing.T) {
 		e.start()
 		workload(e, rng, 5, 20)
 		e.converge("after restoring an older store")
-	})
-	t.Run("local is a disruption", func(t *testing.T) {
-		t.Parallel()
+	}}, subtest{"local is a disruption", func(t *testing.T) {
 		dir, old := filepath.Join(t.TempDir(), "store"), filepath.Join(t.TempDir(), "old")
 		e := newEnv(t, trellis.Config{DataDir: dir})
 		e.exec(schemaSQL)
@@ -335,7 +330,7 @@ func TestStaleStoreReplays(t *testing.T) {
 		}
 		e.apply(`RESUME TRANSFORM big_orders; RESUME TRANSFORM by_customer; RESUME TRANSFORM totals`)
 		e.converge("after RESUME")
-	})
+	}})
 }
 
 // waitSlotConfirmed waits until the slot is confirmed up to the current

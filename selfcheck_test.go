@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -139,19 +138,14 @@ func TestSelfCheck(t *testing.T) {
 		return out
 	}
 
-	// The shapes at once: the runner runs up to four jobs at a time. Each
-	// subtest runs in a goroutine of its own rather than as a parallel
-	// subtest: this test is parallel, and parallel subtests would queue
-	// for a slot behind every other parallel test while this one's env
-	// and deadline wait.
+	// The shapes at once (atOnce): the runner runs up to four jobs at a
+	// time.
 	t.Run("shapes", func(t *testing.T) {
-		var wg sync.WaitGroup
+		var subs []subtest
 		for _, s := range selfCheckShapes {
-			wg.Go(func() {
-				t.Run(s.name, func(t *testing.T) { testSelfCheckShape(t, e, s, check, listed) })
-			})
+			subs = append(subs, subtest{s.name, func(t *testing.T) { testSelfCheckShape(t, e, s, check, listed) }})
 		}
-		wg.Wait()
+		atOnce(t, subs...)
 	})
 
 	// holdBack locks target row __k_id = id of sc_row (the runner's

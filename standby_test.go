@@ -39,9 +39,9 @@ func TestStandbyTakesOver(t *testing.T) {
 		{name: "trigger shared dir", capture: trellis.CaptureTrigger, confirm: trellis.ConfirmLocal, sameDir: true},
 		{name: "trigger own dir", capture: trellis.CaptureTrigger, confirm: trellis.ConfirmLocal, disrupted: true},
 	}
+	var subs []subtest // each on a database of its own
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel() // each on a database of its own
+		subs = append(subs, subtest{c.name, func(t *testing.T) {
 			var dsn string
 			if c.capture == trellis.CaptureTrigger {
 				dsn = pgtest.NewDatabaseOn(t, replicaServer(t))
@@ -101,8 +101,9 @@ func TestStandbyTakesOver(t *testing.T) {
 			if n := strings.Count(b.text(0), "waiting as standby"); n != 1 {
 				t.Errorf("standby announced %d times, want once", n)
 			}
-		})
+		}})
 	}
+	atOnce(t, subs...)
 }
 
 // waitStandbys waits until status lists n standbys.
