@@ -12,16 +12,19 @@ build:
 # its own server and mostly waits on it, so on two cores the root package
 # (the longest) runs beside all the others (13m37s one at a time, 7m26s
 # two at a time, same machine and commit). deploy/ is its own module
-# (Prometheus's rule parser is a large dependency only its test needs).
+# (Prometheus's rule parser is a large dependency only its test needs), and
+# so is examples/migrations (goose and golang-migrate, for its examples).
 # The per-binary timeout is a guard against a hang, above the root
 # package's ~12 minutes on a slow day (it holds the peer-suite probes).
 test: fmt-check vet
 	$(GO) test -p 2 -count=1 -timeout 25m $(PKGS)
 	cd deploy && $(GO) test -count=1 ./...
+	cd examples/migrations && $(GO) test -count=1 ./...
 
 vet:
 	$(GO) vet $(PKGS)
 	cd deploy && $(GO) vet ./...
+	cd examples/migrations && $(GO) vet ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -3,6 +3,8 @@ package trellis
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/define"
 	"github.com/trellis-repl/trellis-repl/internal/terr"
@@ -10,8 +12,13 @@ import (
 
 // Apply runs a script of definition statements in one transaction: either
 // all of them take effect or none does. Building a new transform continues
-// in the background under Run.
+// in the background under Run. Like every call that does not wait, it
+// returns within Config.CallTimeout: a script blocked by a lock another
+// session holds fails with code timeout and changes nothing.
 func (t *Trellis) Apply(ctx context.Context, script string) ([]Result, error) {
+	if err := t.open("Apply"); err != nil {
+		return nil, err
+	}
 	if err := t.writable("Apply"); err != nil {
 		return nil, err
 	}
@@ -22,36 +29,45 @@ func (t *Trellis) Apply(ctx context.Context, script string) ([]Result, error) {
 	if len(sts) == 0 {
 		return nil, terr.New(terr.Validation, "the script contains no statement; write e.g. CREATE TRANSFORM name AS SELECT …")
 	}
-	conn, err := t.pool.Acquire(ctx)
+	var out []Result
+	err = t.bounded(ctx, "Apply", func(ctx context.Context, tx pgx.Tx) error {
+		if err := t.lockDefinitions(ctx, tx); err != nil {
+			return err
+		}
+		var err error
+		out, err = t.applyStatements(ctx, tx, sts)
+		return err
+	})
 	if err != nil {
-		return nil, terr.Wrap(terr.Unavailable, err, "connect: %v", err)
+		return nil, err
 	}
-	defer conn.Release()
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return nil, terr.Wrap(terr.Unavailable, err, "begin: %v", err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck
-	// One definition change at a time per instance keeps names and
-	// publication membership consistent.
+	return out, nil
+}
+
+// lockDefinitions takes the instance's definition lock for tx: one
+// definition change at a time per instance keeps names and publication
+// membership consistent.
+func (t *Trellis) lockDefinitions(ctx context.Context, tx pgx.Tx) error {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "trellis-repl apply "+t.cat.Schema); err != nil {
-		return nil, terr.Wrap(terr.Unavailable, err, "lock the catalog: %v", err)
+		return terr.Wrap(terr.Unavailable, err, "lock the catalog: %v", err)
+	}
+	return nil
+}
+
+// applyStatements applies parsed statements in tx, which holds the
+// definition lock, and wakes the runner at commit.
+func (t *Trellis) applyStatements(ctx context.Context, tx pgx.Tx, sts []engine.Statement) ([]Result, error) {
+	if err := t.def.Prepare(ctx, tx); err != nil {
+		return nil, err
 	}
 	var out []Result
 	view := &define.View{}
 	for i := range sts {
-		st := &sts[i]
-		r, err := t.def.ApplyStatement(ctx, tx, st, view)
+		r, err := t.def.ApplyStatement(ctx, tx, &sts[i], view)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, r)
 	}
-	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, t.cat.NotifyChannel()); err != nil {
-		return nil, terr.Wrap(terr.Unavailable, err, "notify: %v", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, terr.Wrap(terr.Unavailable, err, "commit: %v", err)
-	}
-	return out, nil
+	return out, t.notifyRunner(ctx, tx)
 }

@@ -194,8 +194,6 @@ var pgrAggCases = []pgrCase{
 		coalesce(string_agg(s, '' ORDER BY id), '<none>') AS cat, count(*) FILTER (WHERE b) * 100 / count(*) AS pct_b FROM @w GROUP BY g`},
 	// aggregates.sql: ORDER BY inside min does not make it order-dependent, nor NULL keys strict.
 	{name: "agg_min_order_by", query: `SELECT g, min(i4 ORDER BY s) AS mn, max(s ORDER BY i4) AS mx FROM @w GROUP BY g`},
-	// aggregates.sql: max(unique2), generate_series(1,3) — a set-returning call beside an aggregate.
-	{name: "agg_srf", query: `SELECT max(i4) AS m, generate_series(1, 3) AS gs FROM @w`},
 	// The rewrite the refusal of SELECT DISTINCT max(…) advises: the distinct rows of a grouped query.
 	{name: "agg_distinct_of_grouped", query: `SELECT DISTINCT x.n FROM (SELECT g, count(*) AS n FROM @w GROUP BY g) AS x`},
 	// A chain: an aggregate over agg_count's target (keyed by __id: g is nullable).
@@ -769,8 +767,9 @@ func pgrRefusals() []pgrRefusal {
 		{name: "count_empty", query: `SELECT count() AS n FROM pgr_refuse.t`, code: v, want: "write count(*)"},
 		// Set-returning calls (docs: refused).
 		{name: "srf_row", query: `SELECT id, generate_series(1, 3) AS g FROM pgr_refuse.t`, code: v, want: "returns a set of rows"},
-		{name: "srf_beside_aggregate", query: `SELECT max(a) AS m, generate_series(1, 3) AS g FROM pgr_refuse.t`, code: v, want: "returns a set of rows",
-			finding: "a set-returning call beside an aggregate is accepted (docs: set-returning calls are refused); see agg_srf"},
+		// aggregates.sql: max(unique2), generate_series(1,3) — refused as
+		// the docs say since composed items are tested too (ADR 0037).
+		{name: "srf_beside_aggregate", query: `SELECT max(a) AS m, generate_series(1, 3) AS g FROM pgr_refuse.t`, code: v, want: "select list item 2 (generate_series(1, 3)) returns a set of rows"},
 		// min/max(uuid) does not exist in PostgreSQL 15.
 		{name: "max_uuid", query: `SELECT max(u) AS m FROM pgr_refuse.t`, code: v, want: "function max(uuid) does not exist"},
 		// count(DISTINCT (a, b)): PostgreSQL accepts a row value here.

@@ -58,15 +58,18 @@ func poisonEntry(k catalog.HeldKey) PoisonEntry {
 // PoisonedSince lists the keys held for any transform that were last
 // poisoned at or after since (the zero time: all of them), oldest first.
 func (t *Trellis) PoisonedSince(ctx context.Context, since time.Time) ([]PoisonEntry, error) {
-	ks, err := t.cat.HeldSince(ctx, t.pool, since)
-	if err != nil {
-		return nil, terr.Wrap(terr.Unavailable, err, "read held keys: %v", err)
-	}
 	out := []PoisonEntry{}
-	for _, k := range ks {
-		out = append(out, poisonEntry(k))
-	}
-	return out, nil
+	err := t.bounded(ctx, "PoisonedSince", func(ctx context.Context, tx pgx.Tx) error {
+		ks, err := t.cat.HeldSince(ctx, tx, since)
+		if err != nil {
+			return terr.Wrap(terr.Unavailable, err, "read held keys: %v", err)
+		}
+		for _, k := range ks {
+			out = append(out, poisonEntry(k))
+		}
+		return nil
+	})
+	return out, err
 }
 
 // heldCursor is the position a HeldPage continues from.
@@ -78,7 +81,18 @@ type heldCursor struct {
 // HeldKeysPage pages through the keys transform holds: up to limit
 // (default 100) after cursor ("" for the first page).
 func (t *Trellis) HeldKeysPage(ctx context.Context, transform string, limit int, cursor string) (HeldPage, error) {
-	tr, err := t.findTransform(ctx, t.pool, transform)
+	var page HeldPage
+	err := t.bounded(ctx, "HeldKeysPage", func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		page, err = t.heldKeysPage(ctx, tx, transform, limit, cursor)
+		return err
+	})
+	return page, err
+}
+
+// heldKeysPage is HeldKeysPage in the call's transaction.
+func (t *Trellis) heldKeysPage(ctx context.Context, tx pgx.Tx, transform string, limit int, cursor string) (HeldPage, error) {
+	tr, err := t.findTransform(ctx, tx, transform)
 	if err != nil {
 		return HeldPage{}, err
 	}
@@ -95,7 +109,7 @@ func (t *Trellis) HeldKeysPage(ctx context.Context, transform string, limit int,
 			return HeldPage{}, terr.New(terr.Validation, "cursor %q is not one HeldKeysPage gave; pass the next_cursor of the previous page, or none for the first", cursor)
 		}
 	}
-	ks, err := t.cat.HeldPage(ctx, t.pool, tr.ID, after.Table, after.Key, limit)
+	ks, err := t.cat.HeldPage(ctx, tx, tr.ID, after.Table, after.Key, limit)
 	if err != nil {
 		return HeldPage{}, terr.Wrap(terr.Unavailable, err, "read held keys: %v", err)
 	}
@@ -118,7 +132,7 @@ func (t *Trellis) ReleaseKey(ctx context.Context, transform, table string, key [
 	if err := t.writable("ReleaseKey"); err != nil {
 		return err
 	}
-	return t.inTx(ctx, func(tx pgx.Tx) error {
+	return t.bounded(ctx, "ReleaseKey", func(ctx context.Context, tx pgx.Tx) error {
 		tr, err := t.findTransform(ctx, tx, transform)
 		if err != nil {
 			return err
@@ -151,7 +165,7 @@ func (t *Trellis) ReleaseAll(ctx context.Context, transform string) (int64, erro
 		return 0, err
 	}
 	var n int64
-	err := t.inTx(ctx, func(tx pgx.Tx) error {
+	err := t.bounded(ctx, "ReleaseAll", func(ctx context.Context, tx pgx.Tx) error {
 		tr, err := t.findTransform(ctx, tx, transform)
 		if err != nil {
 			return err
@@ -166,35 +180,43 @@ func (t *Trellis) ReleaseAll(ctx context.Context, transform string) (int64, erro
 
 // Quarantined lists every quarantined transform.
 func (t *Trellis) Quarantined(ctx context.Context) ([]QuarantineEntry, error) {
-	ts, err := t.cat.List(ctx, t.pool)
-	if err != nil {
-		return nil, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
-	}
-	held, err := t.cat.HeldCounts(ctx, t.pool)
-	if err != nil {
-		return nil, terr.Wrap(terr.Unavailable, err, "read held keys: %v", err)
-	}
 	out := []QuarantineEntry{}
-	for _, tr := range ts {
-		if tr.State == catalog.StateQuarantined {
-			out = append(out, QuarantineEntry{Transform: tr.Name, State: tr.State, Since: tr.StateChangedAt, HeldKeys: held[tr.ID].Count})
+	err := t.bounded(ctx, "Quarantined", func(ctx context.Context, tx pgx.Tx) error {
+		ts, err := t.cat.List(ctx, tx)
+		if err != nil {
+			return terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
 		}
-	}
-	return out, nil
+		held, err := t.cat.HeldCounts(ctx, tx)
+		if err != nil {
+			return terr.Wrap(terr.Unavailable, err, "read held keys: %v", err)
+		}
+		for _, tr := range ts {
+			if tr.State == catalog.StateQuarantined {
+				out = append(out, QuarantineEntry{Transform: tr.Name, State: tr.State, Since: tr.StateChangedAt, HeldKeys: held[tr.ID].Count})
+			}
+		}
+		return nil
+	})
+	return out, err
 }
 
 // QuarantineStatus reports one transform's quarantine state (its state
 // word whatever it is, and the keys it holds).
 func (t *Trellis) QuarantineStatus(ctx context.Context, transform string) (QuarantineEntry, error) {
-	tr, err := t.findTransform(ctx, t.pool, transform)
-	if err != nil {
-		return QuarantineEntry{}, err
-	}
-	held, err := t.cat.HeldCounts(ctx, t.pool)
-	if err != nil {
-		return QuarantineEntry{}, terr.Wrap(terr.Unavailable, err, "read held keys: %v", err)
-	}
-	return QuarantineEntry{Transform: tr.Name, State: tr.State, Since: tr.StateChangedAt, HeldKeys: held[tr.ID].Count}, nil
+	var e QuarantineEntry
+	err := t.bounded(ctx, "QuarantineStatus", func(ctx context.Context, tx pgx.Tx) error {
+		tr, err := t.findTransform(ctx, tx, transform)
+		if err != nil {
+			return err
+		}
+		held, err := t.cat.HeldCounts(ctx, tx)
+		if err != nil {
+			return terr.Wrap(terr.Unavailable, err, "read held keys: %v", err)
+		}
+		e = QuarantineEntry{Transform: tr.Name, State: tr.State, Since: tr.StateChangedAt, HeldKeys: held[tr.ID].Count}
+		return nil
+	})
+	return e, err
 }
 
 // findTransform finds a transform by name (or schema.name).
@@ -226,22 +248,6 @@ func sourceNamed(p *engine.Plan, table string) (engine.Source, bool) {
 func (t *Trellis) notifyRunner(ctx context.Context, tx pgx.Tx) error {
 	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, t.cat.NotifyChannel()); err != nil {
 		return terr.Wrap(terr.Unavailable, err, "notify the runner: %v", err)
-	}
-	return nil
-}
-
-// inTx runs fn in one transaction, committed when fn returns nil.
-func (t *Trellis) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	tx, err := t.pool.Begin(ctx)
-	if err != nil {
-		return terr.Wrap(terr.Unavailable, err, "begin: %v", err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return terr.Wrap(terr.Unavailable, err, "commit: %v", err)
 	}
 	return nil
 }

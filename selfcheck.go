@@ -52,7 +52,7 @@ func (t *Trellis) SelfCheck(ctx context.Context, name string, opts SelfCheckOpti
 		return SelfCheckJob{}, terr.Wrap(terr.Internal, err, "encode self-check options: %v", err)
 	}
 	var job *catalog.SelfCheckJob
-	err = t.inTx(ctx, func(tx pgx.Tx) error {
+	err = t.bounded(ctx, "SelfCheck", func(ctx context.Context, tx pgx.Tx) error {
 		tr, err := t.findTransform(ctx, tx, name)
 		if err != nil {
 			return err
@@ -73,9 +73,16 @@ func (t *Trellis) SelfCheck(ctx context.Context, name string, opts SelfCheckOpti
 
 // SelfCheckJob reads self-check job id.
 func (t *Trellis) SelfCheckJob(ctx context.Context, id int64) (SelfCheckJob, error) {
-	j, err := t.cat.GetSelfCheck(ctx, t.pool, id)
+	var j *catalog.SelfCheckJob
+	err := t.bounded(ctx, "SelfCheckJob", func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		if j, err = t.cat.GetSelfCheck(ctx, tx, id); err != nil {
+			return terr.Wrap(terr.Unavailable, err, "%v", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return SelfCheckJob{}, terr.Wrap(terr.Unavailable, err, "%v", err)
+		return SelfCheckJob{}, err
 	}
 	if j == nil {
 		return SelfCheckJob{}, terr.New(terr.NotFound, "self-check job %d does not exist; `trellis-repl self-check NAME` starts one and prints its id", id)
@@ -84,7 +91,8 @@ func (t *Trellis) SelfCheckJob(ctx context.Context, id int64) (SelfCheckJob, err
 }
 
 // AwaitSelfCheckJob waits for job id to finish, and runs it in this
-// process when no runner is attached to run it.
+// process when no runner is attached to run it. It is a wait: ctx alone
+// bounds it, not Config.CallTimeout.
 func (t *Trellis) AwaitSelfCheckJob(ctx context.Context, id int64) (SelfCheckJob, error) {
 	if _, err := t.SelfCheckJob(ctx, id); err != nil {
 		return SelfCheckJob{}, err

@@ -3,7 +3,10 @@ package trellis
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -65,6 +68,38 @@ type CorrectingNode struct {
 	KeysRemaining *int64    `json:"keys_remaining"`
 }
 
+// StateDisrupted is the state status reports, instead of the catalog's, for
+// a transform that is not frozen while the server is not the one the
+// runner last started on (a promoted standby, a restore, a copy of the
+// database; ADR 0039) and no runner has started here since: its target may
+// disagree with its query. It is never stored: the runner's next start
+// pauses or repairs the transform.
+const StateDisrupted = "disrupted"
+
+// The actions of DisruptionStatus.
+const (
+	// DisruptionPaused: paused until RESUME TRANSFORM (or RESUME TRANSFORM ALL).
+	DisruptionPaused = "paused"
+	// DisruptionRepairing: rebuilding in place (--on-disruption=repair, or
+	// after RESUME).
+	DisruptionRepairing = "repairing"
+	// DisruptionUnseen: no runner has started on this server since it
+	// changed; the next start pauses or repairs the transform.
+	DisruptionUnseen = "awaiting_runner"
+)
+
+// DisruptionStatus is why a transform's target may disagree with its query
+// (ADR 0039): lost continuity — a slot or store lost, a failover, a
+// point-in-time restore, a copy of the database — said as a sentence,
+// since when, and what is being done about it (DisruptionPaused,
+// DisruptionRepairing, DisruptionUnseen). It stays until the transform is
+// live again.
+type DisruptionStatus struct {
+	Reason     string     `json:"reason"`
+	DetectedAt *time.Time `json:"detected_at"`
+	Action     string     `json:"action"`
+}
+
 // TransformStatus is one transform's state as every process sees it.
 // Absent parts are nil (JSON null).
 type TransformStatus struct {
@@ -115,6 +150,9 @@ type TransformStatus struct {
 	// Build is the progress of the transform's last build (null when it
 	// has not built since the catalog records builds).
 	Build *BuildProgress `json:"build"`
+	// Disruption says why the target may disagree with its query, from a
+	// loss of continuity until the transform is live again (null otherwise).
+	Disruption *DisruptionStatus `json:"disruption"`
 }
 
 // Status reports every transform, or only those named. It reads the
@@ -122,29 +160,46 @@ type TransformStatus struct {
 // transforms (status of 1,000 transforms answers within a second, issue
 // 25): nothing is read per transform.
 func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatus, error) {
-	ts, err := t.cat.List(ctx, t.pool)
+	var out []TransformStatus
+	err := t.bounded(ctx, "Status", func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		out, err = t.status(ctx, tx, names)
+		return err
+	})
+	return out, err
+}
+
+// status is Status in the call's transaction.
+func (t *Trellis) status(ctx context.Context, q pgx.Tx, names []string) ([]TransformStatus, error) {
+	ts, err := t.cat.List(ctx, q)
 	if err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
 	}
-	inst, err := t.cat.GetInstance(ctx, t.pool)
+	inst, err := t.cat.GetInstance(ctx, q)
 	if err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
 	}
-	runner, err := t.runnerStatus(ctx, inst)
+	runner, err := t.runnerStatus(ctx, q, inst)
 	if err != nil {
 		return nil, err
 	}
 	var cur string
 	var now time.Time
-	if err := t.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text, now()`).Scan(&cur, &now); err != nil {
+	if err := q.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text, now()`).Scan(&cur, &now); err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "read WAL position: %v", err)
 	}
 	curLSN, _ := catalog.ParseLSN(cur)
-	held, err := t.cat.HeldCounts(ctx, t.pool)
+	// A server other than the one the runner last started on (no runner
+	// started here since): nothing the catalog says live can be trusted.
+	moved, err := pipeline.ServerDiffers(ctx, q, inst.Server)
+	if err != nil {
+		return nil, err
+	}
+	held, err := t.cat.HeldCounts(ctx, q)
 	if err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
 	}
-	corr, err := t.cat.Corrections(ctx, t.pool, 0)
+	corr, err := t.cat.Corrections(ctx, q, 0)
 	if err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
 	}
@@ -175,7 +230,7 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 			}
 		}
 	}
-	leading, err := engine.LeadingIndexColumns(ctx, t.pool, probed)
+	leading, err := engine.LeadingIndexColumns(ctx, q, probed)
 	if err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
 	}
@@ -226,6 +281,10 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 				s.SlotName = &sl
 			}
 		}
+		s.Disruption = disruptionOf(tr, moved)
+		if moved != "" && !catalog.Frozen(tr.State) && tr.Disruption == nil {
+			s.State = StateDisrupted
+		}
 		if tr.AppliedLSN > 0 && curLSN >= tr.AppliedLSN {
 			lag := int64(curLSN - tr.AppliedLSN)
 			s.LagBytes = &lag
@@ -253,16 +312,41 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 	return out, nil
 }
 
+// disruptionOf is what status says of a transform's disruption: the one
+// the catalog keeps (a runner starting on a new server records the
+// disruption before the server), else, when the server is not the one the
+// runner last started on (moved, a sentence), that one.
+func disruptionOf(tr *catalog.Transform, moved string) *DisruptionStatus {
+	d := tr.Disruption
+	if d == nil && moved != "" {
+		return &DisruptionStatus{Reason: moved, Action: DisruptionUnseen}
+	}
+	if d == nil {
+		return nil
+	}
+	at := d.DetectedAt
+	out := &DisruptionStatus{Reason: d.Reason, DetectedAt: &at, Action: DisruptionRepairing}
+	if catalog.Frozen(tr.State) {
+		out.Action = DisruptionPaused
+	}
+	return out
+}
+
 // Runner is the instance's RunnerStatus, as every transform's Status
 // carries it: whether a runner maintains the instance and its waits, also
 // when no transform is left to carry it (after the last DROP TRANSFORM,
 // whose capture removal may wait for a lock).
 func (t *Trellis) Runner(ctx context.Context) (*RunnerStatus, error) {
-	inst, err := t.cat.GetInstance(ctx, t.pool)
-	if err != nil {
-		return nil, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
-	}
-	return t.runnerStatus(ctx, inst)
+	var rs *RunnerStatus
+	err := t.bounded(ctx, "Runner", func(ctx context.Context, tx pgx.Tx) error {
+		inst, err := t.cat.GetInstance(ctx, tx)
+		if err != nil {
+			return terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
+		}
+		rs, err = t.runnerStatus(ctx, tx, inst)
+		return err
+	})
+	return rs, err
 }
 
 // Definition is a transform's stored definition.
@@ -283,14 +367,33 @@ type Definition struct {
 	Sources []string `json:"sources"`
 	// State is the transform's state, as in Status.
 	State string `json:"state"`
+	// Settings are the session settings recorded when it was defined,
+	// under which every session evaluates its query (ADR 0037): "name =
+	// value" in a fixed order; none for a definition made before.
+	Settings []string `json:"settings,omitempty"`
+	// Reads names the transforms whose targets this one reads (a chain),
+	// directly or through its inner levels; ReadBy those that read its
+	// target. [] when none.
+	Reads  []string `json:"reads"`
+	ReadBy []string `json:"read_by"`
+	// Version counts the definition's accepted edits: 1 when created, one
+	// more per ALTER TRANSFORM (ADR 0041).
+	Version int `json:"version"`
 }
 
 // Definitions lists every transform's definition, or only those named
 // (name or schema.name; an unknown one is a not_found error).
 func (t *Trellis) Definitions(ctx context.Context, names ...string) ([]Definition, error) {
-	ts, err := t.cat.List(ctx, t.pool)
+	var ts []*catalog.Transform
+	err := t.bounded(ctx, "Definitions", func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		if ts, err = t.cat.List(ctx, tx); err != nil {
+			return terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
+		return nil, err
 	}
 	want := map[string]bool{}
 	for _, n := range names {
@@ -303,6 +406,7 @@ func (t *Trellis) Definitions(ctx context.Context, names ...string) ([]Definitio
 		}
 		want[n] = true
 	}
+	reads := readsOf(ts)
 	out := []Definition{}
 	for _, tr := range ts {
 		if tr.Owner != 0 {
@@ -321,9 +425,105 @@ func (t *Trellis) Definitions(ctx context.Context, names ...string) ([]Definitio
 		}
 		out = append(out, Definition{Schema: tr.Schema, Name: tr.Name, Shape: tr.Shape,
 			SQL:    "CREATE TRANSFORM " + define.QuoteName(tr.Schema, tr.Name) + opt + " AS " + tr.Definition,
-			Target: p.Target.Ident(), Columns: p.Visible, Query: p.QuerySQL(), Sources: sourceIdents(p), State: tr.State})
+			Target: p.Target.Ident(), Columns: p.Visible, Query: p.QuerySQL(), Sources: sourceIdents(p), State: tr.State,
+			Settings: settingLines(p), Reads: nameList(reads[tr.ID]), ReadBy: []string{}, Version: tr.Version})
+	}
+	for i := range out {
+		for j := range out {
+			if slices.Contains(out[j].Reads, out[i].Name) && out[j].Schema+"."+out[j].Name != out[i].Schema+"."+out[i].Name {
+				out[i].ReadBy = append(out[i].ReadBy, out[j].Name)
+			}
+		}
 	}
 	return out, nil
+}
+
+// readsOf maps each transform a user defined to the transforms whose
+// targets it reads, itself or through its inner levels (which are named
+// by their owner).
+func readsOf(ts []*catalog.Transform) map[int64][]*catalog.Transform {
+	byID := map[int64]*catalog.Transform{}
+	for _, tr := range ts {
+		byID[tr.ID] = tr
+	}
+	root := func(tr *catalog.Transform) *catalog.Transform {
+		for tr.Owner != 0 && byID[tr.Owner] != nil {
+			tr = byID[tr.Owner]
+		}
+		return tr
+	}
+	writer := map[string]*catalog.Transform{}
+	plans := map[int64]*engine.Plan{}
+	for _, tr := range ts {
+		if p, err := engine.Decode(tr.Plan); err == nil {
+			plans[tr.ID] = p
+			writer[p.Target.Ident()] = root(tr)
+		}
+	}
+	out := map[int64][]*catalog.Transform{}
+	for _, tr := range ts {
+		p := plans[tr.ID]
+		if p == nil {
+			continue
+		}
+		r := root(tr)
+		for _, src := range p.Sources {
+			if w := writer[src.Ident()]; w != nil && w != r && !slices.Contains(out[r.ID], w) {
+				out[r.ID] = append(out[r.ID], w)
+			}
+		}
+	}
+	return out
+}
+
+// nameList are the transforms' names ([] for none).
+func nameList(ts []*catalog.Transform) []string {
+	out := []string{}
+	for _, tr := range ts {
+		out = append(out, tr.Name)
+	}
+	return out
+}
+
+// StatusOf is the status of the transform that writes table (bare,
+// resolved on the search_path and then in Config.TargetSchema, or
+// schema-qualified, an SQL name quoted where it must be), or nil when no
+// transform writes it.
+func (t *Trellis) StatusOf(ctx context.Context, table string) (*TransformStatus, error) {
+	var out *TransformStatus
+	err := t.bounded(ctx, "StatusOf", func(ctx context.Context, tx pgx.Tx) error {
+		var schema, name string
+		err := tx.QueryRow(ctx, `SELECT n.nspname::text, c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE c.oid = coalesce(to_regclass($1), to_regclass(quote_ident($2) || '.' || $1))`, table, t.cfg.TargetSchema).Scan(&schema, &name)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return terr.Wrap(terr.Validation, err, "%q is not a table name: %v; give [schema.]table", table, err)
+		}
+		ts, err := t.cat.List(ctx, tx)
+		if err != nil {
+			return terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
+		}
+		for _, tr := range ts {
+			p, err := engine.Decode(tr.Plan)
+			if err != nil || tr.Replaces != 0 || p.Target.Schema != schema || p.Target.Name != name {
+				continue
+			}
+			st, err := t.status(ctx, tx, []string{tr.Name})
+			if err != nil {
+				return err
+			}
+			for i := range st {
+				if st[i].Schema == tr.Schema {
+					out = &st[i]
+				}
+			}
+			return nil
+		}
+		return nil
+	})
+	return out, err
 }
 
 // SelfCheckResult is the outcome of comparing a target with a fresh run of
@@ -346,12 +546,17 @@ func (r SelfCheckResult) Equal() bool { return r.Missing == 0 && r.Extra == 0 }
 
 // CompareNow compares a transform's target with a fresh run of its query
 // at once, in this process, both read in one REPEATABLE READ snapshot
-// with a two-way EXCEPT ALL over the visible columns. Call it after
+// with a two-way EXCEPT ALL over the visible columns, the query under the
+// settings its definition recorded. Call it after
 // AwaitConverged (or with writes stopped): a live target legitimately
 // trails its source. SelfCheck is the job that waits for convergence,
 // pages through large targets, names each divergence and can repair.
+// It reads whole tables, so ctx alone bounds it, not Config.CallTimeout.
 func (t *Trellis) CompareNow(ctx context.Context, name string) (SelfCheckResult, error) {
 	res := SelfCheckResult{Name: name}
+	if err := t.open("CompareNow"); err != nil {
+		return res, err
+	}
 	ts, err := t.cat.List(ctx, t.pool)
 	if err != nil {
 		return res, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
@@ -364,7 +569,7 @@ func (t *Trellis) CompareNow(ctx context.Context, name string) (SelfCheckResult,
 		if err != nil {
 			return res, terr.Wrap(terr.Internal, err, "%v", err)
 		}
-		diff, err := selfcheck.Compare(ctx, t.pool, pgx.Identifier{p.Target.Schema, p.Target.Name}, p.Visible, p.QuerySQL())
+		diff, err := selfcheck.CompareUnder(ctx, t.pool, pgx.Identifier{p.Target.Schema, p.Target.Name}, p.Visible, p.QuerySQL(), p.SessionSettings())
 		if err != nil {
 			return res, terr.Wrap(terr.Unavailable, err, "compare %s with its query: %v", name, err)
 		}
@@ -375,6 +580,15 @@ func (t *Trellis) CompareNow(ctx context.Context, name string) (SelfCheckResult,
 		return res, nil
 	}
 	return res, terr.New(terr.NotFound, "transform %q does not exist; run `trellis-repl status` to list transforms", name)
+}
+
+// settingLines are p's recorded settings as "name = 'value'".
+func settingLines(p *engine.Plan) []string {
+	var out []string
+	for _, st := range p.Settings {
+		out = append(out, st.Name+" = '"+strings.ReplaceAll(st.Value, "'", "''")+"'")
+	}
+	return out
 }
 
 // sourceIdents are the tables p reads, quoted and qualified.
@@ -417,8 +631,8 @@ type RunnerStatus struct {
 }
 
 // runnerStatus is the instance's RunnerStatus.
-func (t *Trellis) runnerStatus(ctx context.Context, inst *catalog.Instance) (*RunnerStatus, error) {
-	st, err := pipeline.InspectLock(ctx, t.pool, t.cat.LockKey())
+func (t *Trellis) runnerStatus(ctx context.Context, q catalog.Querier, inst *catalog.Instance) (*RunnerStatus, error) {
+	st, err := pipeline.InspectLock(ctx, q, t.cat.LockKey())
 	if err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "%v", err)
 	}

@@ -16,6 +16,8 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -74,6 +76,13 @@ type Config struct {
 	DSN string
 	// Schema is the instance schema holding the catalog (default "trellis").
 	Schema string
+	// TargetSchema is where a transform named without a schema is created,
+	// and where PAUSE, RESUME and DROP look a bare name up (default: the
+	// connection's current schema, usually public). A qualified name
+	// (CREATE TRANSFORM reports.daily AS …) still goes where it says. The
+	// schema must exist; a definition reads another transform's target by
+	// its bare name from any schema (ADR 0040).
+	TargetSchema string
 	// DataDir is where Run keeps its local checkpoint store. Default:
 	// ./trellis-repl-data/<system id>-<database oid>-<schema>.
 	DataDir string
@@ -158,7 +167,15 @@ type Config struct {
 	// schema that does not exist is a not_found error and nothing is
 	// created; a role with pg_monitor and USAGE and SELECT on the
 	// instance schema suffices. Apply, Run and the releases refuse.
+	// ReadOnly implies NoInstall.
 	ReadOnly bool
+	// NoInstall opens without creating or upgrading anything: the
+	// instance's catalog must be there at this binary's version, installed
+	// by Migrate (a missing instance is not_found, an older catalog a
+	// conflict naming Migrate). For services whose schema changes run
+	// apart from them (ADR 0040). Without it Open installs or upgrades the
+	// catalog as Migrate does.
+	NoInstall bool
 	// SelfCheckEvery, when > 0, has Run compare a sample of every live
 	// target with its query this often, and expose what it finds as the
 	// metric trellis_selfcheck_divergences (ADR 0017 §6).
@@ -167,7 +184,31 @@ type Config struct {
 	// about that fraction of its rows, from a random one (default
 	// DefaultSelfCheckSample; 1 compares everything).
 	SelfCheckSample float64
+	// OnDisruption is what Run does to the transforms whose targets may
+	// have missed changes when continuity is lost — a slot or local store
+	// lost, a failover to a promoted standby, a point-in-time restore, a
+	// copy of the database, an upgrade (ADR 0039, docs/operations.md):
+	// OnDisruptionPause (default) pauses each until RESUME TRANSFORM (or
+	// RESUME TRANSFORM ALL); OnDisruptionRepair rebuilds each in place at
+	// once, once capture is back, while the old rows keep serving.
+	OnDisruption string
+	// CallTimeout bounds every call that does not wait for something
+	// (Open, Apply, Status, Definitions, the quarantine calls, SelfCheck's
+	// request, WatermarkToken, …), waiting for a connection and for
+	// locks included (default DefaultCallTimeout, 30s; ADR 0040). The
+	// server enforces it (statement_timeout and lock_timeout in the call's
+	// transaction) and the client backs it up a second later; a call out
+	// of time fails with code timeout and changes nothing. The waits
+	// (AwaitConverged, AwaitTransforms, AwaitSelfCheckJob), CompareNow and
+	// Run take their own deadline from their context.
+	CallTimeout time.Duration
 }
+
+// The values of Config.OnDisruption.
+const (
+	OnDisruptionPause  = pipeline.DisruptPause
+	OnDisruptionRepair = pipeline.DisruptRepair
+)
 
 // The defaults of Config's latency budgets (ADR 0016, docs/tuning.md).
 const (
@@ -192,6 +233,9 @@ type Trellis struct {
 	rt *pipeline.Host
 	// def applies definition statements (internal/define).
 	def *define.Definer
+	// closed is set by Close: every call is refused from then on.
+	closed    atomic.Bool
+	closeOnce sync.Once
 }
 
 // ResolveDSN returns dsn, else TRELLIS_DATABASE_URL, else "" (which pgx
@@ -203,9 +247,27 @@ func ResolveDSN(dsn string) string {
 	return os.Getenv("TRELLIS_DATABASE_URL")
 }
 
-// Open connects and creates or upgrades the catalog.
+// Open connects and creates or upgrades the catalog, within
+// Config.CallTimeout.
 func Open(ctx context.Context, cfg Config) (*Trellis, error) {
 	cfg.DSN = ResolveDSN(cfg.DSN)
+	if cfg.CallTimeout < 0 {
+		return nil, terr.New(terr.Validation, "call timeout %s is negative; give a positive duration such as 30s, or none for the default (%s)", cfg.CallTimeout, DefaultCallTimeout)
+	}
+	if cfg.CallTimeout == 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if cfg.TargetSchema != "" && cfg.TargetSchema == catalog.New(cfg.Schema).Schema {
+		return nil, terr.New(terr.Validation, "target schema %q is the instance schema, which holds trellis-repl's catalog; put the targets in another schema (Config.TargetSchema)", cfg.TargetSchema)
+	}
+	octx, cancel := withBudget(ctx, cfg.CallTimeout)
+	defer cancel()
+	t, err := open(octx, cfg)
+	return t, timedOut("Open", cfg.CallTimeout, err)
+}
+
+// open is Open once the call timeout is set.
+func open(ctx context.Context, cfg Config) (*Trellis, error) {
 	if cfg.Capture == "" {
 		cfg.Capture = CaptureAuto
 	}
@@ -221,6 +283,12 @@ func Open(ctx context.Context, cfg Config) (*Trellis, error) {
 	case ConfirmLocal, ConfirmApplied:
 	default:
 		return nil, terr.New(terr.Validation, "confirm mode %q is unknown; use local or applied", cfg.Confirm)
+	}
+	if cfg.OnDisruption == "" {
+		cfg.OnDisruption = OnDisruptionPause
+	}
+	if cfg.OnDisruption != OnDisruptionPause && cfg.OnDisruption != OnDisruptionRepair {
+		return nil, terr.New(terr.Validation, "on-disruption mode %q is unknown; use pause (wait for RESUME TRANSFORM) or repair (rebuild in place at once)", cfg.OnDisruption)
 	}
 	if cfg.ProgressInterval <= 0 {
 		cfg.ProgressInterval = time.Second
@@ -298,7 +366,7 @@ func Open(ctx context.Context, cfg Config) (*Trellis, error) {
 			pcfg.ConnConfig.Host, pcfg.ConnConfig.Port, err)
 	}
 	t := &Trellis{cfg: cfg, pool: pool, cat: catalog.New(cfg.Schema), log: cfg.Logger, budget: budget}
-	t.def = define.New(t.cat)
+	t.def = define.New(t.cat, cfg.TargetSchema)
 	if cfg.ReadOnly {
 		if err := t.checkCatalog(ctx); err != nil {
 			pool.Close()
@@ -307,9 +375,17 @@ func Open(ctx context.Context, cfg Config) (*Trellis, error) {
 		t.rt = pipeline.New(t.options(), pool, budget, t.cat, t.log, nil)
 		return t, nil
 	}
-	if err := t.cat.Migrate(ctx, pool); err != nil {
+	if cfg.NoInstall {
+		err = t.checkCatalog(ctx)
+	} else {
+		err = t.inTx(ctx, func(tx pgx.Tx) error { return install(ctx, tx, t.cat, cfg.TargetSchema) })
+	}
+	if err == nil {
+		err = t.applyRestored(ctx)
+	}
+	if err != nil {
 		pool.Close()
-		return nil, terr.Wrap(terr.Unavailable, err, "cannot install the catalog in schema %q: %v; the role needs CREATE on the database", t.cat.Schema, err)
+		return nil, err
 	}
 	if err := t.observe(ctx); err != nil {
 		pool.Close()
@@ -318,7 +394,8 @@ func Open(ctx context.Context, cfg Config) (*Trellis, error) {
 	return t, nil
 }
 
-// checkCatalog makes sure a read-only open finds the instance's catalog,
+// checkCatalog makes sure an open that installs nothing (ReadOnly,
+// NoInstall) finds the instance's catalog,
 // at the version this binary reads, and that the role may read it.
 func (t *Trellis) checkCatalog(ctx context.Context) error {
 	p, err := t.cat.Probe(ctx, t.pool)
@@ -336,7 +413,7 @@ func (t *Trellis) checkCatalog(ctx context.Context) error {
 		if err != nil {
 			return terr.Wrap(terr.Unavailable, err, "%v", err)
 		}
-		see := "this database holds no trellis-repl instance: `trellis-repl apply` creates one"
+		see := "this database holds no trellis-repl instance: `trellis-repl migrate` (Migrate) or `apply` creates one"
 		if len(others) > 0 {
 			see = "instances on this database: " + strings.Join(others, ", ")
 		}
@@ -349,7 +426,7 @@ func (t *Trellis) checkCatalog(ctx context.Context) error {
 	case p.Version > want:
 		return terr.New(terr.Conflict, "the catalog in schema %q is at version %d, newer than this binary reads (%d): upgrade trellis-repl", t.cat.Schema, p.Version, want)
 	case p.Version < want:
-		return terr.New(terr.Conflict, "the catalog in schema %q is at version %d, older than this binary reads (%d): `trellis-repl run` or `apply` of this version upgrades it (reading commands never write)", t.cat.Schema, p.Version, want)
+		return terr.New(terr.Conflict, "the catalog in schema %q is at version %d, older than this binary reads (%d): `trellis-repl migrate` (Migrate) of this version upgrades it (reading commands and Config.NoInstall never write)", t.cat.Schema, p.Version, want)
 	}
 	return nil
 }
@@ -405,9 +482,17 @@ func withoutSchema(setting, user, schema string) (string, bool) {
 	return strings.Join(out, ", "), changed
 }
 
-// Close releases the connection pool. It does not stop a Run in progress:
-// cancel Run's context first.
-func (t *Trellis) Close() { t.pool.Close() }
+// Close stops the background work of this handle (every Run in
+// progress returns, its workers stopped and its store closed) and then
+// releases its connections. It may be called more than once; every call
+// after it is a validation error.
+func (t *Trellis) Close() {
+	t.closeOnce.Do(func() {
+		t.closed.Store(true)
+		t.rt.Stop()
+		t.pool.Close()
+	})
+}
 
 // Schema is the instance schema.
 func (t *Trellis) Schema() string { return t.cat.Schema }
@@ -415,7 +500,13 @@ func (t *Trellis) Schema() string { return t.cat.Schema }
 // WatermarkToken returns a token for "now": AwaitConverged(token) returns
 // once every write committed before this call is in every target.
 func (t *Trellis) WatermarkToken(ctx context.Context) (Token, error) {
-	return t.rt.WatermarkToken(ctx)
+	ctx, cancel, err := t.call(ctx, "WatermarkToken")
+	if err != nil {
+		return 0, err
+	}
+	defer cancel()
+	tk, err := t.rt.WatermarkToken(ctx)
+	return tk, t.timedOut("WatermarkToken", err)
 }
 
 // options are the settings the runtime reads, from cfg with its defaults.
@@ -424,7 +515,8 @@ func (t *Trellis) options() pipeline.Options {
 	return pipeline.Options{DSN: c.DSN, DataDir: c.DataDir, Capture: c.Capture, Confirm: c.Confirm, Publication: c.Publication,
 		ProgressInterval: c.ProgressInterval, BatchSize: c.BatchSize, CoalesceWindow: c.CoalesceWindow, CoalesceKeys: c.CoalesceKeys,
 		StoreSyncInterval: c.StoreSyncInterval, TriggerPollInterval: c.TriggerPollInterval, MaxRetainedWAL: c.MaxRetainedWAL,
-		QuarantineAfter: c.QuarantineAfter, ReadOnly: c.ReadOnly, SelfCheckEvery: c.SelfCheckEvery, SelfCheckSample: c.SelfCheckSample}
+		QuarantineAfter: c.QuarantineAfter, ReadOnly: c.ReadOnly, SelfCheckEvery: c.SelfCheckEvery, SelfCheckSample: c.SelfCheckSample,
+		OnDisruption: c.OnDisruption}
 }
 
 // writable refuses a call that writes on a read-only open.
@@ -455,6 +547,9 @@ func (t *Trellis) AwaitConverged(ctx context.Context, token Token) error {
 // by anyone, cannot converge (code conflict); an unknown name is a
 // not_found error.
 func (t *Trellis) AwaitTransforms(ctx context.Context, token Token, names ...string) error {
+	if err := t.open("AwaitTransforms"); err != nil {
+		return err
+	}
 	ts, err := t.cat.List(ctx, t.pool)
 	if err != nil {
 		return terr.Wrap(terr.Unavailable, err, "read transforms: %v", err)
@@ -605,7 +700,16 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token, names []string)
 			}
 		}
 		if len(behind) == 0 {
-			return nil
+			// Converged, unless the server is not the one the runner last
+			// started on (ADR 0039): then the positions say nothing yet.
+			moved, err := t.serverMoved(ctx)
+			if err != nil {
+				return err
+			}
+			if moved == "" {
+				return nil
+			}
+			behind = append(behind, "every transform ("+moved+"; no runner has started on this server since)")
 		}
 		select {
 		case <-ctx.Done():
@@ -615,6 +719,18 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token, names []string)
 		}
 		delay = min(2*delay, 20*time.Millisecond)
 	}
+}
+
+// serverMoved is the sentence saying how the server is not the one the
+// runner last started on, "" when it is.
+func (t *Trellis) serverMoved(ctx context.Context) (string, error) {
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), catalogReadTimeout)
+	defer cancel()
+	inst, err := t.cat.GetInstance(qctx, t.pool)
+	if err != nil {
+		return "", terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
+	}
+	return pipeline.ServerDiffers(qctx, t.pool, inst.Server)
 }
 
 // catalogReadTimeout bounds the catalog reads of one round of a wait.

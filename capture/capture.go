@@ -103,9 +103,20 @@ type Continuity struct {
 	// taken before the slot existed (trigger capture, before a switch to
 	// logical) lived only in the store.
 	Applied uint64
+	// AppliedComplete: every live transform has recorded an applied
+	// position (Applied is then what every one of them reached).
+	AppliedComplete bool
+	// Building: a transform is building (its build would restart).
+	Building bool
 	// Tables are the tables the transforms read: capture that cannot
 	// work for them is refused before it creates anything (a slot).
 	Tables []Table
+	// Changed, when not "", says how the server is not the one the
+	// instance last ran on (a promoted standby, a point-in-time restore, a
+	// copy of the database; ADR 0039). The local store was discarded:
+	// only what capture holds on this server, against what the catalog
+	// says was applied, can keep continuity.
+	Changed string
 }
 
 // Prepared is where capture stands after Prepare.

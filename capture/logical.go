@@ -107,6 +107,9 @@ func (l *Logical) Prepare(ctx context.Context, prev Continuity) (Prepared, error
 	} else if !slot.Exists && prev.RanBefore {
 		out.Disruption = fmt.Sprintf("replication slot %q disappeared (dropped, or lost in a failover or restore)", c.Slot)
 	}
+	if prev.Changed != "" {
+		out.Disruption, out.RestartBuilds = afterServerChange(prev, c.Slot, slot)
+	}
 	freshSlot := false
 	if !slot.Exists {
 		// No slot before capture can work: one that can publish none of
@@ -125,7 +128,9 @@ func (l *Logical) Prepare(ctx context.Context, prev Continuity) (Prepared, error
 	start := c.Position.ReceivedLSN()
 	if prev.StoreLost || freshSlot || start == 0 {
 		start = uint64(slot.ConfirmedFlush)
-		if prev.StoreLost && !freshSlot && prev.ConfirmApplied && prev.Applied != 0 && start > prev.Applied && out.Disruption == "" {
+		if prev.Changed != "" {
+			// Judged above: the store is new, the slot is where to resume.
+		} else if prev.StoreLost && !freshSlot && prev.ConfirmApplied && prev.Applied != 0 && start > prev.Applied && out.Disruption == "" {
 			// The slot starts past what a live transform applied: the keys
 			// between (taken by trigger capture before the switch to this
 			// slot) lived only in the lost store.
@@ -157,6 +162,29 @@ func (l *Logical) Prepare(ctx context.Context, prev Continuity) (Prepared, error
 	// received position may be ahead of what is applied.
 	out.Confirmed = uint64(slot.ConfirmedFlush)
 	return out, nil
+}
+
+// afterServerChange judges a slot once the server turned out to be another
+// than the one the instance last ran on and the store was discarded (ADR
+// 0039): a slot here that is confirmed no further than what every live
+// transform applied (PostgreSQL 17 failover slots; a file-level copy that
+// kept pg_replslot) still delivers everything after each applied position,
+// so capture goes on from it and builds restart; otherwise the change is a
+// disruption, the slot's state said.
+func afterServerChange(prev Continuity, name string, slot replication.Slot) (disruption string, restartBuilds bool) {
+	usable := slot.Exists && slot.WALStatus != "lost"
+	if usable && prev.Applied != 0 && prev.AppliedComplete && uint64(slot.ConfirmedFlush) <= prev.Applied {
+		return "", prev.Building
+	}
+	switch {
+	case !usable:
+		return fmt.Sprintf("%s; replication slot %q does not exist on this server (a logical slot is not carried to a promoted standby before PostgreSQL 17, nor by a base backup, pg_dump or pg_upgrade before 17)", prev.Changed, name), false
+	case prev.Applied == 0 || !prev.AppliedComplete:
+		return fmt.Sprintf("%s; replication slot %q on this server cannot say what the transforms missed: not every live transform recorded what it applied", prev.Changed, name), false
+	default:
+		return fmt.Sprintf("%s; replication slot %q on this server is confirmed at %s, past %s, where a transform had applied up to: the changes between lived only in the discarded store",
+			prev.Changed, name, catalog.FormatLSN(uint64(slot.ConfirmedFlush)), catalog.FormatLSN(prev.Applied)), false
+	}
 }
 
 func (l *Logical) advance(lsn uint64) error {
@@ -238,6 +266,9 @@ func (l *Logical) canPublishAny(ctx context.Context, tables []Table) error {
 		err := l.canPublish(ctx, []Table{tb})
 		if err == nil {
 			return nil
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // gone (a copy of the database without it): nothing to publish
 		}
 		if first == nil {
 			first = err

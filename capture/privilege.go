@@ -82,6 +82,9 @@ func Capturable(ctx context.Context, q Querier, tables []Table) (publish, trigge
 	publish, trigger = true, true
 	for _, tb := range tables {
 		r, err := rightsOn(ctx, q, tb)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // gone: its transform is paused, and nothing captures it
+		}
 		if err != nil {
 			return false, false, "", err
 		}

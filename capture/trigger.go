@@ -166,7 +166,10 @@ func (t *Trigger) Prepare(ctx context.Context, prev Continuity) (Prepared, error
 		}
 	}
 	var out Prepared
-	if prev.RanBefore && prev.StoreLost {
+	switch {
+	case prev.Changed != "":
+		out.Disruption = prev.Changed + "; what trigger capture had moved out of the capture log lived in the local store, which belonged to the server before"
+	case prev.RanBefore && prev.StoreLost:
 		out.Disruption = "the local checkpoint store is not the one this instance last used (lost or replaced), and trigger capture removed the changes it had moved into it from the capture log"
 	}
 	out.Confirmed = t.cfg.Position.ReceivedLSN()
@@ -596,4 +599,59 @@ func (t *Trigger) Remove(ctx context.Context, waiting RemovalsFunc) (done bool, 
 	}
 	t.cfg.Logger.Info("trigger capture removed from the instance")
 	return true, nil
+}
+
+// ForgetCopied undoes what a copy of the database (pg_dump and restore,
+// CREATE DATABASE … TEMPLATE) brought of trigger capture under OIDs that
+// are not the tables' any more (ADR 0039): each registry row whose OID no
+// longer names its table loses its function, dropped with CASCADE (the
+// restored triggers that call it go with it; the lock each takes is
+// waited for with a short lock_timeout, retried), and the row; the capture
+// log is emptied, since its rows are keyed by those OIDs (the rebuild a
+// copy needs covers what they said). Install puts capture back under the
+// tables' OIDs now. It reports how many registrations it dropped.
+func (t *Trigger) ForgetCopied(ctx context.Context) (int, error) {
+	var exists bool
+	if err := t.cfg.Pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, t.obj("capture_tables")).Scan(&exists); err != nil {
+		return 0, fmt.Errorf("look up the capture registry: %w", err)
+	}
+	if !exists {
+		return 0, nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	regs, err := t.registered(ctx)
+	if err != nil {
+		return 0, err
+	}
+	lw := lockWaiter{pool: t.cfg.Pool, timeout: t.cfg.LockTimeout}
+	n := 0
+	for _, reg := range regs {
+		// The restored triggers sit on the table that bears the name now.
+		on := reg
+		if err := t.cfg.Pool.QueryRow(ctx, `SELECT coalesce(to_regclass($1)::oid, 0)`, reg.Ident().Sanitize()).Scan(&on.OID); err != nil {
+			return n, fmt.Errorf("look up %s: %w", reg.Ident().Sanitize(), err)
+		}
+		if on.OID == reg.OID {
+			continue // the copy kept this table's OID (pg_upgrade does)
+		}
+		err = lw.run(ctx, on, "uninstall", "AccessExclusiveLock", nil, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `DROP FUNCTION IF EXISTS `+t.obj(funcName(reg.OID))+`() CASCADE`); err != nil {
+				return fmt.Errorf("drop the copied capture function of %s: %w", reg.Ident().Sanitize(), err)
+			}
+			_, err := tx.Exec(ctx, `DELETE FROM `+t.obj("capture_tables")+` WHERE rel = $1`, reg.OID)
+			return err
+		})
+		if err != nil {
+			return n, err
+		}
+		n++
+	}
+	if n > 0 {
+		if _, err := t.cfg.Pool.Exec(ctx, `DELETE FROM `+t.obj("capture_log")); err != nil {
+			return n, fmt.Errorf("empty the copied capture log: %w", err)
+		}
+		t.cfg.Logger.Info("trigger capture of the copied database dropped; it is installed again for the tables' OIDs", "registrations", n)
+	}
+	return n, nil
 }

@@ -214,9 +214,12 @@ func addAgg(q *Query, a *Agg) int {
 // overState rewrites an expression over aggregates and group keys (a
 // composed select item, or HAVING) into one over the aggregate state:
 // each aggregate call becomes __s.__x<k>, each GROUP BY expression the
-// state column of the item that selects it. A column left outside both is
-// the error PostgreSQL gives ("must appear in the GROUP BY clause").
-func (c *selectChecker) overState(n *pg_query.Node, clause string, items []*selectItem, keys []string, q *Query) (string, error) {
+// state column of the item that selects it. A column left outside both
+// sends an unqualified definition to PostgreSQL (c.needsCatalog), and in
+// qualified text is functionally dependent on a grouped key (dependentKey);
+// under grouping sets it is the error PostgreSQL gives ("must appear in
+// the GROUP BY clause").
+func (c *selectChecker) overState(n *pg_query.Node, clause string, items []*selectItem, q *Query) (string, error) {
 	if err := c.checkExprAggsAllowed(n, clause); err != nil {
 		return "", err
 	}
@@ -248,13 +251,31 @@ func (c *selectChecker) overState(n *pg_query.Node, clause string, items []*sele
 		if kerr != nil {
 			return nil
 		}
-		for g, k := range keys {
+		for g, k := range c.groupKeys {
 			if k == key {
 				if name, ok := groupName[g]; ok {
 					return columnRef(stateRef, name)
 				}
 				return columnRef(stateRef, fmt.Sprintf("__g%d", g)) // not selected: hidden
 			}
+		}
+		if x.GetColumnRef() == nil {
+			return nil
+		}
+		switch {
+		case !c.qualified:
+			// Which table the column is of, and whether it depends on a
+			// grouped primary key, is PostgreSQL's to say: the definition
+			// is expanded and read again qualified (ADR 0037).
+			c.needsCatalog = true
+			return columnRef(stateRef, "__unresolved")
+		case q.Grouping == nil:
+			g, derr := c.dependentKey(x, clause, q)
+			if derr != nil {
+				err = derr
+				return x
+			}
+			return columnRef(stateRef, fmt.Sprintf("__g%d", g))
 		}
 		return nil
 	})
@@ -311,7 +332,7 @@ func (c *selectChecker) distinctAsGroupBy(sel *pg_query.SelectStmt) error {
 
 // composedItems turns the select items that are expressions over
 // aggregates, and HAVING, into expressions over the aggregate state.
-func (c *selectChecker) composedItems(sel *pg_query.SelectStmt, items []*selectItem, keys []string, q *Query) error {
+func (c *selectChecker) composedItems(sel *pg_query.SelectStmt, items []*selectItem, q *Query) error {
 	for i, it := range items {
 		if it.t.Agg != nil {
 			addAgg(q, it.t.Agg)
@@ -326,7 +347,7 @@ func (c *selectChecker) composedItems(sel *pg_query.SelectStmt, items []*selectI
 				return err
 			}
 		}
-		s, err := c.overState(it.node, clause, items, keys, q)
+		s, err := c.overState(it.node, clause, items, q)
 		if err != nil && it.grouped {
 			err = c.errf(it.loc, "%s is neither a GROUP BY expression nor an aggregate, nor computed from them (PostgreSQL: it must appear in the GROUP BY clause or be used in an aggregate function); add it to GROUP BY or wrap it in an aggregate", clause)
 			if hasFuncCall(it.node) {
@@ -352,7 +373,7 @@ func (c *selectChecker) composedItems(sel *pg_query.SelectStmt, items []*selectI
 	if q.HavingSQL, err = c.deparse(sel.HavingClause, "HAVING"); err != nil {
 		return err
 	}
-	q.Having, err = c.overState(sel.HavingClause, "HAVING ("+strings.TrimSpace(q.HavingSQL)+")", items, keys, q)
+	q.Having, err = c.overState(sel.HavingClause, "HAVING ("+strings.TrimSpace(q.HavingSQL)+")", items, q)
 	if err != nil && hasFuncCall(sel.HavingClause) {
 		if q.deferred == nil {
 			q.deferred = err // perhaps a user-defined aggregate (userAggregates)

@@ -15,13 +15,19 @@ import (
 	"github.com/trellis-repl/trellis-repl/internal/plant"
 )
 
-// sessionSettings pin the GUCs that change how values print and parse, so
-// re-derived rows never depend on a session's defaults (see ADR 0001).
-var sessionSettings = [][2]string{
+// textSettings pin the GUCs that change how values print and parse, so
+// re-derived rows never depend on a session's defaults (see ADR 0001); a
+// definition's recorded settings take their place (ADR 0037).
+var textSettings = [][2]string{
 	{"DateStyle", "ISO, MDY"},
 	{"IntervalStyle", "postgres"},
 	{"extra_float_digits", "1"},
 	{"bytea_output", "hex"},
+}
+
+// sessionSettings are every applier session's settings: the text ones,
+// and those of a session that re-derives in short statements.
+var sessionSettings = append(append([][2]string{}, textSettings...), [][2]string{
 	{"statement_timeout", "0"},
 	{"lock_timeout", "0"},
 	{"idle_in_transaction_session_timeout", "0"},
@@ -32,7 +38,7 @@ var sessionSettings = [][2]string{
 	{"random_page_cost", "1.1"},
 	// JIT compiles each statement anew (custom plans): ~1 s per batch.
 	{"jit", "off"},
-}
+}...)
 
 // Applier re-derives keys of one transform. It works on a Session it is
 // attached to for a turn (Attach), or on one of its own (NewApplier).

@@ -17,6 +17,37 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// dropModifyingCTEs refuses every CTE that holds a data-modifying
+// statement (INSERT, UPDATE, DELETE, MERGE), anywhere in n, and leaves it
+// out of its WITH, so that the rest of the query is still checked and one
+// error names every refused part.
+func (c *selectChecker) dropModifyingCTEs(n *pg_query.Node) error {
+	var errs []error
+	walk(n.ProtoReflect(), func(m proto.Message) bool {
+		w, ok := m.(*pg_query.WithClause)
+		if !ok {
+			return true
+		}
+		kept := w.Ctes[:0]
+		for _, cn := range w.Ctes {
+			if cte := cn.GetCommonTableExpr(); cte != nil && cte.Ctequery.GetSelectStmt() == nil {
+				errs = append(errs, c.errf(cte.Location, "WITH %s holds a data-modifying statement (INSERT, UPDATE, DELETE or MERGE); a transform's query only reads, so remove it", quoteIdents([]string{cte.Ctename})))
+				continue
+			}
+			kept = append(kept, cn)
+		}
+		w.Ctes = kept
+		return true
+	})
+	replaceNodes(n, func(x *pg_query.Node) *pg_query.Node {
+		if sel := x.GetSelectStmt(); sel != nil && sel.WithClause != nil && len(sel.WithClause.Ctes) == 0 {
+			sel.WithClause = nil
+		}
+		return nil
+	})
+	return joinRefusals(errs)
+}
+
 // cteDef is a CTE of a WITH in scope: its query, with the references it
 // makes to earlier CTEs already replaced, and its column names; or, for a
 // recursive CTE, how a reference reads its level (recursive.go).

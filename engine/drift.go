@@ -176,6 +176,9 @@ func storedTypes(ctx context.Context, db DB, p *Plan) (out []Retype, err error) 
 	if _, err := db.Exec(ctx, `SELECT set_config('search_path', $1, true)`, p.SearchPath); err != nil {
 		return nil, err
 	}
+	if err := p.ApplySettings(ctx, db); err != nil {
+		return nil, err
+	}
 	type stored struct {
 		table Rel
 		set   *string

@@ -227,6 +227,22 @@ func (c *selectChecker) deparse(n *pg_query.Node, clause string) (string, error)
 	return s, nil
 }
 
+// atTimeZoneAsCalls writes every x AT TIME ZONE z below n as the call it
+// stands for, pg_catalog.timezone(z, x): the bundled deparser renders the
+// operator form without the parentheses PostgreSQL needs around it
+// ((x AT TIME ZONE 'UTC')::date would read back as x AT TIME ZONE
+// ('UTC'::date)), the call form reads back as written.
+func atTimeZoneAsCalls(n *pg_query.Node) {
+	walk(n.ProtoReflect(), func(m proto.Message) bool {
+		if fc, ok := m.(*pg_query.FuncCall); ok && fc.Funcformat == pg_query.CoercionForm_COERCE_SQL_SYNTAX {
+			if schema, name := funcName(fc); schema == "pg_catalog" && name == "timezone" {
+				fc.Funcformat = pg_query.CoercionForm_COERCE_EXPLICIT_CALL
+			}
+		}
+		return true
+	})
+}
+
 // sameExpr reports whether text parses back to the expression n (node
 // locations aside).
 func sameExpr(n *pg_query.Node, text string) bool {

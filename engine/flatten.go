@@ -163,17 +163,13 @@ func (c *selectChecker) flattenItem(item *pg_query.Node, top bool, using []strin
 			alias = rs.Alias.Aliasname
 		}
 		what := fmt.Sprintf("FROM: the subquery %s", quoteIdents([]string{alias}))
+		if refused := c.refusedDerived(rs, inner, what); refused != nil {
+			if inner == nil {
+				return nil, refused
+			}
+			return nil, joinRefusals(append([]error{refused}, c.innerRefusals(inner, what)...))
+		}
 		switch {
-		case rs.Lateral:
-			return nil, c.errf(-1, "%s is LATERAL; LATERAL subqueries are not supported in a transform — join its tables in the outer FROM and put its conditions in WHERE", what)
-		case inner == nil:
-			return nil, c.errf(-1, "%s is not a SELECT; only a SELECT can be flattened into the outer query", what)
-		case (inner.LimitCount != nil || inner.LimitOffset != nil) && len(inner.SortClause) == 0:
-			return nil, c.errf(-1, "%s uses LIMIT or OFFSET without ORDER BY, which keeps arbitrary rows (in PostgreSQL too); add ORDER BY ending with a key, or remove the LIMIT", what)
-		case len(inner.LockingClause) > 0:
-			return nil, c.errf(-1, "%s uses FOR UPDATE/FOR SHARE, which is not supported in a transform; remove it (source rows are read without locking them)", what)
-		case len(inner.FromClause) == 0:
-			return nil, c.errf(-1, "%s reads no table; a transform reads tables", what)
 		case aggregates(inner) || len(inner.WindowClause) > 0 || hasWindow(inner) || needsTopK(inner):
 			// Its rows are groups, or carry values over other rows (a
 			// window): it is kept as an inner level, a transform of its
@@ -188,6 +184,28 @@ func (c *selectChecker) flattenItem(item *pg_query.Node, top bool, using []strin
 		}
 	}
 	return item, nil
+}
+
+// refusedDerived is the reason a derived table cannot be kept at all, or
+// nil.
+func (c *selectChecker) refusedDerived(rs *pg_query.RangeSubselect, inner *pg_query.SelectStmt, what string) error {
+	switch {
+	case rs.Lateral:
+		return c.errf(-1, "%s is LATERAL; LATERAL subqueries are not supported in a transform — join its tables in the outer FROM and put its conditions in WHERE", what)
+	case inner == nil:
+		return c.errf(-1, "%s is not a SELECT; only a SELECT can be flattened into the outer query", what)
+	case (inner.LimitCount != nil || inner.LimitOffset != nil) && len(inner.SortClause) == 0:
+		loc := nodeLocation(inner.LimitCount)
+		if inner.LimitCount == nil {
+			loc = nodeLocation(inner.LimitOffset)
+		}
+		return c.errf(loc, "%s uses LIMIT or OFFSET without ORDER BY, which keeps arbitrary rows (in PostgreSQL too); add ORDER BY ending with a key, or remove the LIMIT", what)
+	case len(inner.LockingClause) > 0:
+		return c.errf(-1, "%s uses FOR UPDATE/FOR SHARE, which is not supported in a transform; remove it (source rows are read without locking them)", what)
+	case len(inner.FromClause) == 0:
+		return c.errf(-1, "%s reads no table; a transform reads tables", what)
+	}
+	return nil
 }
 
 // pullUp flattens a derived table that only projects and filters into

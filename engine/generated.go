@@ -71,11 +71,14 @@ func readsNoTable(sel *pg_query.SelectStmt) bool {
 func hasTable(n *pg_query.Node) bool {
 	found := false
 	walk(n.ProtoReflect(), func(m proto.Message) bool {
-		switch m.(type) {
+		switch x := m.(type) {
 		case *pg_query.SubLink:
 			return false // a subquery's tables are not FROM items
 		case *pg_query.RangeVar:
 			found = true
+		case *pg_query.RangeFunction:
+			// A recursive CTE's reference reads its terms' tables.
+			found = recursiveCall(x) != ""
 		}
 		return !found
 	})
@@ -90,8 +93,8 @@ func isValues(rs *pg_query.RangeSubselect) bool {
 
 // isGenerated reports whether a FROM item is a function or a VALUES list.
 func isGenerated(n *pg_query.Node) bool {
-	if n.GetRangeFunction() != nil {
-		return true
+	if rf := n.GetRangeFunction(); rf != nil {
+		return recursiveCall(rf) == "" // a recursive CTE's reference is a level
 	}
 	rs := n.GetRangeSubselect()
 	return rs != nil && isValues(rs)
@@ -105,7 +108,7 @@ func readsGenerated(n *pg_query.Node) bool {
 	walk(n.ProtoReflect(), func(m proto.Message) bool {
 		switch x := m.(type) {
 		case *pg_query.RangeFunction:
-			found = true
+			found = recursiveCall(x) == "" // a recursive CTE's reference is a level
 		case *pg_query.RangeSubselect:
 			found = found || isValues(x)
 		}

@@ -1,9 +1,11 @@
 package engine
 
 // groupby.go owns GROUP BY: ordinals and output names resolved to
-// expressions, each select item tied to its group expression (groupBy), and
-// the catalog check that a name resolved through an output alias does not
-// also name a source column (checkGroupAliases).
+// expressions, each select item tied to its group expression (groupBy),
+// columns functionally dependent on a grouped primary key kept as group
+// columns of their own (dependentKey, ADR 0037), and the catalog check that
+// a name resolved through an output alias does not also name a source
+// column (checkGroupAliases).
 
 import (
 	"context"
@@ -105,6 +107,16 @@ func (c *selectChecker) tieItems(sel *pg_query.SelectStmt, items []*selectItem, 
 				break
 			}
 		}
+		if it.t.Group < 0 && it.t.Column != "" && c.qualified && q.Grouping == nil {
+			// PostgreSQL accepted the qualified text, so the column is
+			// functionally dependent on a grouped primary key (ADR 0037).
+			k, err := c.dependentKey(it.node, fmt.Sprintf("select list item %s", it.t.Expr), q)
+			if err != nil {
+				return err
+			}
+			it.t.Group = k
+			keys = c.groupKeys
+		}
 		if it.t.Group < 0 {
 			// An expression over GROUP BY expressions (region || '!'): kept
 			// as a projection of the group's state, as PostgreSQL computes
@@ -115,6 +127,32 @@ func (c *selectChecker) tieItems(sel *pg_query.SelectStmt, items []*selectItem, 
 	// A GROUP BY expression the select list does not name is kept in a
 	// hidden column of the target: it is part of the target's key.
 	return nil
+}
+
+// dependentKey makes column reference n, which no GROUP BY expression
+// matches, a group key of its own and returns its index. It is called only
+// on text PostgreSQL analysed and wrote back (c.qualified), where such a
+// column can only be functionally dependent on a grouped primary key:
+// grouping by the key and the columns that depend on it makes the same
+// groups, so the target stays exact (ADR 0037).
+func (c *selectChecker) dependentKey(n *pg_query.Node, clause string, q *Query) (int, error) {
+	key, err := c.compareKey(n, clause)
+	if err != nil {
+		return 0, err
+	}
+	for k, g := range c.groupKeys {
+		if g == key {
+			return k, nil
+		}
+	}
+	deparsed, err := c.deparse(n, clause)
+	if err != nil {
+		return 0, err
+	}
+	c.groupKeys = append(c.groupKeys, key)
+	q.GroupBy = append(q.GroupBy, deparsed)
+	q.GroupByAlias = append(q.GroupByAlias, "")
+	return len(c.groupKeys) - 1, nil
 }
 
 // checkGroupAliases refuses a GROUP BY name that the parser resolved to an

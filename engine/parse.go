@@ -84,7 +84,7 @@ func ParseStatements(script string) ([]Statement, error) {
 		return nil, err
 	}
 	if len(stmts) == 0 {
-		return nil, terr.New(terr.Validation, "script: no statement found; write CREATE TRANSFORM, PAUSE TRANSFORM, RESUME TRANSFORM or DROP TRANSFORM")
+		return nil, terr.New(terr.Validation, "script: no statement found; write %s", statementWords)
 	}
 	return stmts, nil
 }
@@ -114,6 +114,17 @@ func (p *stmtParser) parse() (Statement, error) {
 			return Statement{}, err
 		}
 		st := Statement{Kind: kind}
+		if p.word(0) == "all" {
+			if kind == PauseTransform {
+				return Statement{}, p.errHere("PAUSE TRANSFORM ALL is not supported; pause each transform by name (RESUME TRANSFORM ALL resumes every transform the system paused)")
+			}
+			p.i++
+			st.All, p.label = true, "RESUME TRANSFORM ALL"
+			if p.i < len(p.toks) {
+				return Statement{}, p.errHere("unexpected %s after RESUME TRANSFORM ALL; end the statement with ';'", p.found())
+			}
+			return st, nil
+		}
 		if err := p.name(&st); err != nil {
 			return Statement{}, err
 		}
@@ -132,9 +143,40 @@ func (p *stmtParser) parse() (Statement, error) {
 			return Statement{}, err
 		}
 		return st, p.expectEnd()
+	case "alter":
+		return p.parseAlter()
+	case "request":
+		p.i++
+		if err := p.expect("backfill", "REQUEST", "; write REQUEST BACKFILL OF table"); err != nil {
+			return Statement{}, err
+		}
+		if err := p.expect("of", "REQUEST BACKFILL", "; write REQUEST BACKFILL OF table"); err != nil {
+			return Statement{}, err
+		}
+		st := Statement{Kind: RequestBackfill}
+		if err := p.qualified(&st.Schema, &st.Name, "a table name"); err != nil {
+			return Statement{}, err
+		}
+		p.label = fmt.Sprintf("table %q", qualifiedLabel(st.Schema, st.Name))
+		if p.i < len(p.toks) {
+			return Statement{}, p.errHere("unexpected %s after the table name; end the statement with ';'", p.found())
+		}
+		return st, nil
 	default:
-		return Statement{}, p.errHere("expected CREATE TRANSFORM, PAUSE TRANSFORM, RESUME TRANSFORM or DROP TRANSFORM, found %s", p.found())
+		return Statement{}, p.errHere("expected %s, found %s", statementWords, p.found())
 	}
+}
+
+// statementWords are the statements a script may hold, for the error
+// naming what was expected.
+const statementWords = "CREATE TRANSFORM, ALTER TRANSFORM, PAUSE TRANSFORM, RESUME TRANSFORM, DROP TRANSFORM or REQUEST BACKFILL"
+
+// qualifiedLabel is [schema.]name as an error names it.
+func qualifiedLabel(schema, name string) string {
+	if schema != "" {
+		return schema + "." + name
+	}
+	return name
 }
 
 func (p *stmtParser) parseCreate() (Statement, error) {
@@ -246,41 +288,47 @@ func (p *stmtParser) expectEnd() error {
 	return nil
 }
 
-// name parses `[schema.]name` into st and sets the error label.
+// name parses a transform's `[schema.]name` into st and sets the error
+// label.
 func (p *stmtParser) name(st *Statement) error {
-	first, err := p.ident()
-	if err != nil {
+	if err := p.qualified(&st.Schema, &st.Name, "a transform name"); err != nil {
 		return err
 	}
-	if p.i < len(p.toks) && p.toks[p.i].Token == pg_query.Token_ASCII_46 {
-		p.i++
-		second, err := p.ident()
-		if err != nil {
-			return err
-		}
-		if p.i < len(p.toks) && p.toks[p.i].Token == pg_query.Token_ASCII_46 {
-			return p.errHere("a transform name has at most two parts (schema.name)")
-		}
-		st.Schema, st.Name = first, second
-	} else {
-		st.Name = first
-	}
-	label := st.Name
-	if st.Schema != "" {
-		label = st.Schema + "." + st.Name
-	}
-	p.label = fmt.Sprintf("transform %q", label)
+	p.label = fmt.Sprintf("transform %q", qualifiedLabel(st.Schema, st.Name))
 	if strings.HasPrefix(st.Name, reservedPrefix) {
 		return terr.New(terr.Validation, "%s: names beginning with %q are reserved for trellis's hidden columns and tables; choose another name", p.label, reservedPrefix)
 	}
 	return nil
 }
 
+// qualified parses `[schema.]name` into schema and name; what names what
+// is expected ("a transform name").
+func (p *stmtParser) qualified(schema, name *string, what string) error {
+	first, err := p.ident(what)
+	if err != nil {
+		return err
+	}
+	if p.i < len(p.toks) && p.toks[p.i].Token == pg_query.Token_ASCII_46 {
+		p.i++
+		second, err := p.ident(what)
+		if err != nil {
+			return err
+		}
+		if p.i < len(p.toks) && p.toks[p.i].Token == pg_query.Token_ASCII_46 {
+			return p.errHere("%s has at most two parts (schema.name)", what)
+		}
+		*schema, *name = first, second
+		return nil
+	}
+	*name = first
+	return nil
+}
+
 // ident decodes one SQL identifier token: unquoted names fold to lower
 // case, double-quoted names are kept exactly.
-func (p *stmtParser) ident() (string, error) {
+func (p *stmtParser) ident(what string) (string, error) {
 	if p.i >= len(p.toks) {
-		return "", p.errHere("expected a transform name, found the end of the statement")
+		return "", p.errHere("expected %s, found the end of the statement", what)
 	}
 	t := p.toks[p.i]
 	text := p.text(t)
@@ -300,7 +348,7 @@ func (p *stmtParser) ident() (string, error) {
 	case t.KeywordKind != pg_query.KeywordKind_NO_KEYWORD:
 		return "", p.errHere("%q is a reserved word and cannot be a name unquoted; double-quote it or choose another name", text)
 	default:
-		return "", p.errHere("expected a transform name, found %s", p.found())
+		return "", p.errHere("expected %s, found %s", what, p.found())
 	}
 	if name == "" {
 		return "", p.errHere("a name cannot be empty")

@@ -53,6 +53,11 @@ type Plan struct {
 	// SearchPath is the search_path the definition was validated under;
 	// appliers use it so unqualified functions resolve the same way.
 	SearchPath string `json:"search_path"`
+	// Settings are the defining session's settings that built-ins read
+	// (TimeZone, DateStyle, …; settings.go): every session that evaluates
+	// the query applies them, so the target never depends on the runner's
+	// or the server's defaults (ADR 0037). Plans stored before have none.
+	Settings []Setting `json:"settings,omitempty"`
 	// Sources are the FROM tables, one per FROM item (ADR 0010).
 	Sources []Source `json:"sources"`
 	// From is the FROM clause over the resolved tables when there are

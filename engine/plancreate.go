@@ -56,7 +56,11 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 	if st.TargetName != "" {
 		target = st.TargetName
 	}
-	p := &Plan{SearchPath: searchPath, Target: Rel{Schema: schema, Name: target}, Where: q.Where, Outer: q.Outer, Cover: q.Cover, Views: q.Views}
+	settings, err := recordSettings(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{SearchPath: searchPath, Settings: settings, Target: Rel{Schema: schema, Name: target}, Where: q.Where, Outer: q.Outer, Cover: q.Cover, Views: q.Views}
 	if q.Recursive != nil {
 		// The level of a recursive CTE, kept by anchor (ADR 0035).
 		return planRecursive(ctx, db, p, instanceSchema, q)
@@ -136,14 +140,6 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 	for _, t := range q.Targets {
 		p.Visible = append(p.Visible, t.Name)
 	}
-	if err := checkImmutable(ctx, db, name, p.selectSQL(q)); err != nil {
-		return nil, err
-	}
-	if len(p.Ordinals) > 0 {
-		if err := checkGeneratedVolatility(ctx, db, name, p.FromSQL()); err != nil {
-			return nil, err
-		}
-	}
 	for _, a := range q.Aggs {
 		if a.User {
 			if err := checkUserAggregates(ctx, db, name, p.selectSQL(q)); err != nil {
@@ -167,7 +163,15 @@ func PlanCreate(ctx context.Context, db DB, instanceSchema, schema string, st *S
 	if err != nil {
 		return nil, queryError(name, err)
 	}
-	if err := checkMutability(ctx, db, name, p, q); err != nil {
+	// Both checks run, so one error names every function refused: the
+	// index test per expression, then the view's dependencies for what it
+	// cannot see (user SQL functions it inlines; the built-ins are its).
+	named, mutErr := checkMutability(ctx, db, name, p, q)
+	refusals := []error{mutErr, checkImmutable(ctx, db, name, p.selectSQL(q), named)}
+	if len(p.Ordinals) > 0 {
+		refusals = append(refusals, checkGeneratedVolatility(ctx, db, name, p.FromSQL()))
+	}
+	if err := joinRefusals(refusals); err != nil {
 		return nil, err
 	}
 	// Planned, not only analyzed: a query PostgreSQL parses but cannot

@@ -120,6 +120,13 @@ func parseRecursive(label, text string, qualified bool) (*Query, error) {
 		rv.Relname, rv.Alias = SelfTable, &pg_query.Alias{Aliasname: selfRef}
 	}
 	term := func(sel *pg_query.SelectStmt, part string) (*Query, error) {
+		for _, it := range sel.FromClause {
+			if readsGenerated(it) {
+				// Its rows would need an ordinal in the path identity,
+				// which the anchor re-derive does not carry (ADR 0035).
+				return nil, terr.New(terr.Validation, "%s: %s reads a function or VALUES list in FROM; %s — expand the function in the outer query, over the recursive CTE", what, part, keptForm)
+			}
+		}
 		for i, t := range sel.TargetList {
 			if rt := t.GetResTarget(); rt != nil && i < len(rs.Columns) {
 				// The CTE's column list names the term's outputs.

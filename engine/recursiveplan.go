@@ -229,6 +229,10 @@ func planRecursive(ctx context.Context, db DB, p *Plan, instanceSchema string, q
 	if err := checkSetReturning(ctx, db, name, rs); err != nil {
 		return nil, err
 	}
+	// Both terms' expressions by the index test, then the CTE as written
+	// by its view's dependencies: one error names every refused call.
+	var refusals []error
+	named := map[string]bool{}
 	for _, term := range []struct {
 		q    *Query
 		srcs []int
@@ -237,14 +241,16 @@ func planRecursive(ctx context.Context, db DB, p *Plan, instanceSchema string, q
 		for _, i := range term.srcs {
 			srcs = append(srcs, p.Sources[i])
 		}
-		if err := checkMutability(ctx, db, name, &Plan{Sources: srcs}, term.q); err != nil {
-			return nil, err
+		n, err := checkMutability(ctx, db, name, &Plan{Sources: srcs}, term.q)
+		refusals = append(refusals, err)
+		for k, v := range n {
+			named[k] = named[k] || v
 		}
 	}
 	// The CTE as written, over the resolved tables: PostgreSQL types its
 	// columns (and refuses what it refuses in a recursive query).
 	written := rs.written(r)
-	if err := checkImmutable(ctx, db, name, written); err != nil {
+	if err := joinRefusals(append(refusals, checkImmutable(ctx, db, name, written, named))); err != nil {
 		return nil, err
 	}
 	outTypes, err := describeStored(ctx, db, written)

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/trellis-repl/trellis-repl/internal/terr"
 )
@@ -52,6 +53,26 @@ func (c *selectChecker) checkClauses(sel *pg_query.SelectStmt) error {
 		add(c.errf(-1, "FOR UPDATE/FOR SHARE is not supported in a transform; remove it (source rows are read without locking them)"))
 	}
 	return joinRefusals(errs)
+}
+
+// innerRefusals are the parts of a refused derived table that would be
+// refused on their own — TABLESAMPLE, FOR UPDATE/SHARE and calls that read
+// the clock, at any depth — so that one error names them with the reason
+// the derived table itself is refused.
+func (c *selectChecker) innerRefusals(inner *pg_query.SelectStmt, what string) []error {
+	var errs []error
+	walk(inner.ProtoReflect(), func(m proto.Message) bool {
+		switch x := m.(type) {
+		case *pg_query.RangeTableSample:
+			errs = append(errs, c.errf(x.Location, "%s: TABLESAMPLE is not supported in a transform; remove it (a transform covers every row)", what))
+		case *pg_query.SelectStmt:
+			if x != inner && len(x.LockingClause) > 0 {
+				errs = append(errs, c.errf(-1, "%s: FOR UPDATE/FOR SHARE is not supported in a transform; remove it (source rows are read without locking them)", what))
+			}
+		}
+		return true
+	})
+	return append(errs, c.checkVolatile(&pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: inner}}, what))
 }
 
 // withRefusal refuses a WITH clause the engine cannot keep (a

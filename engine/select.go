@@ -63,6 +63,10 @@ type selectChecker struct {
 	// expandRecursive: a recursive CTE's term selects *, which
 	// PostgreSQL expands (recursive.go).
 	expandRecursive bool
+	// needsCatalog: a column outside aggregates matches no GROUP BY
+	// expression by text; PostgreSQL resolves and checks it when the
+	// definition is expanded (ADR 0037).
+	needsCatalog bool
 	// fromRefused: a FROM item was refused, so tables lists only part of
 	// FROM and a qualifier it lacks may name a table it never reached —
 	// not a mistake of its own to report.
@@ -109,35 +113,54 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 	if sel == nil {
 		return nil, c.errf(0, "the query after AS must be a SELECT")
 	}
+	atTimeZoneAsCalls(tree.Stmts[0].Stmt)
 	// The definition as written is what the catalog shows; the rewrites
 	// below only change how it is kept.
 	original, err := pg_query.Deparse(tree)
 	if err != nil {
 		return nil, terr.Wrap(terr.Internal, err, "%s: deparse the query: %v", label, err)
 	}
-	// WITH first: its CTEs become derived tables where they are read.
+	// Every unsupported part is found before refusing, so one error names
+	// them all; checks that depend on an earlier part only run when it
+	// passed, and a part that stops the checks is refused with those
+	// found before it.
+	var errs []error
+	keep := func(err error) bool {
+		errs = append(errs, err)
+		return err == nil
+	}
+	expand := func() (*Query, error) {
+		if err := joinRefusals(errs); err != nil {
+			return nil, err
+		}
+		return &Query{SQL: original, Expand: true}, nil
+	}
+	// A data-modifying CTE is refused and left out, so the rest is
+	// checked; then WITH: its CTEs become derived tables where they are
+	// read.
+	keep(c.dropModifyingCTEs(tree.Stmts[0].Stmt))
 	if _, err := c.inlineWith(tree.Stmts[0].Stmt, nil); err != nil {
-		return nil, err
+		return nil, joinRefusals(append(errs, err))
 	}
 	if c.expandRecursive && !qualified {
-		return &Query{SQL: original, Expand: true}, nil
+		return expand()
 	}
 	// Set operations next: each is a SELECT over its branches (setop.go).
 	if err := c.rewriteSetOps(tree.Stmts[0].Stmt); err != nil {
-		return nil, err
+		return nil, joinRefusals(append(errs, err))
 	}
 	if readsNoTable(sel) {
-		return nil, c.errf(-1, noTableRefusal)
+		return nil, joinRefusals(append(errs, c.errf(-1, noTableRefusal)))
 	}
 	if c.setOps > 0 && !qualified || !qualified && rewritesQualified(tree.Stmts[0].Stmt) {
 		// PostgreSQL validates the set operation as written (its own
 		// sentence names UNION, not the join it becomes) and qualifies
 		// every reference in the branches; the expanded query is kept.
-		return &Query{SQL: original, Expand: true}, nil
+		return expand()
 	}
 	// Named windows are written into their calls (window.go).
 	if err := c.inlineWindows(sel); err != nil {
-		return nil, err
+		return nil, joinRefusals(append(errs, err))
 	}
 	c.refNameUses = refNameUses(tree.Stmts[0].Stmt)
 	if selectsStar(sel) {
@@ -153,32 +176,24 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 		err := c.checkClauses(sel)
 		sel.DistinctClause = distinct
 		if err != nil {
-			return nil, err
+			return nil, joinRefusals(append(errs, err))
 		}
-		return &Query{SQL: original, Expand: true}, nil
-	}
-	// Every unsupported part is found before refusing, so one error names
-	// them all; checks that depend on an earlier part only run when it
-	// passed.
-	var errs []error
-	keep := func(err error) bool {
-		errs = append(errs, err)
-		return err == nil
+		return expand()
 	}
 	if needsTopK(sel) {
 		// The first rows of an order: a window and a filter on it
 		// (topk.go), over the qualified text, where ORDER BY names no
 		// output alias a window could not read.
 		if !qualified {
-			return &Query{SQL: original, Expand: true}, nil
+			return expand()
 		}
 		if err := c.rewriteTopK(sel); err != nil {
-			return nil, err
+			return nil, joinRefusals(append(errs, err))
 		}
 	}
 	distinctOverWindows(sel)
 	if err := c.distinctAsGroupBy(sel); err != nil {
-		return nil, err
+		return nil, joinRefusals(append(errs, err))
 	}
 	if !keep(c.checkClauses(sel)) && (len(sel.FromClause) == 0 || sel.Larg != nil) {
 		return nil, joinRefusals(errs)
@@ -187,20 +202,20 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 		// A subquery read over groups (aggsplit.go): the query over its
 		// grouped rows, once PostgreSQL has qualified every reference.
 		if !qualified {
-			return &Query{SQL: original, Expand: true}, nil
+			return expand()
 		}
 		if err := c.splitAggregate(sel); err != nil {
-			return nil, err
+			return nil, joinRefusals(append(errs, err))
 		}
 	}
 	if hasLateral(sel) && joinRefusals(errs) == nil {
 		// LATERAL subqueries as derived tables joined on their
 		// correlations (lateral.go), once every reference is qualified.
 		if !qualified {
-			return &Query{SQL: original, Expand: true}, nil
+			return expand()
 		}
 		if err := c.rewriteLateral(sel); err != nil {
-			return nil, err
+			return nil, joinRefusals(append(errs, err))
 		}
 	}
 	c.windows = hasWindow(sel) && !aggregates(sel)
@@ -226,25 +241,28 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 	if sel.WhereClause != nil {
 		if keep(c.checkExpr(sel.WhereClause, "WHERE", "aggregate functions are not allowed in WHERE (%s); WHERE filters source rows before grouping, remove the aggregate")) {
 			if q.Where, err = c.deparse(sel.WhereClause, "WHERE"); err != nil {
-				return nil, err
+				return nil, joinRefusals(append(errs, err))
 			}
 		}
 	}
 	items, err := c.selectList(sel)
 	if keep(err) && fromOK && joinRefusals(errs) == nil {
 		if keep(c.groupBy(sel, items, q)) && q.Aggregate {
-			keep(c.composedItems(sel, items, c.groupKeys, q))
+			keep(c.composedItems(sel, items, q))
 		}
 	}
 	if err := joinRefusals(errs); err != nil {
 		return nil, err
+	}
+	if c.needsCatalog {
+		return expand()
 	}
 	for _, it := range items {
 		q.Targets = append(q.Targets, it.t)
 	}
 	if c.windows {
 		if q.Window, err = c.windowSpec(sel, items); err != nil {
-			return nil, err
+			return nil, joinRefusals(append(errs, err))
 		}
 	}
 	for _, cn := range columnNames(&pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: sel}}) {
@@ -253,7 +271,7 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 	q.SQL = original
 	if !qualified && hasSublinks(tree.Stmts[0].Stmt) {
 		// Checked; kept once PostgreSQL has qualified its references.
-		return &Query{SQL: original, Expand: true}, nil
+		return expand()
 	}
 	if q.Rewritten, err = pg_query.Deparse(tree); err != nil {
 		return nil, terr.Wrap(terr.Internal, err, "%s: deparse the query: %v", label, err)

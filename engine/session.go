@@ -16,7 +16,8 @@ import (
 // build step: the transform's Applier is attached to it for the turn
 // (Applier.Attach) and detached after. A session remembers what it was
 // prepared for: the settings every applier needs, once; per transform, its
-// search_path and its temporary tables, named after the transform so that
+// search_path and recorded settings (ADR 0037) and its temporary tables,
+// named after the transform so that
 // several transforms' tables live side by side. A transform that comes
 // back to a session it used recently pays nothing to start its turn.
 type Session struct {
@@ -24,6 +25,11 @@ type Session struct {
 	cfg        *pgx.ConnConfig
 	version    int
 	searchPath string
+	// defaults are the recorded settings' values the session opened with
+	// (after the appliers' pins); settings what they are now. A transform
+	// without recorded settings runs under the defaults.
+	defaults map[string]string
+	settings map[string]string
 	// prepared are the transforms whose temporary tables exist on the
 	// session, least recently used first (at most maxPrepared), each with
 	// the applier it was prepared for: a new applier (a worker started
@@ -71,6 +77,15 @@ func OpenSession(ctx context.Context, cfg *pgx.ConnConfig, name string) (*Sessio
 			return nil, fmt.Errorf("set %s: %w", kv[0], err)
 		}
 	}
+	defaults, err := recordSettings(ctx, conn)
+	if err != nil {
+		conn.Close(ctx)
+		return nil, err
+	}
+	s.defaults, s.settings = map[string]string{}, map[string]string{}
+	for _, d := range defaults {
+		s.defaults[d.Name], s.settings[d.Name] = d.Value, d.Value
+	}
 	return s, nil
 }
 
@@ -100,6 +115,9 @@ func (s *Session) prepare(ctx context.Context, a *Applier) error {
 		}
 		s.searchPath = a.Plan.SearchPath
 	}
+	if err := s.applySettings(ctx, a.Plan.Settings); err != nil {
+		return err
+	}
 	i := slices.IndexFunc(s.prepared, func(p prepared) bool { return p.id == a.ID })
 	if i >= 0 && s.prepared[i].by == a {
 		p := s.prepared[i]
@@ -126,6 +144,32 @@ func (s *Session) prepare(ctx context.Context, a *Applier) error {
 		}
 	}
 	s.prepared = append(s.prepared, prepared{id: a.ID, by: a, temps: a.Stmts.temps})
+	return nil
+}
+
+// applySettings sets the session to a transform's recorded settings, or
+// back to its defaults for those the transform did not record; only what
+// differs is set.
+func (s *Session) applySettings(ctx context.Context, recorded []Setting) error {
+	want := make(map[string]string, len(s.defaults))
+	for k, v := range s.defaults {
+		want[k] = v
+	}
+	for _, r := range recorded {
+		want[r.Name] = r.Value
+	}
+	var changed [][2]string
+	for _, name := range recordedSettings {
+		if v, ok := want[name]; ok && s.settings[name] != v {
+			changed = append(changed, [2]string{name, v})
+		}
+	}
+	if err := setConfig(ctx, s.conn, changed, false); err != nil {
+		return fmt.Errorf("apply the definition's settings: %w", err)
+	}
+	for _, kv := range changed {
+		s.settings[kv[0]] = kv[1]
+	}
 	return nil
 }
 

@@ -273,29 +273,44 @@ func Revalidate(ctx context.Context, db DB, name string, p *Plan) error {
 // revalidateSource checks that one source table still exists with the
 // same identity and key.
 func revalidateSource(ctx context.Context, db DB, name string, src Source) error {
+	_, err := findSource(ctx, db, name, src, func(oid uint32) error {
+		if oid != src.OID {
+			return terr.New(terr.Validation, "transform %q: its FROM table %s.%s was dropped and recreated; DROP TRANSFORM %s and create it again",
+				name, src.Schema, src.Name, name)
+		}
+		return nil
+	})
+	return err
+}
+
+// findSource finds a source table by its schema-qualified name and
+// checks its key is the plan's; same judges the OID found before the key
+// is read (nil: any OID).
+func findSource(ctx context.Context, db DB, name string, src Source, same func(oid uint32) error) (uint32, error) {
 	var oid uint32
 	err := db.QueryRow(ctx, `SELECT coalesce(to_regclass($1)::oid, 0)`, src.Ident()).Scan(&oid)
 	if err != nil {
-		return fmt.Errorf("look for source: %w", err)
+		return 0, fmt.Errorf("look for source: %w", err)
 	}
 	if oid == 0 {
-		return terr.New(terr.NotFound, "transform %q: its FROM table %s.%s no longer exists; recreate it, or DROP TRANSFORM %s",
+		return 0, terr.New(terr.NotFound, "transform %q: its FROM table %s.%s no longer exists; recreate it, or DROP TRANSFORM %s",
 			name, src.Schema, src.Name, name)
 	}
-	if oid != src.OID {
-		return terr.New(terr.Validation, "transform %q: its FROM table %s.%s was dropped and recreated; DROP TRANSFORM %s and create it again",
-			name, src.Schema, src.Name, name)
+	if same != nil {
+		if err := same(oid); err != nil {
+			return 0, err
+		}
 	}
 	key, err := sourceKey(ctx, db, oid)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	same := len(key) == len(src.Key)
-	for i := 0; same && i < len(key); i++ {
-		same = key[i].Name == src.Key[i].Name && key[i].Type == src.Key[i].Type
+	ok := len(key) == len(src.Key)
+	for i := 0; ok && i < len(key); i++ {
+		ok = key[i].Name == src.Key[i].Name && key[i].Type == src.Key[i].Type
 	}
-	if !same {
-		return terr.New(terr.Validation, "transform %q: the primary key of %s.%s changed; DROP TRANSFORM %s and create it again", name, src.Schema, src.Name, name)
+	if !ok {
+		return 0, terr.New(terr.Validation, "transform %q: the primary key of %s.%s changed; DROP TRANSFORM %s and create it again", name, src.Schema, src.Name, name)
 	}
-	return nil
+	return oid, nil
 }

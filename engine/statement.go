@@ -15,7 +15,23 @@ const (
 	PauseTransform
 	ResumeTransform
 	DropTransform
+	// RequestBackfill is REQUEST BACKFILL OF table: every transform reading
+	// the table re-derives all of its keys (ADR 0040). Schema and Name are
+	// the table's.
+	RequestBackfill
+	// AlterTransform is ALTER TRANSFORM name clause, …: computed columns
+	// added, dropped or given a new expression (ADR 0041); Alter holds
+	// the clauses in order.
+	AlterTransform
 )
+
+// AlterClause is one clause of ALTER TRANSFORM: Op is "add", "drop" or
+// "alter"; Expr, for add and alter, is the expression as written.
+type AlterClause struct {
+	Op     string
+	Column string
+	Expr   string
+}
 
 // Statement is one parsed and syntactically validated statement.
 type Statement struct {
@@ -33,11 +49,17 @@ type Statement struct {
 	// Name (a redefinition's shadow table).
 	TargetName string
 	IfExists   bool // DROP TRANSFORM IF EXISTS
+	// All: RESUME TRANSFORM ALL, every transform the system paused or
+	// quarantined (Name is empty). ALL is a reserved word, so no transform
+	// is named by it unquoted.
+	All bool
 	// WithoutSourceIndex: CREATE TRANSFORM name WITHOUT SOURCE INDEX AS …,
 	// the user's acknowledgement of the source indexes a join lacks.
 	WithoutSourceIndex bool
 	// Query is set for CreateTransform.
 	Query *Query
+	// Alter are an AlterTransform's clauses.
+	Alter []AlterClause
 }
 
 // Query is the validated shape of a transform's SELECT. Every expression is

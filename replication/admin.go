@@ -240,8 +240,19 @@ func EnsureSlot(ctx context.Context, q Querier, slot string) (created bool, cons
 		}
 		return false, info.ConfirmedFlush, nil
 	}
+	var version int
+	if err := q.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		return false, 0, fmt.Errorf("replication: read the server version: %w", err)
+	}
+	create := `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`
+	if version >= 170000 {
+		// A failover slot (PostgreSQL 17+): a standby that synchronizes
+		// slots (sync_replication_slots) keeps it, so a promoted standby
+		// still has it (ADR 0039; docs/operations.md says what to set).
+		create = `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput', false, false, true)`
+	}
 	var lsn string
-	err = q.QueryRow(ctx, `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`, slot).Scan(&lsn)
+	err = q.QueryRow(ctx, create, slot).Scan(&lsn)
 	if err != nil {
 		if pgCode(err) == "42710" { // created concurrently
 			return EnsureSlot(ctx, q, slot)

@@ -51,6 +51,13 @@ func (d Diff) Equal() bool { return d.Missing == 0 && d.Extra == 0 }
 // Every column type must have an equality operator (json and point do not;
 // cast them, e.g. to jsonb or text, in both the target and the query).
 func Compare(ctx context.Context, conn Querier, target pgx.Identifier, columns []string, query string) (Diff, error) {
+	return CompareUnder(ctx, conn, target, columns, query, nil)
+}
+
+// CompareUnder is Compare with the query evaluated under settings (name,
+// value pairs set for the comparison's transaction): the settings the
+// definition recorded, which its built-ins read (TimeZone, DateStyle, …).
+func CompareUnder(ctx context.Context, conn Querier, target pgx.Identifier, columns []string, query string, settings [][2]string) (Diff, error) {
 	if len(target) == 0 {
 		return Diff{}, terr.New(terr.Validation, "self-check: no target table given")
 	}
@@ -77,6 +84,16 @@ func Compare(ctx context.Context, conn Querier, target pgx.Identifier, columns [
 	}
 	// Read-only: rolling back discards nothing.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if len(settings) > 0 {
+		// One statement for them all: a comparison is often one of many.
+		names, values := make([]string, len(settings)), make([]string, len(settings))
+		for i, kv := range settings {
+			names[i], values[i] = kv[0], kv[1]
+		}
+		if _, err := tx.Exec(ctx, `SELECT set_config(n, v, true) FROM unnest($1::text[], $2::text[]) AS s(n, v)`, names, values); err != nil {
+			return Diff{}, fmt.Errorf("self-check of %s: set the definition's settings: %w", target.Sanitize(), err)
+		}
+	}
 
 	var d Diff
 	if d.Missing, d.MissingSample, err = exceptAll(ctx, tx, fromQuery, fromTarget); err != nil {

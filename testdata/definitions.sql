@@ -42,14 +42,25 @@ CREATE TRANSFORM x AS SELECT id, random() AS r FROM fact;
 -- refuse validation: now() is not immutable
 CREATE TRANSFORM x AS SELECT f.id FROM fact f JOIN dim d ON d.id = f.d1 WHERE f.t < now();
 
--- refuse validation: select list item 2 (t::date) is not immutable
-CREATE TRANSFORM x AS SELECT id, t::date AS d FROM fact;
+-- Stable built-ins that read only session settings: accepted, the
+-- settings recorded with the plan (ADR 0037).
+-- accept
+CREATE TRANSFORM tz_date AS SELECT id, t::date AS d, t::text AS txt, format('%s@%s', id, t) AS f FROM fact;
 
--- refuse validation: GROUP BY item 1 (to_char(t, 'YYYY')) is not immutable
-CREATE TRANSFORM x AS SELECT to_char(t, 'YYYY') AS y, count(*) AS n FROM fact GROUP BY 1;
+-- accept
+CREATE TRANSFORM tz_year AS SELECT to_char(t, 'YYYY') AS y, count(*) AS n FROM fact GROUP BY 1;
 
--- refuse validation: WHERE ((f.t + '1 day'::interval) > '2026-01-02'::timestamptz) is not immutable
-CREATE TRANSFORM x AS SELECT f.id FROM fact f JOIN dim d ON d.id = f.d1 WHERE f.t + interval '1 day' > '2026-01-02'::timestamptz;
+-- accept
+CREATE TRANSFORM tz_plus AS SELECT f.id FROM fact f JOIN dim d ON d.id = f.d1 WHERE f.t + interval '1 day' > '2026-01-02'::timestamptz;
+
+-- accept
+CREATE TRANSFORM tz_last AS SELECT s, date_trunc('day', max(t)) AS last_day, count(*) AS n FROM fact GROUP BY s HAVING max(t)::date > '2026-01-01';
+
+-- refuse validation: select list item 2 (age(t)) calls age(timestamp with time zone) (stable), which reads more than the session settings recorded with the transform
+CREATE TRANSFORM x AS SELECT id, age(t) AS a FROM fact;
+
+-- refuse validation: calls date_in(cstring) (stable), which reads more than the session settings recorded with the transform (the clock, the database or the session), so it could not be kept equal to the query as rows are re-derived at different times; read text as a date or time through a format instead, e.g. to_date(x, 'YYYY-MM-DD')
+CREATE TRANSFORM x AS SELECT id, s::date AS d FROM fact;
 
 -- refuse validation: could not identify an equality operator for type json, so it cannot key a group
 CREATE TRANSFORM x AS SELECT j::json AS jj, count(*) AS n FROM fact GROUP BY 1;
@@ -186,11 +197,27 @@ CREATE TRANSFORM intersect_all AS SELECT d1 FROM fact INTERSECT ALL SELECT r FRO
 -- accept
 CREATE TRANSFORM except_all AS SELECT d2 FROM fact EXCEPT ALL SELECT r FROM dim;
 
--- refuse validation: does not read back as written after PostgreSQL's deparser renders it
-CREATE TRANSFORM x AS SELECT id, (t AT TIME ZONE 'UTC')::date AS day FROM fact;
+-- accept
+CREATE TRANSFORM utc_day AS SELECT id, (t AT TIME ZONE 'UTC')::date AS day FROM fact;
 
--- refuse validation: is neither a GROUP BY expression nor an aggregate
+-- Grouping as PostgreSQL reads it (ADR 0037): what it refuses, in its words.
+-- refuse validation: column "fact.v" must appear in the GROUP BY clause or be used in an aggregate function
 CREATE TRANSFORM x AS SELECT d2, v, count(*) AS n FROM fact GROUP BY d2;
+
+-- refuse validation: column "d.r" must appear in the GROUP BY clause or be used in an aggregate function
+CREATE TRANSFORM x AS SELECT d.name, d.r, count(*) AS n FROM fact f JOIN dim d ON d.id = f.d1 GROUP BY d.name;
+
+-- accept
+CREATE TRANSFORM dep_cols AS SELECT d.*, count(f.id) AS n, sum(f.v) AS s FROM dim d LEFT JOIN fact f ON f.d1 = d.id GROUP BY d.id;
+
+-- accept
+CREATE TRANSFORM dep_expr AS SELECT d.id, upper(d.name) AS u, d.r + 1 AS r1, count(*) AS n FROM fact f JOIN dim d ON d.id = f.d1 GROUP BY d.id HAVING d.r > 0;
+
+-- accept
+CREATE TRANSFORM group_names AS SELECT d.name, s, count(*) AS n FROM fact f JOIN dim d ON d.id = f.d1 GROUP BY name, f.s;
+
+-- accept
+CREATE TRANSFORM group_expr AS SELECT s || '!' AS bang, upper(s) AS up, count(*) AS n FROM fact GROUP BY s;
 
 -- accept
 CREATE TRANSFORM chain_total_up AS SELECT count(*) AS n FROM fact;

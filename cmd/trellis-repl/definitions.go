@@ -16,7 +16,7 @@ func cmdDefinitions(ctx context.Context, args []string, stdout io.Writer) error 
 	fs := flag.NewFlagSet("definitions", flag.ContinueOnError)
 	var c common
 	c.register(fs)
-	asJSON := fs.Bool("json", false, "print a JSON array (name, schema, sql, shape, target, columns, query, sources, state)")
+	asJSON := fs.Bool("json", false, "print a JSON array (name, schema, sql, shape, target, columns, query, sources, state, settings, reads, read_by)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -42,6 +42,15 @@ func cmdDefinitions(ctx context.Context, args []string, stdout io.Writer) error 
 		}
 		fmt.Fprintf(stdout, "%s  %s, %s into %s\n", d.Name, d.State, d.Shape, d.Target)
 		fmt.Fprintf(stdout, "  sources: %s\n", strings.Join(d.Sources, ", "))
+		if len(d.Settings) > 0 {
+			fmt.Fprintf(stdout, "  settings: %s\n", strings.Join(d.Settings, ", "))
+		}
+		if len(d.Reads) > 0 {
+			fmt.Fprintf(stdout, "  reads transforms: %s\n", strings.Join(d.Reads, ", "))
+		}
+		if len(d.ReadBy) > 0 {
+			fmt.Fprintf(stdout, "  read by: %s\n", strings.Join(d.ReadBy, ", "))
+		}
 		fmt.Fprintf(stdout, "  %s;\n", d.SQL)
 	}
 	return nil

@@ -1,9 +1,13 @@
 // Command trellis-repl keeps derived tables inside PostgreSQL equal to SQL
 // queries. It is a thin layer over the trellis package:
 //
-//	trellis-repl apply  --dsn URL (-f FILE | -e SQL)
+//	trellis-repl apply  --dsn URL (-f FILE | -e SQL) [--target-schema NAME]
+//	trellis-repl migrate --dsn URL [--schema NAME]
+//	trellis-repl backfill --dsn URL TABLE
+//	trellis-repl dump   --dsn URL [--append-to FILE]
 //	trellis-repl run    --dsn URL [--data-dir DIR] [--capture auto|logical|trigger]
 //	                    [--confirm local|applied] [--metrics-addr HOST:PORT]
+//	                    [--on-disruption pause|repair]
 //	trellis-repl status --dsn URL [--json | --check [--max-lag D] | --watch[=INTERVAL]] [NAME...]
 //	trellis-repl definitions --dsn URL [--json] [NAME...]
 //	trellis-repl await  --dsn URL [--timeout D] [NAME...]
@@ -42,11 +46,16 @@ import (
 )
 
 const usage = `usage:
-  trellis-repl apply  --dsn URL (-f FILE | -e SQL) [--schema NAME]
-  trellis-repl run    --dsn URL [--data-dir DIR] [--capture auto|logical|trigger]
+  trellis-repl apply  --dsn URL (-f FILE | -e SQL) [--schema NAME] [--target-schema NAME]
+  trellis-repl run    --dsn URL [--data-dir DIR] [--capture auto|logical|trigger] [--target-schema NAME]
                       [--confirm local|applied] [--metrics-addr HOST:PORT] [--schema NAME]
                       [--max-retained-wal SIZE] [--publication NAME] [--quarantine-after N]
                       [--self-check-every D] [--self-check-sample FRACTION]
+                      [--on-disruption pause|repair]
+  trellis-repl migrate --dsn URL [--schema NAME] [--target-schema NAME]   install or upgrade the catalog only
+  trellis-repl backfill --dsn URL TABLE       re-derive every transform reading TABLE (after a load capture missed)
+  trellis-repl dump --dsn URL [--append-to FILE]   definitions as a script apply -f replays; or append a
+                      restore section to a pg_dump --schema-only FILE
   trellis-repl status --dsn URL [--json | --check [--max-lag D] | --watch[=INTERVAL]] [--schema NAME] [NAME...]
   trellis-repl definitions --dsn URL [--json] [NAME...]        each definition with its sources and state
   trellis-repl await  --dsn URL [--timeout D] [NAME...]       wait until every write so far is in the targets
@@ -83,7 +92,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func runWithContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		fmt.Fprintln(stderr, "validation: no command given; use apply, run, status, definitions, await, doctor, held, release, quarantine, bench or version")
+		fmt.Fprintln(stderr, "validation: no command given; use apply, migrate, backfill, run, status, definitions, await, doctor, held, release, quarantine, bench or version")
 		return exitUsage
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -96,6 +105,12 @@ func runWithContext(ctx context.Context, args []string, stdout, stderr io.Writer
 	switch args[0] {
 	case "apply":
 		err = cmdApply(ctx, args[1:], stdout)
+	case "migrate":
+		err = cmdMigrate(ctx, args[1:], stdout)
+	case "backfill":
+		err = cmdBackfill(ctx, args[1:], stdout)
+	case "dump":
+		err = cmdDump(ctx, args[1:], stdout)
 	case "run":
 		err = cmdRun(ctx, args[1:], stderr, mask)
 	case "status":
@@ -199,6 +214,11 @@ type common struct {
 	schema string
 }
 
+// targetSchemaFlag registers --target-schema (Config.TargetSchema).
+func targetSchemaFlag(fs *flag.FlagSet) *string {
+	return fs.String("target-schema", "", "schema a transform named without one is created and looked up in (default: the connection's current schema)")
+}
+
 func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.dsn, "dsn", "", "PostgreSQL connection string (default TRELLIS_DATABASE_URL, then PG* variables)")
 	fs.StringVar(&c.schema, "schema", "trellis", "instance schema holding trellis-repl's catalog")
@@ -208,6 +228,7 @@ func cmdApply(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
 	var c common
 	c.register(fs)
+	target := targetSchemaFlag(fs)
 	file := fs.String("f", "", "file with definition statements (- for standard input)")
 	expr := fs.String("e", "", "definition statements")
 	if err := parse(fs, args); err != nil {
@@ -230,7 +251,7 @@ func cmdApply(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		script = string(b)
 	}
-	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema})
+	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, TargetSchema: *target})
 	if err != nil {
 		return err
 	}
@@ -239,12 +260,108 @@ func cmdApply(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	printResults(stdout, res)
+	return nil
+}
+
+// printResults prints what each statement did, with its notes.
+func printResults(stdout io.Writer, res []trellis.Result) {
 	for _, r := range res {
 		fmt.Fprintf(stdout, "%s %s: %s\n", r.Statement, r.Name, r.Action)
 		for _, n := range r.Notes {
 			fmt.Fprintf(stdout, "  note: %s\n", n)
 		}
 	}
+}
+
+// cmdMigrate installs or upgrades the instance's catalog and nothing
+// else (trellis.Migrate), for deployments whose services open with
+// Config.NoInstall.
+func cmdMigrate(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	var c common
+	c.register(fs)
+	target := targetSchemaFlag(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{"migrate takes no arguments"}
+	}
+	if err := trellis.Migrate(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, TargetSchema: *target}); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "catalog of instance %s is current\n", c.schema)
+	return nil
+}
+
+// cmdBackfill requests a backfill of a table (REQUEST BACKFILL OF).
+func cmdBackfill(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("backfill", flag.ContinueOnError)
+	var c common
+	c.register(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError{"backfill takes one table: backfill [schema.]table"}
+	}
+	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, NoInstall: true})
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	r, err := t.RequestBackfill(ctx, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	printResults(stdout, []trellis.Result{r})
+	return nil
+}
+
+// cmdDump prints the definitions as a script `apply -f` replays, or
+// appends to a pg_dump --schema-only file the section that restores the
+// instance with it (trellis.Dump, trellis.RestoreSQL). It only reads.
+func cmdDump(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("dump", flag.ContinueOnError)
+	var c common
+	c.register(fs)
+	appendTo := fs.String("append-to", "", "append the restore section to this pg_dump --schema-only file instead of printing the script")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{"dump takes no arguments"}
+	}
+	t, err := trellis.Open(ctx, trellis.Config{DSN: c.dsn, Schema: c.schema, ReadOnly: true, MaxConnections: 1})
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	if *appendTo == "" {
+		script, err := t.Dump(ctx)
+		if err != nil {
+			return err
+		}
+		_, err = io.WriteString(stdout, script)
+		return err
+	}
+	section, err := t.RestoreSQL(ctx)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(*appendTo, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return &trellis.Error{Code: trellis.CodeNotFound, Msg: fmt.Sprintf("cannot append to %s: %v; give the file pg_dump --schema-only wrote", *appendTo, err)}
+	}
+	if _, err := io.WriteString(f, section); err != nil {
+		f.Close()
+		return &trellis.Error{Code: trellis.CodeUnavailable, Msg: fmt.Sprintf("append to %s: %v", *appendTo, err)}
+	}
+	if err := f.Close(); err != nil {
+		return &trellis.Error{Code: trellis.CodeUnavailable, Msg: fmt.Sprintf("append to %s: %v", *appendTo, err)}
+	}
+	fmt.Fprintf(stdout, "appended the restore section of instance %s to %s\n", c.schema, *appendTo)
 	return nil
 }
 
@@ -252,9 +369,11 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, mask *redact.M
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	var c common
 	c.register(fs)
+	target := targetSchemaFlag(fs)
 	dataDir := fs.String("data-dir", "", "local checkpoint store directory")
 	capture := fs.String("capture", trellis.CaptureAuto, "capture mode: auto, logical or trigger")
 	confirm := fs.String("confirm", trellis.ConfirmLocal, "confirm mode: local or applied")
+	onDisruption := fs.String("on-disruption", trellis.OnDisruptionPause, "when continuity is lost (a slot or store lost, a failover, a point-in-time restore, a copy of the database): pause each affected transform until RESUME TRANSFORM (or RESUME TRANSFORM ALL), or repair: rebuild each in place at once (docs/operations.md)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on HOST:PORT (/metrics)")
 	perTransform := fs.Bool("metrics-per-transform", true, "export each transform's series on /metrics (about 47 each); false: only the instance's totals (docs/metrics.md)")
 	var logs logFlags
@@ -307,11 +426,11 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, mask *redact.M
 	if *maxConns < trellis.MinRunnerConnections {
 		return usageError{fmt.Sprintf("--max-connections must be at least %d (1 lock session, 1 capture, 1 control, 1 applier session)", trellis.MinRunnerConnections)}
 	}
-	cfg := trellis.Config{DSN: c.dsn, Schema: c.schema, DataDir: *dataDir, Capture: *capture,
+	cfg := trellis.Config{DSN: c.dsn, Schema: c.schema, TargetSchema: *target, DataDir: *dataDir, Capture: *capture,
 		Confirm: *confirm, Logger: log, Metrics: m, MaxRetainedWAL: maxRetainedBytes, Publication: *publication, QuarantineAfter: *quarantineAfter,
 		BatchSize: *batchSize, CoalesceWindow: orNone(*coalesce), CoalesceKeys: *coalesceKeys, StoreSyncInterval: orNone(*syncEvery),
 		ProgressInterval: *progressEvery, MaxConnections: *maxConns, PoolSize: *poolSize, TriggerPollInterval: *triggerPoll,
-		InstanceMetricsOnly: !*perTransform}
+		InstanceMetricsOnly: !*perTransform, OnDisruption: *onDisruption}
 	if err := selfChecks.apply(&cfg); err != nil {
 		return err
 	}
@@ -327,7 +446,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, mask *redact.M
 		}
 		defer stop()
 	}
-	log.Info("trellis-repl running", "schema", t.Schema(), "capture", *capture, "confirm", *confirm)
+	log.Info("trellis-repl running", "schema", t.Schema(), "capture", *capture, "confirm", *confirm, "on_disruption", *onDisruption)
 	return t.Run(ctx)
 }
 

@@ -191,6 +191,8 @@ func statusProblems(st []trellis.TransformStatus, maxLag time.Duration) []string
 				why += " (" + s.CaptureFailure.Kind + ": " + s.CaptureFailure.Error + ")"
 			}
 			add("paused %s; RESUME TRANSFORM %s rebuilds it", why, s.Name)
+		case trellis.StateDisrupted:
+			add("%s; no runner has started on this server since: start `trellis-repl run` (it pauses or repairs the transform)", s.Disruption.Reason)
 		case "quarantined":
 			n := int64(0)
 			if s.HeldKeys != nil {
@@ -278,6 +280,8 @@ func problemOf(s trellis.TransformStatus) string {
 		p = "capture waits for a lock on " + s.CaptureWait.Table
 	case s.PausedBy != nil:
 		p = "paused by " + *s.PausedBy
+	case s.Disruption != nil:
+		p = s.Disruption.Action + ": " + s.Disruption.Reason
 	}
 	return oneLine(p)
 }
@@ -292,6 +296,9 @@ func buildLine(s trellis.TransformStatus, now time.Time, bar func(float64) strin
 	}
 	elapsed := max(now.Sub(b.StartedAt), 0)
 	line := fmt.Sprintf("building %s: ", s.Name)
+	if s.Disruption != nil {
+		line = fmt.Sprintf("repairing %s in place: ", s.Name)
+	}
 	if b.RowsTotal == nil || *b.RowsTotal <= 0 {
 		return line + fmt.Sprintf("%d rows, %s elapsed (no estimate of the total)", b.RowsDone, elapsed.Round(time.Second))
 	}

@@ -40,6 +40,11 @@ func TestStatusProblems(t *testing.T) {
 		{"capture wait", trellis.TransformStatus{Name: "w", State: "waiting_to_backfill", Runner: attached,
 			CaptureWait: &trellis.CaptureWait{Statement: "ALTER PUBLICATION p ADD TABLE t;"}}, "w: capture waits for the owner of the publication to run: ALTER PUBLICATION p ADD TABLE t;"},
 		{"no runner", trellis.TransformStatus{Name: "n", State: "live", Runner: &trellis.RunnerStatus{}}, "runner: not attached"},
+		{"disrupted, no runner on the new server yet", trellis.TransformStatus{Name: "x", State: trellis.StateDisrupted, Runner: attached,
+			Disruption: &trellis.DisruptionStatus{Reason: "the primary changed (promoted standby, timeline 1 → 2)", Action: trellis.DisruptionUnseen}},
+			"x: the primary changed (promoted standby, timeline 1 → 2); no runner has started on this server since: start `trellis-repl run`"},
+		{"repairing in place", trellis.TransformStatus{Name: "r", State: "backfilling", Runner: attached,
+			Disruption: &trellis.DisruptionStatus{Reason: "the database was copied", Action: trellis.DisruptionRepairing}}, ""},
 		{"retention over the limit", trellis.TransformStatus{Name: "ok", State: "live", Runner: &trellis.RunnerStatus{Attached: true,
 			Retention: &trellis.Retention{RetainedBytes: 3 << 30, LimitBytes: 2 << 30, OverLimit: true}}},
 			"runner: OVER THE LIMIT: the slot retains 3.0 GB of WAL, --max-retained-wal 2.0 GB"},
@@ -74,6 +79,11 @@ func TestBuildLine(t *testing.T) {
 		{building(0, ptr(int64(100000))), []string{"  0%", "ETA unknown"}},
 		{building(120, ptr(int64(100))), []string{"100%", "120/120 rows"}},
 		{building(5, nil), []string{"5 rows, 30s elapsed (no estimate of the total)"}},
+		{func() trellis.TransformStatus {
+			st := building(50, ptr(int64(100)))
+			st.Disruption = &trellis.DisruptionStatus{Reason: "the primary changed", Action: trellis.DisruptionRepairing}
+			return st
+		}(), []string{"repairing big in place: ", " 50%"}},
 	} {
 		got := buildLine(c.st, now, bar)
 		for _, w := range c.want {

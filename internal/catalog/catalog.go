@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -152,6 +153,16 @@ type Transform struct {
 	// Build is the progress of the last build, nil when none started
 	// since the catalog recorded builds.
 	Build *BuildProgress
+	// Disruption is why the target may disagree with its query (ADR
+	// 0039), from the disruption until the transform is live again; nil
+	// otherwise.
+	Disruption *Disruption
+	// BuildKind is BuildColumns during a column build, "" otherwise;
+	// DropColumns are the target columns it drops once done (ADR 0041).
+	BuildKind   string
+	DropColumns []string
+	// Version counts the definition's accepted edits (1 when created).
+	Version int
 }
 
 // BuildProgress is how far a build got: the keys it walked (source rows,
@@ -311,7 +322,31 @@ var migrations = []string{
 	// no transform reads any more, so no transform row to hang them on),
 	// as the JSON array the runner writes at each attempt.
 	`ALTER TABLE {{s}}.instance ADD COLUMN IF NOT EXISTS capture_waits jsonb;`,
+	// 10: the server the runner last started on (ADR 0039), compared at
+	// every start and by status; and why a transform's target may
+	// disagree with its query (a disruption), kept until it is live again.
+	`ALTER TABLE {{s}}.instance ADD COLUMN IF NOT EXISTS server jsonb;
+	 ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS disruption jsonb;`,
+	// 11: definition scripts a restore queued (ADR 0040): the section
+	// `trellis-repl dump --append-to` adds to a pg_dump file installs the
+	// catalog empty and queues the instance's definitions here; the first
+	// Open that may write applies them and deletes them.
+	`CREATE TABLE IF NOT EXISTS {{s}}.restore_scripts (
+		id bigserial PRIMARY KEY,
+		script text NOT NULL,
+		queued_at timestamptz NOT NULL DEFAULT now()
+	);`,
+	// 12: ALTER TRANSFORM (ADR 0041): the kind of build in progress
+	// ('columns' for a column build, NULL for a build or rebuild), the
+	// columns it drops once done, and the definition's version.
+	`ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS build_kind text;
+	 ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS drop_columns text[];
+	 ALTER TABLE {{s}}.transforms ADD COLUMN IF NOT EXISTS version int NOT NULL DEFAULT 1;`,
 }
+
+// BuildColumns is the build_kind of a column build (ADR 0041): the build
+// phases re-derive every key with the plan ALTER TRANSFORM changed.
+const BuildColumns = "columns"
 
 // Current is the catalog version this binary writes and reads.
 func Current() int { return len(migrations) }
@@ -327,6 +362,14 @@ func (c Catalog) Migrate(ctx context.Context, conn interface {
 		return fmt.Errorf("begin migration: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
+	if err := c.MigrateTx(ctx, tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// MigrateTx is Migrate inside the caller's transaction, which commits it.
+func (c Catalog) MigrateTx(ctx context.Context, tx pgx.Tx) error {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "trellis-repl migrate "+c.Schema); err != nil {
 		return fmt.Errorf("lock for migration: %w", err)
 	}
@@ -354,7 +397,53 @@ func (c Catalog) Migrate(ctx context.Context, conn interface {
 			return fmt.Errorf("record catalog migration %d: %w", v, err)
 		}
 	}
-	return tx.Commit(ctx)
+	return nil
+}
+
+// InstallSQL is the SQL that installs this binary's catalog in a schema
+// that does not hold one, as psql runs it: the schema, every migration and
+// their versions recorded (a restore section, ADR 0040).
+func (c Catalog) InstallSQL() string {
+	s := pgx.Identifier{c.Schema}.Sanitize()
+	var b strings.Builder
+	fmt.Fprintf(&b, "CREATE SCHEMA %s;\n", s)
+	fmt.Fprintf(&b, "CREATE TABLE %s (version int PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());\n", c.T("schema_migrations"))
+	for v, m := range migrations {
+		fmt.Fprintf(&b, "-- catalog migration %d\n%s\n", v+1, strings.TrimRight(replaceSchema(m, s), "; \n\t")+";")
+	}
+	fmt.Fprintf(&b, "INSERT INTO %s (version) SELECT generate_series(1, %d);\n", c.T("schema_migrations"), len(migrations))
+	return b.String()
+}
+
+// RestoreScript is a definition script a restore queued.
+type RestoreScript struct {
+	ID     int64
+	Script string
+}
+
+// TakeRestoreScripts returns the queued restore scripts, oldest first,
+// locked until tx ends, and deletes them in tx: applied in the same
+// transaction, they go only if they applied.
+func (c Catalog) TakeRestoreScripts(ctx context.Context, tx pgx.Tx) ([]RestoreScript, error) {
+	rows, err := tx.Query(ctx, `DELETE FROM `+c.T("restore_scripts")+` WHERE id IN
+		(SELECT id FROM `+c.T("restore_scripts")+` ORDER BY id FOR UPDATE) RETURNING id, script`)
+	if err != nil {
+		return nil, fmt.Errorf("read the queued restore scripts: %w", err)
+	}
+	defer rows.Close()
+	var out []RestoreScript
+	for rows.Next() {
+		var r RestoreScript
+		if err := rows.Scan(&r.ID, &r.Script); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the queued restore scripts: %w", err)
+	}
+	slices.SortFunc(out, func(a, b RestoreScript) int { return int(a.ID - b.ID) })
+	return out, nil
 }
 
 func replaceSchema(sql, quoted string) string {
@@ -390,11 +479,12 @@ const transformCols = `t.id, t.schema_name, t.name, t.definition, t.shape, t.pla
 	t.source_table, t.source_oid, t.created_at, t.state_changed_at,
 	coalesce(p.applied_lsn, '0/0')::text, p.applied_at, coalesce(p.keys_applied, 0), coalesce(p.keys_waiting, 0),
 	coalesce(t.replaces, 0), t.replace_notes, t.capture_wait, t.drain_failure,
-	t.build_rows_done, t.build_rows_total, t.build_started_at, t.build_finished_at, coalesce(t.owner, 0)`
+	t.build_rows_done, t.build_rows_total, t.build_started_at, t.build_finished_at, coalesce(t.owner, 0), t.disruption,
+	coalesce(t.build_kind, ''), t.drop_columns, t.version`
 
 func scanTransform(row pgx.Row) (*Transform, error) {
 	var t Transform
-	var cf, bf, df []byte
+	var cf, bf, df, dis []byte
 	var lsn string
 	var cursor []string
 	var b BuildProgress
@@ -402,7 +492,11 @@ func scanTransform(row pgx.Row) (*Transform, error) {
 	if err := row.Scan(&t.ID, &t.Schema, &t.Name, &t.Definition, &t.Shape, &t.Plan, &t.State,
 		&t.PausedBy, &t.Rebuild, &cursor, &t.BuildPhase, &cf, &bf, &t.SourceTable, &t.SourceOID,
 		&t.CreatedAt, &t.StateChangedAt, &lsn, &t.AppliedAt, &t.KeysApplied, &t.KeysWaiting, &t.Replaces, &t.ReplaceNotes, &t.CaptureWait, &df,
-		&b.RowsDone, &b.RowsTotal, &bStarted, &b.FinishedAt, &t.Owner); err != nil {
+		&b.RowsDone, &b.RowsTotal, &bStarted, &b.FinishedAt, &t.Owner, &dis, &t.BuildKind, &t.DropColumns, &t.Version); err != nil {
+		return nil, err
+	}
+	var err error
+	if t.Disruption, err = scanDisruption(dis, t.Name); err != nil {
 		return nil, err
 	}
 	if bStarted != nil {
@@ -541,7 +635,7 @@ func (c Catalog) Pause(ctx context.Context, q Querier, id int64, by string, fail
 // Resume clears failures, releases every key the transform holds (the
 // rebuild re-derives them) and asks for a full rebuild.
 func (c Catalog) Resume(ctx context.Context, q Querier, id int64) error {
-	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET state = $2, paused_by = NULL, rebuild = true,
+	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET state = $2, paused_by = NULL, rebuild = true, build_kind = NULL,
 		build_phase = 0, build_cursor = NULL, capture_failure = NULL, backfill_failure = NULL,
 		drain_failure = NULL, state_changed_at = now(),
 		build_rows_done = 0, build_rows_total = NULL, build_started_at = NULL, build_finished_at = NULL WHERE id = $1`, id, StateWaiting)
@@ -570,8 +664,10 @@ func (c Catalog) Quarantine(ctx context.Context, q Querier, id int64) error {
 func (c Catalog) SetState(ctx context.Context, q Querier, id int64, from, to string) (bool, error) {
 	tag, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET state = $3, state_changed_at = now(),
 		rebuild = CASE WHEN $3 = 'live' THEN false ELSE rebuild END,
+		build_kind = CASE WHEN $3 = 'live' THEN NULL ELSE build_kind END,
 		backfill_failure = CASE WHEN $3 = 'live' THEN NULL ELSE backfill_failure END,
-		build_finished_at = CASE WHEN $3 = 'live' AND build_started_at IS NOT NULL THEN coalesce(build_finished_at, now()) ELSE build_finished_at END
+		build_finished_at = CASE WHEN $3 = 'live' AND build_started_at IS NOT NULL THEN coalesce(build_finished_at, now()) ELSE build_finished_at END,
+		disruption = CASE WHEN $3 = 'live' THEN NULL ELSE disruption END
 		WHERE id = $1 AND state = $2`, id, from, to)
 	if err != nil {
 		return false, fmt.Errorf("set state of transform %d: %w", id, err)
@@ -598,11 +694,49 @@ func (c Catalog) StartBuild(ctx context.Context, q Querier, id int64, total *int
 }
 
 // AdvanceBuild records build progress: the phase, the last key done and
-// rows more keys walked (in the transaction that applied them).
+// rows more keys walked (in the transaction that applied them). Only a
+// build in progress moves: one a backfill request started over since
+// (RequestBackfill) keeps the cursor it reset.
 func (c Catalog) AdvanceBuild(ctx context.Context, q Querier, id int64, phase int, cursor []string, rows int64) error {
 	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET build_phase = $2, build_cursor = $3,
-		build_rows_done = build_rows_done + $4 WHERE id = $1`, id, phase, cursor, rows)
+		build_rows_done = build_rows_done + $4 WHERE id = $1 AND state = $5`, id, phase, cursor, rows, StateBackfilling)
 	return err
+}
+
+// StartColumnBuild records an accepted ALTER TRANSFORM (ADR 0041): the
+// new plan and definition, the version bumped, the columns to drop once
+// built, and a column build starting now.
+func (c Catalog) StartColumnBuild(ctx context.Context, q Querier, id int64, plan json.RawMessage, definition string, drops []string) error {
+	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET plan = $2, definition = $3, version = version + 1,
+		drop_columns = $4, state = $5, build_kind = $6, rebuild = false, build_phase = 0, build_cursor = NULL,
+		backfill_failure = NULL, state_changed_at = now(), build_rows_done = 0, build_rows_total = NULL,
+		build_started_at = now(), build_finished_at = NULL WHERE id = $1`,
+		id, []byte(plan), definition, drops, StateBackfilling, BuildColumns)
+	if err != nil {
+		return fmt.Errorf("record the edit of transform %d: %w", id, err)
+	}
+	return nil
+}
+
+// ColumnsDropped clears the columns a column build had to drop.
+func (c Catalog) ColumnsDropped(ctx context.Context, q Querier, id int64) error {
+	_, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET drop_columns = NULL WHERE id = $1`, id)
+	return err
+}
+
+// RequestBackfill starts a transform that is not frozen over on the path
+// RESUME takes (ADR 0040): waiting_to_backfill with a rebuild, which
+// re-derives every key in place and deletes orphans. It reports whether
+// it did (a frozen transform is left as it is). Held keys stay held.
+func (c Catalog) RequestBackfill(ctx context.Context, q Querier, id int64) (bool, error) {
+	tag, err := q.Exec(ctx, `UPDATE `+c.T("transforms")+` SET state = $2, rebuild = true, build_kind = NULL,
+		build_phase = 0, build_cursor = NULL, backfill_failure = NULL, state_changed_at = now(),
+		build_rows_done = 0, build_rows_total = NULL, build_started_at = NULL, build_finished_at = NULL
+		WHERE id = $1 AND state NOT IN ($3, $4)`, id, StateWaiting, StatePaused, StateQuarantined)
+	if err != nil {
+		return false, fmt.Errorf("request a backfill of transform %d: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
 // SetBackfillFailure records a failed build attempt (nil clears it).
@@ -732,6 +866,9 @@ type Instance struct {
 	// CaptureWaits is the runner's JSON array of removals of capture
 	// waiting for a lock, or nil (none).
 	CaptureWaits json.RawMessage
+	// Server is the server the runner last started on (nil: none
+	// recorded, before catalog version 10 or any start since).
+	Server *Server
 }
 
 // Retention is the replication slot's retained WAL against the runner's
@@ -750,16 +887,20 @@ func (c Catalog) GetInstance(ctx context.Context, q Querier) (*Instance, error) 
 	var recv, conf *string
 	var pid *int
 	var store, mode, cmode, creason, slot *string
-	var retention, waits []byte
-	// retention and capture_waits through to_jsonb: a catalog not migrated
-	// to them yet (read by a process that does not migrate) reads as none.
+	var retention, waits, server []byte
+	// retention, capture_waits and server through to_jsonb: a catalog not
+	// migrated to them yet (read by a process that does not migrate) reads
+	// as none.
 	err := q.QueryRow(ctx, `SELECT store_id, confirm_mode, capture_mode, capture_reason, slot_name,
 		received_lsn::text, confirmed_lsn::text, runner_pid, heartbeat_at, started_at, to_jsonb(i) -> 'retention',
-		to_jsonb(i) -> 'capture_waits'
+		to_jsonb(i) -> 'capture_waits', to_jsonb(i) -> 'server'
 		FROM `+c.T("instance")+` i WHERE id = 1`).
-		Scan(&store, &mode, &cmode, &creason, &slot, &recv, &conf, &pid, &in.HeartbeatAt, &in.StartedAt, &retention, &waits)
+		Scan(&store, &mode, &cmode, &creason, &slot, &recv, &conf, &pid, &in.HeartbeatAt, &in.StartedAt, &retention, &waits, &server)
 	if err != nil {
 		return nil, fmt.Errorf("read instance: %w", err)
+	}
+	if in.Server, err = decodeServer(server); err != nil {
+		return nil, err
 	}
 	if len(waits) > 0 && string(waits) != "null" {
 		in.CaptureWaits = waits

@@ -33,19 +33,24 @@ var kindNames = map[engine.StatementKind]string{
 	engine.PauseTransform:  "PAUSE TRANSFORM",
 	engine.ResumeTransform: "RESUME TRANSFORM",
 	engine.DropTransform:   "DROP TRANSFORM",
+	engine.AlterTransform:  "ALTER TRANSFORM",
 }
 
 // ApplyStatement applies one statement of a script; view is what the script's
 // definitions know of the transforms (see View).
 func (t *Definer) ApplyStatement(ctx context.Context, tx pgx.Tx, st *engine.Statement, view *View) (Result, error) {
-	res := Result{Statement: kindNames[st.Kind], Name: st.Name}
-	schema := st.Schema
-	if schema == "" {
-		if err := tx.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
-			return res, terr.Wrap(terr.Unavailable, err, "read current schema: %v", err)
-		}
+	if st.Kind == engine.RequestBackfill {
+		return t.requestBackfill(ctx, tx, st)
 	}
-	existing, err := t.cat.Get(ctx, tx, schema, st.Name)
+	res := Result{Statement: kindNames[st.Kind], Name: st.Name}
+	schema, err := t.schemaOf(ctx, tx, st.Schema)
+	if err != nil {
+		return res, err
+	}
+	var existing *catalog.Transform
+	if !st.All {
+		existing, err = t.cat.Get(ctx, tx, schema, st.Name)
+	}
 	if err != nil {
 		return res, terr.Wrap(terr.Unavailable, err, "%v", err)
 	}
@@ -90,6 +95,16 @@ func (t *Definer) ApplyStatement(ctx context.Context, tx pgx.Tx, st *engine.Stat
 		if st.Query.OrderBy {
 			res.Notes = append(res.Notes, "ORDER BY dropped: the target is a table and keeps no row order; order the rows when you read it")
 		}
+	case engine.AlterTransform:
+		if existing == nil {
+			return res, missing()
+		}
+		r, err := t.alter(ctx, tx, schema, st, existing)
+		if err != nil {
+			return res, err
+		}
+		view.discard() // a new plan
+		return r, nil
 	case engine.PauseTransform:
 		if existing == nil {
 			return res, missing()
@@ -108,6 +123,13 @@ func (t *Definer) ApplyStatement(ctx context.Context, tx pgx.Tx, st *engine.Stat
 			res.Action = "unchanged"
 		}
 	case engine.ResumeTransform:
+		if st.All {
+			res, err := t.resumeAll(ctx, tx, res)
+			if err == nil {
+				view.discard() // re-typed plans
+			}
+			return res, err
+		}
 		if existing == nil {
 			return res, missing()
 		}

@@ -5,6 +5,7 @@
 package fault
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -130,4 +131,20 @@ func Message(err error) string {
 		return pe.Message
 	}
 	return err.Error()
+}
+
+// TimedOut reports whether err is a wait that ran out of time rather
+// than a failure: PostgreSQL cancelled a statement at statement_timeout
+// (57014) or gave up a lock at lock_timeout (55P03), or the caller's
+// deadline passed while waiting for a connection or for the server. The
+// call contract (ADR 0040) reports these as timeout errors.
+func TimedOut(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch SQLState(err) {
+	case "57014", "55P03":
+		return true
+	}
+	return pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded)
 }

@@ -88,3 +88,22 @@ func TestTransientConnect(t *testing.T) {
 		}
 	}
 }
+
+func TestTimedOut(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&pgconn.PgError{Code: "57014"}, true}, // statement_timeout
+		{fmt.Errorf("lock: %w", &pgconn.PgError{Code: "55P03"}), true},
+		{fmt.Errorf("acquire: %w", context.DeadlineExceeded), true},
+		{context.Canceled, false}, // the caller gave up: no timeout
+		{&pgconn.PgError{Code: "40P01"}, false},
+		{errors.New("boom"), false},
+		{nil, false},
+	} {
+		if got := TimedOut(tc.err); got != tc.want {
+			t.Errorf("TimedOut(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}

@@ -47,6 +47,10 @@ type Options struct {
 	// removes its directory if this process exits without calling Stop —
 	// as a test binary does when a test panics or times out.
 	ReapOnExit bool
+	// Archive archives every completed WAL file into ArchiveDir
+	// (archive_mode = on), for point-in-time restores of the server's
+	// backups (Backup, Recover).
+	Archive bool
 }
 
 // Server is a running (or stopped) throwaway cluster. Its methods are safe
@@ -141,7 +145,16 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		cred:    cred,
 		logger:  logger,
 	}
-	if err := s.init(ctx, opts.Settings); err != nil {
+	settings := opts.Settings
+	if opts.Archive {
+		settings = map[string]string{}
+		for k, v := range opts.Settings {
+			settings[k] = v
+		}
+		settings["archive_mode"] = "on"
+		settings["archive_command"] = quote("cp %p " + s.ArchiveDir() + "/%f")
+	}
+	if err := s.init(ctx, settings); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
@@ -162,6 +175,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 func (s *Server) init(ctx context.Context, extra map[string]string) error {
 	if err := os.Mkdir(s.sockDir, 0o700); err != nil {
 		return fmt.Errorf("pgserver: create socket dir: %w", err)
+	}
+	if err := os.Mkdir(s.ArchiveDir(), 0o700); err != nil {
+		return fmt.Errorf("pgserver: create archive dir: %w", err)
 	}
 	if s.cred != nil {
 		if err := chownTree(s.dir, int(s.cred.Uid), int(s.cred.Gid)); err != nil {
@@ -190,12 +206,7 @@ func (s *Server) init(ctx context.Context, extra map[string]string) error {
 	for _, kv := range defaultSettings(s.sockDir, port) {
 		fmt.Fprintf(&conf, "%s = %s\n", kv[0], kv[1])
 	}
-	keys := make([]string, 0, len(extra))
-	for k := range extra {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range sortedKeys(extra) {
 		fmt.Fprintf(&conf, "%s = %s\n", k, extra[k])
 	}
 	f, err := os.OpenFile(filepath.Join(s.dataDir, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
@@ -369,6 +380,10 @@ func (s *Server) SocketDir() string { return s.sockDir }
 // DataDir returns the cluster's data directory.
 func (s *Server) DataDir() string { return s.dataDir }
 
+// ArchiveDir is where the server archives its WAL files (with
+// Options.Archive; empty otherwise).
+func (s *Server) ArchiveDir() string { return filepath.Join(s.dir, "archive") }
+
 // LogPath returns the file the server logs to.
 func (s *Server) LogPath() string { return s.logPath }
 
@@ -492,7 +507,7 @@ if [ -d "$2" ]; then "$3" stop -m immediate -D "$4" >/dev/null 2>&1; rm -rf "$2"
 // run executes one of the PostgreSQL binaries, as the postgres user when we
 // are root, and returns its combined output.
 func (s *Server) run(ctx context.Context, name string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(s.binDir, name), args...)
+	cmd := exec.CommandContext(ctx, Tool(s.binDir, name), args...)
 	cmd.Dir = s.dir
 	var out bytes.Buffer
 	cmd.Stdout = &out
@@ -596,6 +611,23 @@ func FindBinDir() (string, error) {
 	return "", ErrNoBinaries
 }
 
+// Tool is the path of the PostgreSQL program name of the installation
+// binDir belongs to: in binDir, else beside the program pg_ctl in binDir
+// links to (a PATH directory may hold links to the server's binaries
+// only, not to pg_basebackup or pg_dump).
+func Tool(binDir, name string) string {
+	p := filepath.Join(binDir, name)
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	if alt := filepath.Join(filepath.Dir(resolve(filepath.Join(binDir, "pg_ctl"))), name); alt != p {
+		if _, err := os.Stat(alt); err == nil {
+			return alt
+		}
+	}
+	return p
+}
+
 func resolve(p string) string {
 	r, err := filepath.EvalSymlinks(p)
 	if err != nil {
@@ -621,6 +653,16 @@ func versionOf(binDir string) float64 {
 		return -1
 	}
 	return v
+}
+
+// sortedKeys are m's keys in order.
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // quote renders a postgresql.conf string value.

@@ -253,37 +253,89 @@ func NewDatabase(t testing.TB) string {
 
 func newDatabase(t testing.TB, adminDSN string) string {
 	t.Helper()
-	name := DatabaseName(t.Name())
-
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, adminDSN)
-	if err != nil {
-		t.Fatalf("pgtest: connect to the test server: %v", err)
-	}
-	defer conn.Close(ctx)
-	if err := pgserver.CreateDatabaseOn(ctx, conn, name); err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
-	dsn, err := withDatabase(adminDSN, name)
+	dsn, drop, err := CreateDatabase(ctx, adminDSN, t.Name())
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
-
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		conn, err := pgx.Connect(ctx, adminDSN)
-		if err != nil {
-			t.Errorf("pgtest: drop database %s: connect: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if err := pgserver.DropDatabaseOn(ctx, conn, name); err != nil {
+		if err := drop(ctx); err != nil {
 			t.Errorf("pgtest: %v", err)
 		}
 	})
 	return dsn
+}
+
+// CreateDatabase creates a fresh, empty database on adminDSN's server,
+// named after testName (DatabaseName), and returns its DSN and a function
+// that drops it (and any replication slot on it).
+func CreateDatabase(ctx context.Context, adminDSN, testName string) (string, func(context.Context) error, error) {
+	name := DatabaseName(testName)
+	conn, err := pgx.Connect(ctx, adminDSN)
+	if err != nil {
+		return "", nil, fmt.Errorf("connect to the test server: %w", err)
+	}
+	defer conn.Close(ctx)
+	if err := pgserver.CreateDatabaseOn(ctx, conn, name); err != nil {
+		return "", nil, err
+	}
+	dsn, err := withDatabase(adminDSN, name)
+	if err != nil {
+		return "", nil, err
+	}
+	drop := func(ctx context.Context) error {
+		conn, err := pgx.Connect(ctx, adminDSN)
+		if err != nil {
+			return fmt.Errorf("drop database %s: connect: %w", name, err)
+		}
+		defer conn.Close(ctx)
+		return pgserver.DropDatabaseOn(ctx, conn, name)
+	}
+	return dsn, drop, nil
+}
+
+// lazy is the harness AdminDSN starts in a process whose tests do not
+// run Main (the users of a test-support package). Like current it is
+// package state because nothing else outlives a test; it is set once.
+var lazy struct {
+	once sync.Once
+	h    *harness
+	err  error
+}
+
+// AdminDSN returns a superuser DSN of this process's throwaway server:
+// Main's when it runs; else one started on first use, chosen as Main
+// chooses (TRELLIS_TEST_DSN, the machine's binaries, a container), and
+// kept until the process exits, when pgserver's watchdog (or the
+// container reaper) removes it.
+func AdminDSN() (string, error) {
+	if current != nil {
+		return current.adminDSN, nil
+	}
+	lazy.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		b, err := chooseBackend(ctx, systemProbes(os.Getenv))
+		cancel()
+		if err != nil {
+			lazy.err = err
+			return
+		}
+		if b.kind == backendExternal {
+			lazy.h = &harness{kind: b.kind, adminDSN: b.dsn}
+			return
+		}
+		// Never stopped from here: the process ends first, and the
+		// watchdog or reaper cleans up after it.
+		h, _, err := startBackend(b)
+		lazy.h, lazy.err = h, err
+	})
+	if lazy.err != nil {
+		return "", lazy.err
+	}
+	return lazy.h.adminDSN, nil
 }
 
 func mustHarness(t testing.TB) *harness {

@@ -42,6 +42,8 @@ type Options struct {
 	ReadOnly                                    bool
 	SelfCheckEvery                              time.Duration
 	SelfCheckSample                             float64
+	// OnDisruption is DisruptPause or DisruptRepair (ADR 0039).
+	OnDisruption string
 }
 
 // Host is what the runtime runs on for one open instance: its settings,
@@ -68,6 +70,8 @@ type Host struct {
 	// progressed fires when Run here applies or changes a transform's
 	// state (broadcast.go); waits wake on it.
 	progressed broadcast
+	// runs are the Runs in progress, which Stop ends (runset.go).
+	runs runSet
 }
 
 // New returns a Host over an open pool. obs may be nil (NopObserver).

@@ -119,6 +119,13 @@ func (r *readiness) captured(up bool, why string) {
 	}
 }
 
+// capturing reports whether capture streams (or drains) now.
+func (r *readiness) capturing() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.captureOK
+}
+
 // disrupted records lost continuity being recovered from.
 func (r *readiness) disrupted(why string) {
 	r.mu.Lock()

@@ -83,6 +83,12 @@ type runner struct {
 	removalWaitsWritten []byte
 	// retireFailing logs failures to remove retire once per episode.
 	retireFailing *retry.Episode
+	// server is the server this run started on (ADR 0039): a stream that
+	// finds its slot gone compares the server it reaches with it.
+	server catalog.Server
+	// repairAsked: a disruption while streaming paused transforms that
+	// --on-disruption=repair repairs once capture streams again.
+	repairAsked atomic.Bool
 }
 
 // The captures whose removals the runner records (runner.removalWaits).
@@ -173,21 +179,26 @@ func SourceTables(ctx context.Context, q catalog.Querier, cat catalog.Catalog) (
 	return out, nil
 }
 
-// leastApplied is the lowest position a live transform has applied up to
-// (0 when none is live): what capture must still hold for a lost store to
-// be harmless under --confirm=applied.
-func leastApplied(ctx context.Context, q catalog.Querier, cat catalog.Catalog) (uint64, error) {
-	ts, err := cat.List(ctx, q)
-	if err != nil {
-		return 0, terr.Wrap(terr.Unavailable, err, "%v", err)
-	}
-	var least uint64
+// appliedFloor is what the catalog says was applied (docs/architecture.md
+// §3.6): the lowest position a live transform has applied up to (0 when
+// none is live), whether every live transform has recorded one, and
+// whether a transform is building. A lost store is harmless only while
+// capture still holds everything after that position.
+func appliedFloor(ts []*catalog.Transform) (least uint64, complete, building bool) {
+	complete = true
 	for _, tr := range ts {
-		if tr.State == catalog.StateLive && tr.AppliedLSN != 0 && (least == 0 || tr.AppliedLSN < least) {
-			least = tr.AppliedLSN
+		switch tr.State {
+		case catalog.StateLive:
+			if tr.AppliedLSN == 0 {
+				complete = false
+			} else if least == 0 || tr.AppliedLSN < least {
+				least = tr.AppliedLSN
+			}
+		case catalog.StateBackfilling:
+			building = true
 		}
 	}
-	return least, nil
+	return least, complete, building
 }
 
 // publication is the publication logical capture reads: the owner-managed
@@ -255,8 +266,9 @@ func (t *Host) dataDir(ctx context.Context) (string, error) {
 	return filepath.Join("trellis-repl-data", fmt.Sprintf("%s-%d-%s", sysid, dboid, t.cat.Schema)), nil
 }
 
-// prepare readies the capture, restarts builds or pauses transforms as
-// continuity with the previous run requires, and records the start.
+// prepare readies the capture, restarts builds or pauses (or repairs)
+// transforms as continuity with the previous run requires, and records the
+// start and the server it ran on.
 func (r *runner) prepare(ctx context.Context, mode, reason, slot string, logical *capture.Logical, trigger *capture.Trigger) error {
 	t := r.t
 	inst, err := t.cat.GetInstance(ctx, t.pool)
@@ -264,20 +276,30 @@ func (r *runner) prepare(ctx context.Context, mode, reason, slot string, logical
 		return terr.Wrap(terr.Unavailable, err, "%v", err)
 	}
 	ranBefore := inst.StoreID != ""
+	change, err := r.judge(ctx, inst)
+	if err != nil {
+		return err
+	}
 	tables, err := SourceTables(ctx, t.pool, t.cat)
 	if err != nil {
 		return err
 	}
-	applied, err := leastApplied(ctx, t.pool, t.cat)
+	ts, err := t.cat.List(ctx, t.pool)
 	if err != nil {
-		return err
+		return terr.Wrap(terr.Unavailable, err, "%v", err)
 	}
+	applied, complete, building := appliedFloor(ts)
 	prev := capture.Continuity{
-		RanBefore:      ranBefore,
-		StoreLost:      ranBefore && (r.store.Created() || r.store.StoreID() != inst.StoreID),
-		ConfirmApplied: t.cfg.Confirm == ConfirmApplied,
-		Applied:        applied,
-		Tables:         tables,
+		RanBefore:       ranBefore,
+		StoreLost:       ranBefore && (r.store.Created() || r.store.StoreID() != inst.StoreID),
+		ConfirmApplied:  t.cfg.Confirm == ConfirmApplied,
+		Applied:         applied,
+		AppliedComplete: complete,
+		Building:        building,
+		Tables:          tables,
+	}
+	if change != nil {
+		prev.Changed = change.Sentence
 	}
 	var switched capture.Prepared
 	if inst.CaptureMode != "" && inst.CaptureMode != mode {
@@ -296,10 +318,6 @@ func (r *runner) prepare(ctx context.Context, mode, reason, slot string, logical
 	}
 	p.RestartBuilds = p.RestartBuilds || switched.RestartBuilds
 	if p.RestartBuilds {
-		ts, err := t.cat.List(ctx, t.pool)
-		if err != nil {
-			return terr.Wrap(terr.Unavailable, err, "%v", err)
-		}
 		for _, tr := range ts {
 			if tr.State == catalog.StateBackfilling {
 				if _, err := t.cat.SetState(ctx, t.pool, tr.ID, catalog.StateBackfilling, catalog.StateWaiting); err != nil {
@@ -311,11 +329,18 @@ func (r *runner) prepare(ctx context.Context, mode, reason, slot string, logical
 			}
 		}
 	}
-	if p.Disruption != "" {
+	switch {
+	case p.Disruption != "":
 		// No worker runs yet: a transform still waiting for its build will
 		// install its capture as it is now, so it missed nothing
 		// (typically one RESUMEd just before this start).
-		if err := r.pauseAll(ctx, p.Disruption, true); err != nil {
+		if err := r.disrupt(ctx, p.Disruption); err != nil {
+			return err
+		}
+	case t.cfg.OnDisruption == DisruptRepair:
+		// Transforms an earlier disruption paused (under pause, or while
+		// streaming) are repaired now that capture is in place.
+		if err := r.repairAll(ctx, ""); err != nil {
 			return err
 		}
 	}
@@ -331,6 +356,9 @@ func (r *runner) prepare(ctx context.Context, mode, reason, slot string, logical
 	if err := t.cat.StartInstance(ctx, r.lockConn, r.store.StoreID(), t.cfg.Confirm, mode, reason, slot); err != nil {
 		return terr.Wrap(terr.Unavailable, err, "record runner start: %v", err)
 	}
+	if err := r.recordServer(ctx, r.server); err != nil {
+		return err
+	}
 	t.ready.beat(nil)
 	return nil
 }
@@ -342,28 +370,9 @@ func (r *runner) captureHealth(up bool, reason string) {
 		r.obs.Error(ErrorCapture)
 	}
 	r.t.ready.captured(up, reason)
-}
-
-// pauseAll pauses every transform with a disruption; with skipWaiting,
-// not those waiting for their build. Only safe while no worker runs: a
-// running worker may be between installing its capture and building.
-func (r *runner) pauseAll(ctx context.Context, why string, skipWaiting bool) error {
-	ts, err := r.t.cat.List(ctx, r.t.pool)
-	if err != nil {
-		return err
+	if up && r.repairAsked.Load() {
+		signal(r.reconcileNow) // the reconcile goroutine repairs (repairPending)
 	}
-	for _, tr := range ts {
-		if catalog.Frozen(tr.State) || skipWaiting && tr.State == catalog.StateWaiting {
-			continue
-		}
-		f := &catalog.Failure{Kind: catalog.FailureDisruption, DetectedAt: time.Now().UTC(),
-			Error: why + "; changes may have been missed, so the target may be stale: RESUME TRANSFORM " + tr.Name + " rebuilds it"}
-		if err := r.t.cat.Pause(ctx, r.t.pool, tr.ID, "system", f); err != nil {
-			return err
-		}
-		r.t.log.Error("transform paused: capture disruption", "transform", tr.Name, "reason", why)
-	}
-	return nil
 }
 
 func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
@@ -423,6 +432,9 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 				r.updateConfirmed()
 				r.heartbeat(ctx)
 			}
+			if r.t.ready.capturing() {
+				r.repairPending(ctx)
+			}
 			if err := r.reconcile(ctx); err != nil {
 				if ctx.Err() == nil {
 					r.reconcileFailing.Fail(err, 500*time.Millisecond)
@@ -468,11 +480,20 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 // transform (they must be rebuilt) before capture goes on.
 func (r *runner) stream(ctx context.Context) error {
 	return r.capture.Stream(ctx, r.intake, func(ctx context.Context, d capture.Disruption) error {
+		// A slot gone may mean the server is another one (a proxy or DNS
+		// switched the primary while the run went on): end the run, and its
+		// start again judges the server (ADR 0039).
+		if _, ch, err := judgeServer(ctx, r.t.pool, &r.server, 0); errors.Is(err, errInRecovery) {
+			return err
+		} else if err == nil && ch != nil {
+			return &errServerChanged{change: ch}
+		}
 		// Unready until capture streams again (readiness.captured).
 		r.t.ready.disrupted(d.Reason)
 		if err := r.pauseAll(ctx, d.Reason, false); err != nil {
 			return err
 		}
+		r.repairWhenCaptured()
 		// Under --capture=auto a lost slot is not made again: triggers
 		// cannot lose their position.
 		if r.canSwitch() {

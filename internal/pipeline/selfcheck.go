@@ -392,18 +392,19 @@ func (c *checkRun) selfSpec() selfcheck.Spec {
 }
 
 // snapshot runs fn in a read-only REPEATABLE READ transaction with the
-// appliers' text settings and the definition's search_path.
+// appliers' text settings, the definition's recorded settings (ADR 0037)
+// and its search_path.
 func (c *checkRun) snapshot(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	tx, err := c.t.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return terr.Wrap(terr.Unavailable, err, "self-check of %s: begin: %v", c.tr.Name, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck
-	for _, kv := range [][2]string{{"DateStyle", "ISO, MDY"}, {"IntervalStyle", "postgres"}, {"extra_float_digits", "1"},
-		{"bytea_output", "hex"}, {"search_path", c.plan.SearchPath}} {
-		if _, err := tx.Exec(ctx, `SELECT set_config($1, $2, true)`, kv[0], kv[1]); err != nil {
-			return terr.Wrap(terr.Unavailable, err, "self-check of %s: set %s: %v", c.tr.Name, kv[0], err)
-		}
+	if err := c.plan.ApplySettings(ctx, tx); err != nil {
+		return terr.Wrap(terr.Unavailable, err, "self-check of %s: %v", c.tr.Name, err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT set_config('search_path', $1, true)`, c.plan.SearchPath); err != nil {
+		return terr.Wrap(terr.Unavailable, err, "self-check of %s: set search_path: %v", c.tr.Name, err)
 	}
 	if err := fn(tx); err != nil {
 		var te *terr.Error

@@ -43,6 +43,11 @@ func (t *Host) RunWith(ctx context.Context, streamFn capture.StreamFunc) error {
 	if err := t.budget.runnable(); err != nil {
 		return err
 	}
+	ctx, done, err := t.runs.start(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
 	t.log.Info("connection budget", "max_connections", t.budget.Total, "control", t.budget.Control,
 		"appliers", t.budget.Appliers, "builds_at_most", t.budget.Builds)
 	if f, err := BudgetFinding(ctx, t.pool, t.budget); err == nil && f.Result != "ok" {
@@ -57,7 +62,8 @@ func (t *Host) RunWith(ctx context.Context, streamFn capture.StreamFunc) error {
 		if err == nil || ctx.Err() != nil {
 			return nil
 		}
-		if !fault.Disconnected(err) {
+		var moved *errServerChanged
+		if !fault.Disconnected(err) && !errors.As(err, &moved) && !errors.Is(err, errInRecovery) {
 			return err
 		}
 		t.setRunner(RunnerReconnecting, err.Error())
@@ -114,6 +120,9 @@ func (s *supervisor) runOnce(ctx context.Context) error {
 		lockConn.Close(cctx)
 	}()
 	if err := s.takeLock(ctx, lockConn); err != nil {
+		return err
+	}
+	if err := t.rebindCopy(ctx); err != nil {
 		return err
 	}
 	var dbOID uint32

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
 	"github.com/trellis-repl/trellis-repl/internal/fault"
+	"github.com/trellis-repl/trellis-repl/internal/plant"
 	"github.com/trellis-repl/trellis-repl/internal/retry"
 )
 
@@ -29,6 +31,12 @@ type worker struct {
 	// own name, or its owner's for an inner level (ADR 0018).
 	resume string
 	plan   *engine.Plan
+	// planRaw is the stored plan plan was decoded from: a stored plan that
+	// differs (ALTER TRANSFORM, ADR 0041) starts a session on the new one.
+	planRaw []byte
+	// prev is an applier of the plan before the last change, kept only
+	// with the planted bug ColumnBuildSkipsNewChanges.
+	prev *engine.Applier
 	// keyedThrough is the last key of a range-build chunk whose copy
 	// failed: the build goes key by key up to it (ADR 0020).
 	keyedThrough *int64
@@ -104,7 +112,7 @@ func (e *drainError) Error() string { return "apply changes: " + e.err.Error() }
 func (e *drainError) Unwrap() error { return e.err }
 
 func newWorker(r *runner, tr *catalog.Transform, p *engine.Plan) *worker {
-	w := &worker{r: r, id: tr.ID, name: tr.Name, plan: p, wake: make(chan struct{}, 1), changed: make(chan struct{}, 1), done: make(chan struct{}),
+	w := &worker{r: r, id: tr.ID, name: tr.Name, plan: p, planRaw: tr.Plan, wake: make(chan struct{}, 1), changed: make(chan struct{}, 1), done: make(chan struct{}),
 		failing: retry.NewEpisode(r.t.log.With("transform", tr.Name), "transform worker failed; retrying", "transform worker recovered")}
 	w.requests = make(chan workerRequest)
 	w.persisted.Store(tr.AppliedLSN)
@@ -341,6 +349,19 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 			<-ctx.Done()
 			return nil
 		}
+		if !bytes.Equal(tr.Plan, w.planRaw) {
+			// The definition was edited (ALTER TRANSFORM): every change
+			// from now on goes through the new plan, on a new session.
+			p, err := engine.Decode(tr.Plan)
+			if err != nil {
+				return err
+			}
+			if plant.Active(plant.ColumnBuildSkipsNewChanges) && tr.BuildKind == catalog.BuildColumns && w.prev == nil {
+				w.prev = engine.NewDetachedApplier(w.r.t.cat, w.id, w.plan, w.r.version, w.r.t.log)
+			}
+			w.plan, w.planRaw = p, tr.Plan
+			return errSwapped
+		}
 		switch tr.State {
 		case catalog.StateWaiting:
 			if err := w.r.installCapture(ctx, w.id, w.plan); err != nil {
@@ -365,12 +386,20 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 			// turn on a session, counted in the builds' share.
 			a.LedgerOnly = w.ledgerOnly(tr)
 			var done bool
+			if w.prev != nil {
+				// The planted bug: changes through the previous plan.
+				if _, err := w.drain(ctx, w.prev, false); err != nil {
+					return err
+				}
+			}
 			if err := w.turn(ctx, a, true, func() error {
 				if err := w.groupIndex(ctx, a); err != nil {
 					return err
 				}
-				if _, err := w.drain(ctx, a, false); err != nil {
-					return err
+				if w.prev == nil {
+					if _, err := w.drain(ctx, a, false); err != nil {
+						return err
+					}
 				}
 				var err error
 				if done, err = w.buildStep(ctx, a, tr); err != nil {
@@ -391,6 +420,10 @@ func (w *worker) session(ctx context.Context, a *engine.Applier) error {
 				return err
 			}
 			if done {
+				if w.prev != nil {
+					w.prev.Close(ctx)
+					w.prev = nil
+				}
 				if _, err := w.r.t.cat.SetState(ctx, w.r.t.pool, w.id, catalog.StateBackfilling, catalog.StateLive); err != nil {
 					return err
 				}
@@ -702,15 +735,24 @@ const (
 // deleted (ADR 0010).
 func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.Transform) (bool, error) {
 	phase, cursor := tr.BuildPhase, tr.BuildCursor
+	columns := tr.BuildKind == catalog.BuildColumns
+	if columns && w.plan.Shape != engine.ShapeRow {
+		// An aggregate's edited outputs are a projection of the state it
+		// keeps: projecting every group again rewrites them (ADR 0041).
+		if err := a.Reconcile(ctx); err != nil {
+			return false, err
+		}
+		return true, w.dropColumns(ctx, tr)
+	}
 	build, rebuild := a.Phases()
 	last := build
-	if tr.Rebuild {
+	if tr.Rebuild && !columns {
 		last = rebuild
 	}
 	if phase >= last {
-		return true, nil
+		return true, w.dropColumns(ctx, tr)
 	}
-	if a.Stmts.RangeBuild != nil && phase == 0 && !tr.Rebuild && len(w.held) == 0 {
+	if a.Stmts.RangeBuild != nil && phase == 0 && !tr.Rebuild && !columns && len(w.held) == 0 {
 		if ok, err := w.rangeBuildStep(ctx, a, tr, cursor); ok || err != nil {
 			return false, err
 		}
@@ -721,7 +763,7 @@ func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.T
 	}
 	if len(keys) == 0 {
 		if phase+1 < last {
-			return false, w.r.t.cat.SetBuildCursor(ctx, w.r.t.pool, w.id, phase+1, nil)
+			return false, w.r.t.cat.AdvanceBuild(ctx, w.r.t.pool, w.id, phase+1, nil, 0)
 		}
 		if tr.Rebuild || a.LedgerOnly {
 			// The ledger is now exact; make the target its aggregation (a
@@ -734,7 +776,7 @@ func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.T
 				return false, err
 			}
 		}
-		return true, nil
+		return true, w.dropColumns(ctx, tr)
 	}
 	end := keys[len(keys)-1]
 	start := time.Now()
@@ -751,11 +793,34 @@ func (w *worker) buildStep(ctx context.Context, a *engine.Applier, tr *catalog.T
 	return false, err
 }
 
+// dropColumns drops, once a build is done, the target columns an ALTER
+// TRANSFORM dropped (ADR 0041): only now does no batch of the old plan,
+// which wrote them, run any more.
+func (w *worker) dropColumns(ctx context.Context, tr *catalog.Transform) error {
+	if len(tr.DropColumns) == 0 {
+		return nil
+	}
+	tx, err := w.r.t.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	for _, c := range tr.DropColumns {
+		if _, err := tx.Exec(ctx, "ALTER TABLE "+w.plan.Target.Ident()+" DROP COLUMN IF EXISTS "+pgx.Identifier{c}.Sanitize()); err != nil {
+			return fmt.Errorf("drop column %s of %s: %w", c, w.plan.Target.Ident(), err)
+		}
+	}
+	if err := w.r.t.cat.ColumnsDropped(ctx, tx, w.id); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
 // ledgerOnly says whether the applier writes only the ledger in this step
 // of tr's build (ADR 0022): a fresh build of a grouped aggregate, unless
 // its reconcile failed on data once already.
 func (w *worker) ledgerOnly(tr *catalog.Transform) bool {
-	return !tr.Rebuild && !w.fullBuild && w.plan.Ledger != nil && len(w.plan.Groups) > 0
+	return !tr.Rebuild && tr.BuildKind == "" && !w.fullBuild && w.plan.Ledger != nil && len(w.plan.Groups) > 0
 }
 
 // groupIndex makes the ledger's deferred group index (ADR 0025) once the
@@ -782,7 +847,7 @@ func (w *worker) buildAgain(ctx context.Context, a *engine.Applier, cause error)
 	// transaction: a crash between would leave a finished build over an
 	// empty ledger.
 	err := a.ClearAggregate(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		return w.r.t.cat.SetBuildCursor(ctx, tx, w.id, 0, nil)
+		return w.r.t.cat.AdvanceBuild(ctx, tx, w.id, 0, nil, 0)
 	})
 	if err != nil {
 		return err

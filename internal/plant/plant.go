@@ -76,6 +76,18 @@ const (
 	// applier connection of its own again, outside the connection budget
 	// (ADR 0028).
 	ApplierConnectionPerTransform = "applier_connection_per_transform"
+	// TrustStoreAfterPromotion: the runner keeps its local store across a
+	// change of timeline (a promoted standby, a point-in-time restore)
+	// instead of discarding it (ADR 0039), so streaming resumes at the
+	// store's received position — a future the new timeline never had —
+	// and the server skips every transaction the new timeline commits
+	// before it.
+	TrustStoreAfterPromotion = "trust_store_after_promotion"
+	// ColumnBuildSkipsNewChanges: during a column build (ALTER TRANSFORM,
+	// ADR 0041) the changes drained between build chunks go through an
+	// applier of the previous plan, so a key the build has passed and that
+	// changes again is written with the old expression.
+	ColumnBuildSkipsNewChanges = "column_build_skips_new_changes"
 )
 
 // EnvVar names the environment variable that selects a planted bug.

@@ -31,6 +31,7 @@ var planted = []string{
 	plant.HoldWholeBatch, plant.DoneClearsRedirtied, plant.FlattenNullableComputed,
 	plant.ExistsMissesLastDelete, plant.StaleScalar, plant.WindowPartitionStale, plant.TopKNoRefill,
 	plant.ApplierConnectionPerTransform, plant.RecursiveAnchorStale,
+	plant.TrustStoreAfterPromotion, plant.ColumnBuildSkipsNewChanges,
 }
 
 // catcher is the test that must fail with a bug planted: a resource
@@ -46,6 +47,10 @@ var catchers = map[string]catcher{
 	plant.StaleScalar: {"./", "^TestScalarMoves$"},
 	// The fast lane draws no recursive CTE (ADR 0035).
 	plant.RecursiveAnchorStale: {"./", "^TestRecursive$"},
+	// The fast lane restores no database to an earlier point (ADR 0039).
+	plant.TrustStoreAfterPromotion: {"./", "^TestPointInTimeRestore$"},
+	// A column build needs an ALTER TRANSFORM the fast lane does not draw.
+	plant.ColumnBuildSkipsNewChanges: {"./", "^TestAlterTransform$"},
 }
 
 func main() {

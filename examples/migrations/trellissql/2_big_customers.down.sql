@@ -1,0 +1,1 @@
+DROP TRANSFORM IF EXISTS big_customers;
