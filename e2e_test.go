@@ -133,7 +133,16 @@ func newEnvOn(t *testing.T, dsn string, cfg trellis.Config) *env {
 	return e
 }
 
+// open opens the instance of e.cfg. A call timeout left unset is
+// convergeTimeout, not the default 30 s: an Apply of dozens of transforms
+// on a server the parallel tests share with two cores' worth of others ran
+// past 30 s (seen at load 20-30: TestSublinks, TestFunctionsInFrom,
+// TestRecursive), and the tests check what the calls do, not how fast;
+// TestCallTimeout sets its own.
 func (e *env) open() {
+	if e.cfg.CallTimeout == 0 {
+		e.cfg.CallTimeout = convergeTimeout
+	}
 	tr, err := trellis.Open(context.Background(), e.cfg)
 	if err != nil {
 		e.t.Fatal(err)
