@@ -16,8 +16,15 @@ build:
 # so is examples/migrations (goose and golang-migrate, for its examples).
 # The per-binary timeout is a guard against a hang, above the root
 # package's ~12 minutes on a slow day (it holds the peer-suite probes).
+# Six parallel tests at a time (-parallel; it matters for the root package,
+# whose tests are parallel, each on a database of its own, and mostly wait
+# on their servers): the root package alone took 739 s at -parallel 4 and
+# (before main's issue 26/27 tests) 560 s at 8, on two cores at load
+# 12-22, where at 8 a 10 s catalog read of the peer suites once ran out
+# (catalogReadTimeout). At that load the other packages, one after another
+# in the second slot, take longer than the root package.
 test: fmt-check vet
-	$(GO) test -p 2 -count=1 -timeout 25m $(PKGS)
+	$(GO) test -p 2 -parallel 6 -count=1 -timeout 25m $(PKGS)
 	cd deploy && $(GO) test -count=1 ./...
 	cd examples/migrations && $(GO) test -count=1 ./...
 

@@ -21,7 +21,10 @@ import (
 // 0041). With the planted bug column_build_skips_new_changes the changes
 // during the build are written with the old expression and the comparison
 // fails.
-func TestAlterTransform(t *testing.T) { eachMode(t, testAlterTransform) }
+func TestAlterTransform(t *testing.T) {
+	t.Parallel()
+	eachModeParallel(t, testAlterTransform)
+}
 
 func testAlterTransform(t *testing.T, mode string) {
 	e := newEnv(t, trellis.Config{Capture: mode})
@@ -81,7 +84,7 @@ ALTER TRANSFORM per_customer ALTER mean AS round(sum(amount) / count(*), 2), ADD
 	// again while it goes on, and only in its first part, so that their
 	// last change is drained while it still runs: they must get the new
 	// expression.
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(convergeTimeout)
 	passed := 0
 	for i := 0; ; i++ {
 		st := statusOf(t, e, "big")

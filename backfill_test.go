@@ -15,7 +15,10 @@ import (
 // BACKFILL OF the table: every transform reading it rebuilds in place and
 // converges, a transform reading another table keeps running untouched,
 // and a table no transform reads is not_found (ADR 0040).
-func TestRequestBackfill(t *testing.T) { eachMode(t, testRequestBackfill) }
+func TestRequestBackfill(t *testing.T) {
+	t.Parallel()
+	eachModeParallel(t, testRequestBackfill)
+}
 
 func testRequestBackfill(t *testing.T, mode string) {
 	e := newEnv(t, trellis.Config{Capture: mode})

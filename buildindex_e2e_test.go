@@ -12,6 +12,7 @@ import (
 // makes it before the transform goes live (ADR 0025); min/max recomputes
 // then run with it.
 func TestLedgerGroupIndexAfterBuild(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, trellis.Config{})
 	e.exec(`CREATE TABLE s (k int PRIMARY KEY, g int, v int)`)
 	e.exec(`INSERT INTO s SELECT i, i % 30, i FROM generate_series(1, 3000) i`)

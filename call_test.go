@@ -14,7 +14,9 @@ import (
 // a timeout error within the call timeout, while the lock is still held,
 // and leaves nothing behind: no transform, no table, no session of its
 // own still queued for the lock (ADR 0040). The waits are bounded by their
-// context, not by the call timeout.
+// context, not by the call timeout. Serial (not t.Parallel): the calls that
+// must go through do so within the 2 s call timeout, which the parallel
+// tests' load on two cores could exceed.
 func TestCallTimeout(t *testing.T) {
 	e := newEnv(t, trellis.Config{CallTimeout: 2 * time.Second})
 	e.exec(schemaSQL)

@@ -122,7 +122,7 @@ func chainScript(defs []chainDef) string {
 // a two-way EXCEPT ALL in one snapshot, and runs the engine's CompareNow.
 func chainConverge(e *env, defs []chainDef, when string) {
 	e.t.Helper()
-	e.awaitWithin(when, 60*time.Second)
+	e.awaitWithin(when, convergeTimeout)
 	chainCompare(e, defs, when, true)
 }
 
@@ -328,7 +328,10 @@ func burstAsyncOf(dsn string, seed int64, d time.Duration, stmt func(*rand.Rand)
 // order of the only customer of a region deleted (the region's groups
 // empty at levels 2 and 3), a dimension-only move, a deleted customer, a
 // customer's primary key changed, TRUNCATE and a bulk update.
-func TestChainThreeLevels(t *testing.T) { eachModeParallel(t, testChainThreeLevels) }
+func TestChainThreeLevels(t *testing.T) {
+	t.Parallel()
+	eachModeParallel(t, testChainThreeLevels)
+}
 
 func testChainThreeLevels(t *testing.T, mode string) {
 	e := newEnv(t, trellis.Config{Capture: mode})
@@ -446,6 +449,7 @@ func testChainThreeLevels(t *testing.T, mode string) {
 // After each kill it logs which levels the dead runner left behind their
 // upstream targets (a kill between one level's apply and the next one's).
 func TestChainSurvivesKill(t *testing.T) {
+	t.Parallel()
 	chainKills(t, func(e *env) {
 		e.exec(chainSchemaSQL)
 		e.exec(chainSeedSQL)
@@ -459,9 +463,9 @@ func TestChainSurvivesKill(t *testing.T) {
 // behind their upstream targets.
 func chainKills(t *testing.T, setup func(*env), defs []chainDef, stmt func(*rand.Rand) string, behind func(*env) []string) {
 	bin := buildCLI(t)
+	var subs []subtest // each mode on a database of its own
 	for _, m := range killModes {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel() // each mode on a database of its own
+		subs = append(subs, subtest{m.name, func(t *testing.T) {
 			confirm := m.confirm
 			e := newEnv(t, trellis.Config{Confirm: confirm, Capture: m.capture})
 			setup(e)
@@ -508,8 +512,9 @@ func chainKills(t *testing.T, setup func(*env), defs []chainDef, stmt func(*rand
 					t.Fatalf("runner panicked:\n%s", r.out)
 				}
 			}
-		})
+		}})
 	}
+	atOnce(t, subs...)
 }
 
 // chainSnapshot is what a definition script could change: the catalog rows
@@ -551,6 +556,7 @@ func chainLegacy(e *env, names ...string) {
 // its last level up works, each target leaving the publication once no
 // transform reads it.
 func TestChainRefusals(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, trellis.Config{})
 	e.exec(chainSchemaSQL)

@@ -58,6 +58,7 @@ func readDefinitions(t *testing.T) (string, []definitionCase) {
 // accepted one builds and equals its query (a definition Apply accepts
 // must build).
 func TestDefinitionTable(t *testing.T) {
+	t.Parallel()
 	setup, cases := readDefinitions(t)
 	e := newEnv(t, trellis.Config{})
 	ctx := context.Background()

@@ -124,7 +124,7 @@ func (e *disruptEnv) write(round int) {
 func (e *disruptEnv) awaitDisrupted(want string) {
 	e.t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		st, err := e.tr.Status(ctx)
 		if err != nil {
@@ -172,7 +172,7 @@ func (e *disruptEnv) anyPaused() bool {
 // past it (which a dropped, invalidated or publication-less slot cannot).
 func (e *disruptEnv) awaitNewSlot(from uint64) {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		s := e.slot()
 		if s.Exists && (s.WALStatus == "reserved" || s.WALStatus == "extended") && uint64(s.ConfirmedFlush) >= from {
@@ -238,7 +238,7 @@ func (w *readinessWatch) unready() trellis.Readiness {
 // awaitReady waits until the runner reports ready.
 func (e *disruptEnv) awaitReady(when string) {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		rd := e.tr.Readiness()
 		if rd.Ready {
@@ -256,6 +256,7 @@ func (e *disruptEnv) awaitReady(when string) {
 // runner is unready (its capture stream is gone, then it recovers from
 // the disruption) until it streams from a new slot.
 func TestDisruptSlotDropped(t *testing.T) {
+	t.Parallel()
 	e := newDisruptEnv(t, nil)
 	e.start()
 	e.converge("after build")
@@ -263,7 +264,7 @@ func TestDisruptSlotDropped(t *testing.T) {
 	watch := watchReadiness(e.tr, trellis.CheckCapture, trellis.CheckNoDisruption)
 	ctx := context.Background()
 	name := e.slotName()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		// The runner reconnects within ~100ms: terminate and drop until
 		// the drop wins the race.
@@ -296,7 +297,7 @@ func TestDisruptSlotDropped(t *testing.T) {
 func (e *disruptEnv) dropSlot() {
 	e.t.Helper()
 	name := e.slotName()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		e.exec(`SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, name)
 		_, err := e.conn.Exec(context.Background(), `SELECT pg_drop_replication_slot($1)`, name)
@@ -314,7 +315,7 @@ func (e *disruptEnv) dropSlot() {
 // containing why, and no replication slot is left.
 func (e *disruptEnv) awaitMode(want, why string) {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		st, err := e.tr.Status(context.Background())
 		if err != nil {
@@ -341,7 +342,8 @@ func (e *disruptEnv) awaitMode(want, why string) {
 // slot retaining more WAL than --max-retained-wal is replaced by triggers
 // with nothing lost and nothing paused.
 func TestDisruptAutoSwitches(t *testing.T) {
-	t.Run("slot lost", func(t *testing.T) {
+	t.Parallel()
+	atOnce(t, subtest{"slot lost", func(t *testing.T) {
 		e := newDisruptEnvWith(t, nil, trellis.Config{})
 		e.start()
 		e.converge("after build")
@@ -351,8 +353,7 @@ func TestDisruptAutoSwitches(t *testing.T) {
 		e.awaitMode(trellis.CaptureTrigger, "slot was lost")
 		e.write(1)
 		e.recover(2)
-	})
-	t.Run("retained WAL", func(t *testing.T) {
+	}}, subtest{"retained WAL", func(t *testing.T) {
 		e := newDisruptEnvWith(t, nil, trellis.Config{MaxRetainedWAL: 1})
 		e.start()
 		e.write(0)
@@ -369,12 +370,13 @@ func TestDisruptAutoSwitches(t *testing.T) {
 			}
 		}
 		e.running("at the end")
-	})
+	}})
 }
 
 // TestDisruptPublicationDropped: the publication is dropped underneath a
 // running runner; the walsender fails at the next change it decodes.
 func TestDisruptPublicationDropped(t *testing.T) {
+	t.Parallel()
 	e := newDisruptEnv(t, nil)
 	e.start()
 	e.converge("after build")
@@ -647,6 +649,7 @@ func orNULL(s *string) string {
 // WAL (injected: no server can be made to do so on demand); the runner
 // must drop and re-create the slot.
 func TestDisruptSlotUndecodable(t *testing.T) {
+	t.Parallel()
 	u := newUndecodableStream()
 	e := newDisruptEnv(t, u.run)
 	e.start()

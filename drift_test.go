@@ -45,6 +45,11 @@ func stillLive(t *testing.T, e *env, names ...string) {
 // write; the others keep running. A new column nobody reads changes
 // nothing. RESUME refuses while the definition is broken and, after a
 // retype, re-types the stored columns and rebuilds.
+//
+// Not parallel: whether the drift check or the worker's re-derive of the
+// write after the rename meets the renamed column first is a race, and
+// under the load of parallel tests the worker won once (kind halt, not
+// capture; the same test passes alone and in the serial phase).
 func TestDDLDrift(t *testing.T) {
 	e := newEnv(t, trellis.Config{})
 	e.exec(schemaSQL)

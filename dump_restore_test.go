@@ -47,7 +47,10 @@ CREATE TRANSFORM extra_sum AS SELECT count(*) AS n, sum(v) AS v FROM extra;`
 // OIDs) reach the targets too. The dump leaves one source table out
 // (pg_dump -T): its transform is paused with the fix, and the runner goes
 // on with the others.
-func TestDumpRestore(t *testing.T) { eachModeParallel(t, testDumpRestore) }
+func TestDumpRestore(t *testing.T) {
+	t.Parallel()
+	eachModeParallel(t, testDumpRestore)
+}
 
 func testDumpRestore(t *testing.T, mode string) {
 	var srcDSN, copyDSN string

@@ -28,6 +28,7 @@ CREATE TABLE customers (id int PRIMARY KEY, name text)`
 // first Open recreates every transform, which then build and converge
 // (ADR 0040).
 func TestDump(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, trellis.Config{})
 	ctx := context.Background()
 	e.exec(dumpSchemaSQL)

@@ -1,12 +1,15 @@
 package trellis_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"math/rand"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +20,17 @@ import (
 	"github.com/trellis-repl/trellis-repl/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// Tests here call t.Parallel (make test runs -parallel 4) unless they
+// change what every test on the harness's server sees: ALTER SYSTEM
+// (TestDisruptSlotInvalidated, TestDisruptSlotInvalidatedWhileRunning,
+// TestVisibleBeforeRederived) or roles, which are cluster-wide (role_test.go),
+// or race with the load of the others (TestDDLDrift).
+// Go runs the tests that do not call it first, one at a time, and the
+// parallel ones only after them, so those never overlap another test. A
+// parallel test keeps to its own database (pgtest.NewDatabase; slots,
+// publications and locks are looked up in it), or to a server of its own
+// when it restarts one (TestFaultInjection, TestReconnect).
+func TestMain(m *testing.M) { pgtest.Main(m, cli.remove) }
 
 // env is one test's database, instance and running pipeline.
 type env struct {
@@ -37,23 +50,45 @@ type env struct {
 // newEnv).
 var captureModes = []string{trellis.CaptureLogical, trellis.CaptureTrigger}
 
-// eachMode runs fn as a subtest per capture mode.
+// eachMode runs fn as a subtest per capture mode, one after the other: for
+// a test whose modes must not overlap (none here now; a new suite calls
+// t.Parallel and eachModeParallel, see TestMain).
 func eachMode(t *testing.T, fn func(t *testing.T, mode string)) {
 	for _, mode := range captureModes {
 		t.Run(mode, func(t *testing.T) { fn(t, mode) })
 	}
 }
 
-// eachModeParallel is eachMode with the modes run at the same time: for
-// the long tests that mostly wait (restarts, kills, convergence), each
-// mode on a database — and for trigger capture a server — of its own.
+// eachModeParallel is eachMode with the modes run at the same time
+// (atOnce), each mode on a database — and for trigger capture a server —
+// of its own.
 func eachModeParallel(t *testing.T, fn func(t *testing.T, mode string)) {
+	var subs []subtest
 	for _, mode := range captureModes {
-		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
-			fn(t, mode)
-		})
+		subs = append(subs, subtest{mode, func(t *testing.T) { fn(t, mode) }})
 	}
+	atOnce(t, subs...)
+}
+
+// subtest is a named subtest body, for atOnce.
+type subtest struct {
+	name string
+	fn   func(t *testing.T)
+}
+
+// atOnce runs subs as subtests all at the same time, each in a goroutine
+// of its own, and returns when all are done. They are not parallel
+// subtests (t.Parallel): the test that runs them is parallel, and its
+// parallel subtests would queue for a slot (-parallel) behind every
+// parallel test not started yet, so a test's own modes and parts would run
+// last, after the whole suite, while the test that started them waited.
+// Here they share their test's slot and start at once.
+func atOnce(t *testing.T, subs ...subtest) {
+	var wg sync.WaitGroup
+	for _, s := range subs {
+		wg.Go(func() { t.Run(s.name, s.fn) })
+	}
+	wg.Wait()
 }
 
 // replicaServer is a server started with wal_level=replica: logical
@@ -98,7 +133,16 @@ func newEnvOn(t *testing.T, dsn string, cfg trellis.Config) *env {
 	return e
 }
 
+// open opens the instance of e.cfg. A call timeout left unset is
+// convergeTimeout, not the default 30 s: an Apply of dozens of transforms
+// on a server the parallel tests share with two cores' worth of others ran
+// past 30 s (seen at load 20-30: TestSublinks, TestFunctionsInFrom,
+// TestRecursive), and the tests check what the calls do, not how fast;
+// TestCallTimeout sets its own.
 func (e *env) open() {
+	if e.cfg.CallTimeout == 0 {
+		e.cfg.CallTimeout = convergeTimeout
+	}
 	tr, err := trellis.Open(context.Background(), e.cfg)
 	if err != nil {
 		e.t.Fatal(err)
@@ -144,11 +188,24 @@ func (e *env) apply(script string) {
 	}
 }
 
+// convergeTimeout bounds a test's wait for convergence (and the
+// comparisons after it): a guard against a runner that stops converging,
+// which fails the test naming what is behind, not a timing. It is
+// generous because the tests run in parallel on two cores beside another
+// package's: a build of a hundred transforms waits its turn for the CPU.
+// The package's -timeout is the last resort.
+const convergeTimeout = 5 * time.Minute
+
+// waitTimeout bounds a test's wait for a state it expects soon (a status,
+// a slot, a lock wait, a log line): a guard against one that never comes,
+// not a timing, generous for the same reason.
+const waitTimeout = 2 * time.Minute
+
 // converge waits for convergence and checks every target equals its query.
 func (e *env) converge(when string) {
 	e.t.Helper()
 	e.await(when)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), convergeTimeout)
 	defer cancel()
 	defs, err := e.tr.Definitions(ctx)
 	if err != nil {
@@ -226,7 +283,10 @@ func workload(e *env, rng *rand.Rand, txns, maxRows int) {
 	}
 }
 
-func TestPipelineConverges(t *testing.T) { eachMode(t, testPipelineConverges) }
+func TestPipelineConverges(t *testing.T) {
+	t.Parallel()
+	eachModeParallel(t, testPipelineConverges)
+}
 
 func testPipelineConverges(t *testing.T, mode string) {
 	e := newEnv(t, trellis.Config{Capture: mode})
@@ -264,8 +324,10 @@ func testPipelineConverges(t *testing.T, mode string) {
 }
 
 func TestRestartResumes(t *testing.T) {
+	t.Parallel()
+	var subs []subtest // each on a database of its own
 	for _, mode := range []string{trellis.ConfirmLocal, trellis.ConfirmApplied, trellis.CaptureTrigger} {
-		t.Run(mode, func(t *testing.T) {
+		subs = append(subs, subtest{mode, func(t *testing.T) {
 			cfg := trellis.Config{Confirm: mode}
 			if mode == trellis.CaptureTrigger {
 				cfg = trellis.Config{Capture: mode}
@@ -282,11 +344,13 @@ func TestRestartResumes(t *testing.T) {
 			e.start()
 			workload(e, rng, 10, 20)
 			e.converge("after restart")
-		})
+		}})
 	}
+	atOnce(t, subs...)
 }
 
 func TestStatementErrorsChangeNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, trellis.Config{})
 	e.exec(schemaSQL)
 	e.exec(`CREATE TABLE nokey (a int)`)
@@ -324,6 +388,7 @@ func TestStatementErrorsChangeNothing(t *testing.T) {
 // conflict naming its state, and — like any failing statement — leaves the
 // whole script unapplied, including statements before it that succeeded.
 func TestResumeNotPaused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, trellis.Config{})
 	ctx := context.Background()
 	e.exec(schemaSQL)
@@ -416,6 +481,7 @@ func pgxConnect(dsn string) (*pgx.Conn, error) { return pgx.Connect(context.Back
 // transform's key, that transform pauses with a capture failure naming the
 // column, and the others keep converging.
 func TestReplicaIdentityDrift(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, trellis.Config{})
 	e.exec(schemaSQL)
 	e.exec(`CREATE TABLE tags (id int PRIMARY KEY, code text NOT NULL, label text);
@@ -428,7 +494,7 @@ func TestReplicaIdentityDrift(t *testing.T) {
 	e.exec(`UPDATE tags SET label = 'z' WHERE id = 1`)
 	e.exec(`INSERT INTO orders VALUES (1, 1, 'new', 50, 1, NULL)`)
 	ctx := context.Background()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		st, err := e.tr.Status(ctx, "tag_labels")
 		if err != nil {
@@ -453,6 +519,7 @@ func TestReplicaIdentityDrift(t *testing.T) {
 // it, deleting rows that do not belong (orphans); DROP removes the target,
 // the ledger and publication membership no other transform needs.
 func TestPauseResumeDrop(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, trellis.Config{})
 	e.exec(schemaSQL)
 	e.exec(`CREATE TABLE notes (id int PRIMARY KEY, body text)`)
@@ -467,7 +534,7 @@ func TestPauseResumeDrop(t *testing.T) {
 	e.exec(`INSERT INTO big_orders VALUES (-1, 0, 'ORPHAN', 1)`)
 	e.exec(`UPDATE by_customer SET n = 999`)
 	tok, _ := e.tr.WatermarkToken(ctx)
-	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	waitCtx, cancel := context.WithTimeout(ctx, convergeTimeout)
 	defer cancel()
 	if err := e.tr.AwaitConverged(waitCtx, tok); err != nil {
 		t.Fatalf("user-paused transforms must not block convergence: %v", err)
@@ -495,7 +562,7 @@ func TestPauseResumeDrop(t *testing.T) {
 	var pubBefore int
 	e.conn.QueryRow(ctx, `SELECT count(*) FROM pg_publication_tables WHERE pubname = 'trellis_pub'`).Scan(&pubBefore)
 	e.apply(`DROP TRANSFORM note_bodies; DROP TRANSFORM IF EXISTS nothing_here`)
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		var n int
 		e.conn.QueryRow(ctx, `SELECT count(*) FROM pg_publication_tables WHERE pubname = 'trellis_pub' AND tablename = 'notes'`).Scan(&n)
@@ -534,4 +601,42 @@ func (e *env) awaitOnly() {
 	if err := e.tr.AwaitConverged(ctx, tok); err != nil {
 		e.t.Fatal(err)
 	}
+}
+
+// splitBy deals items into at most n parts of about equal weight (the
+// heaviest first, each to the lightest part so far), each part keeping
+// the items' order.
+func splitBy[T any](items []T, n int, weight func(T) int) [][]T {
+	order := make([]int, len(items))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(weight(items[b]), weight(items[a])) })
+	load := make([]int, n)
+	of := make([]int, len(items))
+	for _, i := range order {
+		p := 0
+		for q := range load {
+			if load[q] < load[p] {
+				p = q
+			}
+		}
+		of[i] = p
+		load[p] += weight(items[i])
+	}
+	parts := make([][]T, n)
+	for i, it := range items {
+		parts[of[i]] = append(parts[of[i]], it)
+	}
+	return slices.DeleteFunc(parts, func(p []T) bool { return len(p) == 0 })
+}
+
+// inParts runs fn on each part at once (atOnce), as subtests part1,
+// part2, ….
+func inParts[T any](t *testing.T, parts [][]T, fn func(t *testing.T, part []T)) {
+	var subs []subtest
+	for i, p := range parts {
+		subs = append(subs, subtest{fmt.Sprintf("part%d", i+1), func(t *testing.T) { fn(t, p) }})
+	}
+	atOnce(t, subs...)
 }

@@ -26,7 +26,7 @@ func diskFull(t *testing.T, e *env, table string) (fix func()) {
 // waitStatus polls the transform's status until ok accepts it.
 func waitStatus(t *testing.T, e *env, name, what string, ok func(trellis.TransformStatus) bool) trellis.TransformStatus {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(convergeTimeout)
 	for {
 		st, err := e.tr.Status(context.Background(), name)
 		if err != nil {
@@ -48,6 +48,7 @@ func waitStatus(t *testing.T, e *env, name, what string, ok func(trellis.Transfo
 // that keeps failing shows as backfill_failure and after a few attempts
 // pauses the transform, which a RESUME after the fix builds through.
 func TestFailureReports(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, trellis.Config{})
 	e.exec(schemaSQL)
 	e.exec(`INSERT INTO orders SELECT g, g % 7, 'new', g % 50, g % 4, NULL FROM generate_series(1, 100) g`)

@@ -18,6 +18,7 @@ import (
 // (fast, and immediate) and a walsender kill under a live runner.
 // Afterwards every target equals its query.
 func TestFaultInjection(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.ExtraServer(t, "faults", nil)
 	dsn := pgtest.NewDatabaseOn(t, srv)
 	e := haEnv(t, dsn, trellis.Config{})
@@ -31,8 +32,16 @@ func TestFaultInjection(t *testing.T) {
 	ctx := context.Background()
 	huge := make(chan error, 1)
 	for round := 0; round < 20; round++ {
+		started := time.Now()
 		r := startHARun(t, bin, args...)
 		wait := time.Duration(100+rng.Intn(1400)) * time.Millisecond
+		if round == 11 || round == 14 || round == 17 {
+			// The runner must live through what comes, so it has to be
+			// running first: on a loaded machine its start can take
+			// longer than wait, and a server that refuses its first
+			// connection is a wrong --dsn to it (it exits).
+			e.awaitRunner(r.pid(), started)
+		}
 		switch round {
 		case 4:
 			// Killed while it builds a transform over 100,000 rows.

@@ -18,6 +18,7 @@ import (
 // source. The runner's publishing transaction is held open, after its
 // catalog change, by an event trigger waiting on an advisory lock.
 func TestBuildSeesWriterInPublishWindow(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, trellis.Config{})
 	e.exec(`CREATE TABLE src (id int PRIMARY KEY, v int)`)
@@ -32,10 +33,11 @@ func TestBuildSeesWriterInPublishWindow(t *testing.T) {
 	e.start()
 	e.apply(`CREATE TRANSFORM t_rows AS SELECT id, v FROM src`)
 	// The runner's ALTER PUBLICATION has its xid and waits in the trigger.
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	for deadline := time.Now().Add(waitTimeout); ; {
 		var waiting bool
 		if err := e.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
-			WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted)`).Scan(&waiting); err != nil {
+			WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted
+			AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		if waiting {

@@ -45,7 +45,8 @@ var groupingDefs = []levelDef{
 // writes that move rows between groups, empty groups, make NULL groups
 // and update the dependent columns of a grouped key.
 func TestGroupingAsPostgreSQL(t *testing.T) {
-	eachMode(t, func(t *testing.T, mode string) {
+	t.Parallel()
+	eachModeParallel(t, func(t *testing.T, mode string) {
 		e := keepShapes(t, mode, groupingSchema, groupingDefs, []string{
 			`UPDATE products SET name = 'renamed ' || id, price = coalesce(price, 0) + 3 WHERE id % 3 = 0`,
 			`UPDATE customers SET region = NULL WHERE id % 4 = 0; UPDATE customers SET region = 'east' WHERE id % 5 = 0`,
@@ -87,7 +88,8 @@ var settingsDefs = []levelDef{
 // equal its query evaluated under Tokyo, after the build and every write,
 // and not the query under UTC.
 func TestSettingsRecorded(t *testing.T) {
-	eachMode(t, func(t *testing.T, mode string) {
+	t.Parallel()
+	eachModeParallel(t, func(t *testing.T, mode string) {
 		ctx := context.Background()
 		e := newEnv(t, trellis.Config{Capture: mode})
 		var db string
@@ -162,6 +164,7 @@ func TestSettingsRecorded(t *testing.T) {
 // TestClockReadersRefused: functions that read the clock or the database
 // stay refused, each named, whatever settings the transform records.
 func TestClockReadersRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, trellis.Config{})
 	e.exec(settingsSchema + `; CREATE SEQUENCE seq; CREATE FUNCTION stab(int) RETURNS int STABLE LANGUAGE plpgsql AS 'BEGIN RETURN $1; END'`)
 	refuseEach(t, e, []refusal{

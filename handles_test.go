@@ -21,6 +21,7 @@ import (
 // other keeps converging), is idempotent, and calls after it are
 // validation errors (ADR 0040).
 func TestTwoHandles(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDatabase(t)
 	ctx := context.Background()
 	reg := prometheus.NewRegistry()
@@ -95,8 +96,8 @@ CREATE TRANSFORM only_b AS SELECT id FROM orders WHERE qty = 0`)
 	go func() { a.tr.Close(); close(closed) }()
 	select {
 	case <-closed:
-	case <-time.After(time.Minute):
-		t.Fatal("Close did not return within a minute")
+	case <-time.After(waitTimeout):
+		t.Fatalf("Close did not return within %s", waitTimeout)
 	}
 	select {
 	case err := <-a.done:
@@ -104,8 +105,8 @@ CREATE TRANSFORM only_b AS SELECT id FROM orders WHERE qty = 0`)
 			t.Fatalf("a's Run after Close: %v", err)
 		}
 		a.cancel = nil
-	case <-time.After(time.Second):
-		t.Fatal("a's Run did not return when its handle closed")
+	case <-time.After(waitTimeout):
+		t.Fatalf("a's Run did not return within %s of its handle closing", waitTimeout)
 	}
 	a.tr.Close() // again: nothing happens
 	if _, err := a.tr.Status(ctx); trellis.CodeOf(err) != trellis.CodeValidation {

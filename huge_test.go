@@ -51,7 +51,10 @@ func peakRSS(t *testing.T, pid int) int64 {
 // applied with the runner's resident memory bounded (≤ 256 MiB), streamed
 // (protocol 2, a small logical_decoding_work_mem) and spilled to the
 // store; the aborted rows leave nothing behind.
-func TestHugeTransactions(t *testing.T) { eachMode(t, testHugeTransactions) }
+func TestHugeTransactions(t *testing.T) {
+	t.Parallel()
+	eachModeParallel(t, testHugeTransactions)
+}
 
 func testHugeTransactions(t *testing.T, mode string) {
 	bin := buildCLI(t)
@@ -81,7 +84,7 @@ func testHugeTransactions(t *testing.T, mode string) {
 	// Catch-up of N keys per transaction: allow a millisecond a key.
 	settle := func(when string) {
 		t.Helper()
-		e.awaitWithin(when, max(90*time.Second, time.Duration(n)*time.Millisecond))
+		e.awaitWithin(when, max(convergeTimeout, time.Duration(n)*time.Millisecond))
 	}
 	start := time.Now()
 	e.exec(fmt.Sprintf(`INSERT INTO orders SELECT g, g %% 100, 'new', g %% 50, g %% 4, NULL FROM generate_series(1, %d) g`, n))

@@ -112,7 +112,7 @@ func newJoinCheck(e *env, defs []joinDef) *joinCheck {
 func (c *joinCheck) converge(when string) {
 	e := c.e
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), convergeTimeout)
 	defer cancel()
 	tok, err := e.tr.WatermarkToken(ctx)
 	if err != nil {
@@ -382,7 +382,10 @@ func (e *env) queryInt(sql string, args ...any) int64 {
 // TestJoinTransformsLive builds join transforms over existing data, then
 // keeps them exact through concurrent writes to every table and through
 // the dimension changes that only lineage and outer-join expansion handle.
-func TestJoinTransformsLive(t *testing.T) { eachMode(t, testJoinTransformsLive) }
+func TestJoinTransformsLive(t *testing.T) {
+	t.Parallel()
+	eachModeParallel(t, testJoinTransformsLive)
+}
 
 func testJoinTransformsLive(t *testing.T, mode string) {
 	e := newEnv(t, trellis.Config{Capture: mode})
@@ -479,10 +482,11 @@ func testJoinTransformsLive(t *testing.T, mode string) {
 // bursts to the dimension tables, restarts it on the same data directory,
 // and checks exact convergence, in both confirm modes.
 func TestJoinSurvivesKill(t *testing.T) {
+	t.Parallel()
 	bin := buildCLI(t)
+	var subs []subtest // each mode on a database of its own
 	for _, m := range killModes {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel() // each mode on a database of its own
+		subs = append(subs, subtest{m.name, func(t *testing.T) {
 			confirm := m.confirm
 			e := newEnv(t, trellis.Config{Confirm: confirm, Capture: m.capture})
 			e.exec(joinSchemaSQL)
@@ -557,8 +561,9 @@ func TestJoinSurvivesKill(t *testing.T) {
 					t.Fatalf("runner panicked:\n%s", r.out)
 				}
 			}
-		})
+		}})
 	}
+	atOnce(t, subs...)
 }
 
 // publishedTables lists the public tables in the instance's publication.
@@ -579,7 +584,7 @@ func (e *env) publishedTables() []string {
 // awaitPublished waits until the publication lists exactly want (sorted).
 func (e *env) awaitPublished(when string, want []string) {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		got := e.publishedTables()
 		if slices.Equal(got, want) {
@@ -598,6 +603,7 @@ func (e *env) awaitPublished(when string, want []string) {
 // self-join's table counts once), drops target and ledger, and the others
 // keep converging.
 func TestJoinStatusAndDrop(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, trellis.Config{})
 	e.exec(joinSchemaSQL)

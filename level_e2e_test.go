@@ -60,7 +60,7 @@ func levelScript() string {
 // of owners and levels.
 func levelConverge(e *env, defs []levelDef, when string) {
 	e.t.Helper()
-	e.awaitWithin(when, 60*time.Second)
+	e.awaitWithin(when, convergeTimeout)
 	levelCompare(e, defs, when, true)
 }
 
@@ -245,7 +245,7 @@ func TestInnerLevels(t *testing.T) {
 			drifted[l] = true
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		st, err := e.tr.Status(ctx)
 		if err != nil {
@@ -314,7 +314,7 @@ func TestInnerLevels(t *testing.T) {
 		t.Fatalf("CREATE OR REPLACE TRANSFORM lvl_q13: %+v, %v", res, err)
 	}
 	defs[0].query = strings.Replace(defs[0].query, `o.status NOT LIKE '%x%'`, `o.status = 'paid'`, 1)
-	deadline = time.Now().Add(30 * time.Second)
+	deadline = time.Now().Add(waitTimeout)
 	for {
 		st, err := e.tr.Status(ctx)
 		if err != nil {
@@ -324,7 +324,7 @@ func TestInnerLevels(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the redefinition of lvl_q13 did not swap in within 30s")
+			t.Fatalf("the redefinition of lvl_q13 did not swap in within %s", waitTimeout)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

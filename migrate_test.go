@@ -19,6 +19,7 @@ import (
 // schema, another instance's target schema and a schema of other tables,
 // changing nothing (ADR 0040).
 func TestMigrateAndNoInstall(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDatabase(t)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dsn)

@@ -15,6 +15,7 @@ import (
 // entering and leaving groups in random order (ADR 0024). The usual
 // comparison (EXCEPT ALL) calls 1.5 and 1.50 equal; this one compares text.
 func TestNumericPrintsAsQuery(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, trellis.Config{})
 	e.exec(`CREATE TABLE m (id int PRIMARY KEY, g int, v numeric)`)
 	defs := map[string]struct{ cols, query string }{

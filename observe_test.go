@@ -131,14 +131,14 @@ func (e *metricsEnv) value(name string, labels ...string) (float64, bool) {
 // last saw.
 func (e *metricsEnv) eventually(what string, cond func(s scraped) (bool, string)) {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		ok, saw := cond(scrape(e.t, e.url))
 		if ok {
 			return
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatalf("%s: not within 20s; last %s", what, saw)
+			e.t.Fatalf("%s: not within %s; last %s", what, waitTimeout, saw)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

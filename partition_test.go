@@ -14,7 +14,10 @@ import (
 // correcting_nodes meanwhile), AwaitConverged waits for them, and every
 // target, including one over a partition used directly, equals its query.
 // Writes to an attached partition are captured afterwards.
-func TestPartitionAttachDetach(t *testing.T) { eachMode(t, testPartitionAttachDetach) }
+func TestPartitionAttachDetach(t *testing.T) {
+	t.Parallel()
+	eachModeParallel(t, testPartitionAttachDetach)
+}
 
 func testPartitionAttachDetach(t *testing.T, mode string) {
 	e := newEnv(t, trellis.Config{Capture: mode})
@@ -40,7 +43,7 @@ func testPartitionAttachDetach(t *testing.T, mode string) {
 	e.exec(`ANALYZE m2`)
 	e.exec(`ALTER TABLE m ATTACH PARTITION m2 FOR VALUES IN (2)`)
 	seen := false
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for !seen && time.Now().Before(deadline) {
 		st, err := e.tr.Status(context.Background(), "mr")
 		if err != nil {

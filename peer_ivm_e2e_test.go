@@ -608,30 +608,46 @@ func peerRefusals() []peerRefusal {
 	}
 }
 
+// peerParts is how many runners TestPeerIVM and TestPeerPGRegress keep
+// their cases with, each on a database of its own, at the same time: the
+// cases read schemas of their own, so a part's checks are the checks the
+// case had among all of them, and a third of the transforms makes each
+// runner's and each wait's reads of the catalog a third as long.
+const peerParts = 3
+
 func TestPeerIVM(t *testing.T) {
+	t.Parallel()
+	t.Run("refusals", func(t *testing.T) {
+		ctx := context.Background()
+		e := newEnv(t, trellis.Config{})
+		// Nothing is defined yet, so a refusal that changed anything
+		// shows.
+		e.exec(ivmRefuseSetup)
+		for _, r := range peerRefusals() {
+			res, err := e.tr.Apply(ctx, fmt.Sprintf("CREATE TRANSFORM %s AS %s", "refused_"+r.name, r.query))
+			switch {
+			case err == nil:
+				t.Errorf("refusal %s: accepted (%+v), want %s refused:\n  %s", r.name, res, r.code, r.query)
+			case string(trellis.CodeOf(err)) != r.code || !strings.Contains(err.Error(), r.want):
+				t.Errorf("refusal %s:\n  %s\n got %v (code %s)\nwant code %s containing %q", r.name, r.query, err, trellis.CodeOf(err), r.code, r.want)
+			default:
+				t.Logf("refusal %s: %v", r.name, err)
+			}
+		}
+		if n := e.queryInt(`SELECT count(*) FROM trellis.transforms`); n != 0 {
+			t.Fatalf("refused definitions left %d transforms", n)
+		}
+	})
+	inParts(t, splitBy(peerCases(), peerParts, func(c peerCase) int { return 1 + len(c.steps) }), testPeerIVMCases)
+}
+
+// testPeerIVMCases keeps cases with one runner: built, then pg_ivm's steps
+// in lockstep (step k of every case that has one), each case compared
+// with its query after the build, after each of its steps and at the end.
+func testPeerIVMCases(t *testing.T, cases []peerCase) {
 	ctx := context.Background()
 	e := newEnv(t, trellis.Config{})
 	t00 := time.Now()
-
-	// Refusals first: nothing is defined yet, so a refusal that changed
-	// anything shows.
-	e.exec(ivmRefuseSetup)
-	for _, r := range peerRefusals() {
-		res, err := e.tr.Apply(ctx, fmt.Sprintf("CREATE TRANSFORM %s AS %s", "refused_"+r.name, r.query))
-		switch {
-		case err == nil:
-			t.Errorf("refusal %s: accepted (%+v), want %s refused:\n  %s", r.name, res, r.code, r.query)
-		case string(trellis.CodeOf(err)) != r.code || !strings.Contains(err.Error(), r.want):
-			t.Errorf("refusal %s:\n  %s\n got %v (code %s)\nwant code %s containing %q", r.name, r.query, err, trellis.CodeOf(err), r.code, r.want)
-		default:
-			t.Logf("refusal %s: %v", r.name, err)
-		}
-	}
-	if n := e.queryInt(`SELECT count(*) FROM trellis.transforms`); n != 0 {
-		t.Fatalf("refused definitions left %d transforms", n)
-	}
-
-	cases := peerCases()
 	sub := func(c peerCase, sql string) string { return strings.ReplaceAll(sql, "@", c.name+".") }
 	var defs []joinDef
 	byName := map[string]peerCase{}

@@ -303,13 +303,13 @@ func awaitState(t *testing.T, e *env, state string) {
 }
 
 // poll calls done every 50 ms until it reports true, failing the test
-// (with what is still not so) after two minutes.
+// (with what is still not so) after waitTimeout.
 func poll(t *testing.T, what string, done func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(waitTimeout)
 	for !done() {
 		if time.Now().After(deadline) {
-			t.Fatalf("after 2 minutes, still not so: %s", what)
+			t.Fatalf("after %s, still not so: %s", waitTimeout, what)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -25,7 +25,7 @@ func (e *env) sameRows(when, a, b string) {
 // comparing targets to their queries (held keys make them differ).
 func (e *env) await(when string) {
 	e.t.Helper()
-	e.awaitWithin(when, 90*time.Second)
+	e.awaitWithin(when, convergeTimeout)
 }
 
 // awaitWithin is await with a deadline of d.
@@ -71,7 +71,10 @@ func heldCount(s trellis.TransformStatus) int64 {
 // every other transform keeps applying. A held key is retried when its
 // row changes and on release; past the fuse the transform is quarantined,
 // and RESUME after the fix rebuilds it with nothing held.
-func TestPoisonedKeys(t *testing.T) { eachMode(t, testPoisonedKeys) }
+func TestPoisonedKeys(t *testing.T) {
+	t.Parallel()
+	eachModeParallel(t, testPoisonedKeys)
+}
 
 func testPoisonedKeys(t *testing.T, mode string) {
 	e := newEnv(t, trellis.Config{Capture: mode})
@@ -222,6 +225,7 @@ func testPoisonedKeys(t *testing.T, mode string) {
 // transform once as a halt naming the cause and the fix; the others keep
 // running, and RESUME after the fix builds it again.
 func TestHaltOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, trellis.Config{})
 	e.exec(schemaSQL)
 	e.exec(`CREATE FUNCTION tax(numeric) RETURNS numeric IMMUTABLE LANGUAGE sql AS 'SELECT $1 * 0.2'`)
@@ -257,6 +261,7 @@ func TestHaltOnce(t *testing.T) {
 // group key too long for the target's index, 54000) holds that key; the
 // transform stays live for its other keys and the others go on.
 func TestUnapplicableGroupKeyHeld(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, trellis.Config{})
 	e.exec(`CREATE TABLE s (k int PRIMARY KEY, t text)`)
 	e.exec(schemaSQL)
@@ -290,6 +295,7 @@ func TestUnapplicableGroupKeyHeld(t *testing.T) {
 // aggregation, and the build starts over group by group so that the one
 // key is held and every other group is built and kept live.
 func TestBuildHoldsTargetRefusedGroup(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, trellis.Config{})
 	e.exec(`CREATE TABLE s (k int PRIMARY KEY, t text, v int)`)
 	e.exec(`INSERT INTO s SELECT g, 'g' || (g % 40), g FROM generate_series(1, 2000) g`)

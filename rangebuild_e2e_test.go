@@ -137,7 +137,10 @@ func (h *countingHandler) count(transform string) int {
 // changes must compare with); a row the target refuses falls back to the keyed path
 // and is held. The target must equal its query, and the build must have
 // used ranges (batches larger than a keyed chunk).
-func TestRangeBuild(t *testing.T) { eachMode(t, testRangeBuild) }
+func TestRangeBuild(t *testing.T) {
+	t.Parallel()
+	eachModeParallel(t, testRangeBuild)
+}
 
 func testRangeBuild(t *testing.T, mode string) {
 	obs := &buildBatches{}

@@ -102,7 +102,7 @@ func (r *haRun) size() int { return len(r.text(0)) }
 // await waits until the log from offset from contains want.
 func (r *haRun) await(from int, want string) {
 	r.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for !strings.Contains(r.text(from), want) {
 		r.alive("waiting for " + want)
 		if time.Now().After(deadline) {
@@ -238,7 +238,7 @@ func (w *haWriter) halt() {
 // reopen replaces the env's own connection after a server restart.
 func (e *env) reopen() {
 	e.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		conn, err := pgx.Connect(context.Background(), e.dsn)
 		if err == nil {
@@ -261,7 +261,7 @@ func (e *env) reopen() {
 func (e *env) awaitRunner(pid int, since time.Time) *trellis.RunnerStatus {
 	e.t.Helper()
 	called := time.Now()
-	deadline := called.Add(60 * time.Second)
+	deadline := called.Add(waitTimeout)
 	var last any
 	for {
 		st, err := e.tr.Status(context.Background())
@@ -320,6 +320,7 @@ func reconnectServer(t *testing.T, mode string) *pgserver.Server {
 }
 
 func TestReconnect(t *testing.T) {
+	t.Parallel()
 	bin := buildCLI(t)
 	eachModeParallel(t, func(t *testing.T, mode string) { testReconnect(t, bin, mode) })
 }

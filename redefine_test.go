@@ -19,6 +19,7 @@ import (
 // or partial), then swaps it in; grants, the user's indexes and views that
 // still fit are carried over, and Apply says which do not.
 func TestRedefine(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, trellis.Config{})
 	ctx := context.Background()
 	e.exec(schemaSQL)
@@ -104,6 +105,7 @@ func TestRedefine(t *testing.T) {
 // through a chain is refused naming the cycle, and changes nothing; CREATE
 // OR REPLACE of a transform that does not exist creates it.
 func TestRedefineRefusals(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, trellis.Config{})
 	ctx := context.Background()
 	e.exec(schemaSQL)

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,15 +19,46 @@ import (
 	"github.com/trellis-repl/trellis-repl/internal/pgtest"
 )
 
-// buildCLI compiles the trellis-repl binary once per test binary.
+// cliBuild is the trellis-repl binary the tests run as a child process:
+// built on first use, once per test binary (linking it takes seconds of
+// CPU, and eight tests and subtests ask for it), and removed by TestMain
+// when the tests are done.
+type cliBuild struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+// cli is the test binary's build; package state because TestMain, which
+// removes it, has no other way to reach what the tests made.
+var cli cliBuild
+
+// buildCLI returns the trellis-repl binary, building it on the first call.
 func buildCLI(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "trellis-repl")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/trellis-repl")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build CLI: %v\n%s", err, out)
+	cli.once.Do(func() {
+		if cli.dir, cli.err = os.MkdirTemp("", "trellis-test-cli-"); cli.err != nil {
+			return
+		}
+		bin := filepath.Join(cli.dir, "trellis-repl")
+		if out, err := exec.Command("go", "build", "-o", bin, "./cmd/trellis-repl").CombinedOutput(); err != nil {
+			cli.err = fmt.Errorf("%w\n%s", err, out)
+			return
+		}
+		cli.bin = bin
+	})
+	if cli.err != nil {
+		t.Fatalf("build CLI: %v", cli.err)
 	}
-	return bin
+	return cli.bin
+}
+
+// remove deletes the binary's directory (TestMain, after the tests).
+func (c *cliBuild) remove() {
+	if c.dir != "" {
+		_ = os.RemoveAll(c.dir)
+	}
 }
 
 // runner is a `trellis-repl run` child process.
@@ -68,9 +100,11 @@ var killModes = []struct{ name, confirm, capture string }{
 // changes stream and applies run, restarts it, and checks exact
 // convergence with no double counting, in both confirm modes.
 func TestKillNineMidStream(t *testing.T) {
+	t.Parallel()
 	bin := buildCLI(t)
+	var subs []subtest // each mode on a database of its own
 	for _, m := range killModes {
-		t.Run(m.name, func(t *testing.T) {
+		subs = append(subs, subtest{m.name, func(t *testing.T) {
 			confirm := m.confirm
 			e := newEnv(t, trellis.Config{Confirm: confirm, Capture: m.capture})
 			e.exec(schemaSQL)
@@ -97,13 +131,15 @@ func TestKillNineMidStream(t *testing.T) {
 			if strings.Contains(r.out.String(), "panic") {
 				t.Fatalf("runner panicked:\n%s", r.out)
 			}
-		})
+		}})
 	}
+	atOnce(t, subs...)
 }
 
 // TestStoreLost deletes the local checkpoint store between runs.
 func TestStoreLost(t *testing.T) {
-	t.Run("applied converges", func(t *testing.T) {
+	t.Parallel()
+	atOnce(t, subtest{"applied converges", func(t *testing.T) {
 		dir := t.TempDir()
 		e := newEnv(t, trellis.Config{Confirm: trellis.ConfirmApplied, DataDir: dir})
 		e.exec(schemaSQL)
@@ -120,8 +156,7 @@ func TestStoreLost(t *testing.T) {
 		e.start()
 		workload(e, rng, 10, 20)
 		e.converge("after losing the store")
-	})
-	t.Run("local pauses with disruption", func(t *testing.T) {
+	}}, subtest{"local pauses with disruption", func(t *testing.T) {
 		dir := t.TempDir()
 		e := newEnv(t, trellis.Config{DataDir: dir})
 		e.exec(schemaSQL)
@@ -136,7 +171,7 @@ func TestStoreLost(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.start()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), convergeTimeout)
 		defer cancel()
 		tok, _ := e.tr.WatermarkToken(ctx)
 		err := e.tr.AwaitConverged(ctx, tok)
@@ -152,7 +187,7 @@ func TestStoreLost(t *testing.T) {
 		}
 		e.apply(`RESUME TRANSFORM big_orders; RESUME TRANSFORM by_customer; RESUME TRANSFORM totals`)
 		e.converge("after RESUME rebuilds")
-	})
+	}})
 }
 
 // TestVisibleBeforeRederived holds a writer's commit in flight (it is in
@@ -200,7 +235,7 @@ func TestVisibleBeforeRederived(t *testing.T) {
 		t.Fatal(err)
 	}
 	want, _ := catalog.ParseLSN(walLSN)
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		var recv *string
 		if err := e.conn.QueryRow(ctx, `SELECT received_lsn::text FROM trellis.instance`).Scan(&recv); err != nil {
@@ -249,7 +284,8 @@ func copyDir(t *testing.T, from, to string) {
 // TestStaleStoreReplays restores an older copy of the checkpoint store, so
 // changes already applied are delivered and re-derived a second time.
 func TestStaleStoreReplays(t *testing.T) {
-	t.Run("applied replays without double counting", func(t *testing.T) {
+	t.Parallel()
+	atOnce(t, subtest{"applied replays without double counting", func(t *testing.T) {
 		dir, old := filepath.Join(t.TempDir(), "store"), filepath.Join(t.TempDir(), "old")
 		e := newEnv(t, trellis.Config{Confirm: trellis.ConfirmApplied, DataDir: dir})
 		e.exec(schemaSQL)
@@ -268,8 +304,7 @@ func TestStaleStoreReplays(t *testing.T) {
 		e.start()
 		workload(e, rng, 5, 20)
 		e.converge("after restoring an older store")
-	})
-	t.Run("local is a disruption", func(t *testing.T) {
+	}}, subtest{"local is a disruption", func(t *testing.T) {
 		dir, old := filepath.Join(t.TempDir(), "store"), filepath.Join(t.TempDir(), "old")
 		e := newEnv(t, trellis.Config{DataDir: dir})
 		e.exec(schemaSQL)
@@ -287,7 +322,7 @@ func TestStaleStoreReplays(t *testing.T) {
 		e.stop()
 		copyDir(t, old, dir)
 		e.start()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), convergeTimeout)
 		defer cancel()
 		tok, _ := e.tr.WatermarkToken(ctx)
 		if err := e.tr.AwaitConverged(ctx, tok); !strings.Contains(fmt.Sprint(err), "stale") {
@@ -295,7 +330,7 @@ func TestStaleStoreReplays(t *testing.T) {
 		}
 		e.apply(`RESUME TRANSFORM big_orders; RESUME TRANSFORM by_customer; RESUME TRANSFORM totals`)
 		e.converge("after RESUME")
-	})
+	}})
 }
 
 // waitSlotConfirmed waits until the slot is confirmed up to the current
@@ -307,7 +342,7 @@ func (e *env) waitSlotConfirmed() {
 	if err := e.conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&now); err != nil {
 		e.t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		var ok bool
 		if err := e.conn.QueryRow(ctx, `SELECT coalesce(bool_and(confirmed_flush_lsn >= $1::pg_lsn), false)

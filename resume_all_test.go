@@ -23,6 +23,7 @@ import (
 // runner rebuilds every transform in place by itself, and what a
 // disruption paused under an earlier pause run too.
 func TestStoreLostRepairs(t *testing.T) {
+	t.Parallel()
 	lose := func(t *testing.T, cfg trellis.Config, seed int64) *env {
 		cfg.DataDir = t.TempDir()
 		e := newEnv(t, cfg)
@@ -39,7 +40,8 @@ func TestStoreLostRepairs(t *testing.T) {
 		}
 		return e
 	}
-	t.Run("pause, then RESUME TRANSFORM ALL", func(t *testing.T) {
+	// Each case on a database and store of its own, all at once.
+	atOnce(t, subtest{"pause, then RESUME TRANSFORM ALL", func(t *testing.T) {
 		e := lose(t, trellis.Config{}, 31)
 		e.apply(`PAUSE TRANSFORM totals`)
 		if res, err := e.tr.Apply(context.Background(), `RESUME TRANSFORM ALL`); err != nil || res[0].Action != "unchanged" {
@@ -70,8 +72,7 @@ func TestStoreLostRepairs(t *testing.T) {
 		}
 		e.apply(`RESUME TRANSFORM totals`)
 		e.converge("after RESUME TRANSFORM ALL")
-	})
-	t.Run("repair", func(t *testing.T) {
+	}}, subtest{"repair", func(t *testing.T) {
 		e := lose(t, trellis.Config{OnDisruption: trellis.OnDisruptionRepair}, 32)
 		e.start()
 		e.converge("repaired in place")
@@ -84,8 +85,7 @@ func TestStoreLostRepairs(t *testing.T) {
 				t.Fatalf("%s after the repair: build %+v, disruption %+v; want a finished rebuild and no disruption left", s.Name, s.Build, s.Disruption)
 			}
 		}
-	})
-	t.Run("paused before, repaired by a runner with repair", func(t *testing.T) {
+	}}, subtest{"paused before, repaired by a runner with repair", func(t *testing.T) {
 		e := lose(t, trellis.Config{}, 33)
 		e.start()
 		awaitPaused(t, e, "big_orders", "by_customer", "totals")
@@ -96,7 +96,7 @@ func TestStoreLostRepairs(t *testing.T) {
 		e.start()
 		awaitUnpaused(t, e) // AwaitConverged fails at once on a paused transform
 		e.converge("repaired by the next runner")
-	})
+	}})
 }
 
 // awaitPaused waits until each named transform is paused by the system.
@@ -135,6 +135,7 @@ func awaitUnpaused(t *testing.T, e *env) {
 // and once the new slot streams the runner rebuilds them in place by
 // itself — the changes made while the slot was gone reach the targets.
 func TestSlotDroppedRepairs(t *testing.T) {
+	t.Parallel()
 	e := newDisruptEnvWith(t, nil, trellis.Config{Capture: trellis.CaptureLogical, OnDisruption: trellis.OnDisruptionRepair})
 	e.start()
 	e.converge("after build")
@@ -169,6 +170,7 @@ func TestSlotDroppedRepairs(t *testing.T) {
 // TestOnDisruptionRefused: an --on-disruption mode that is neither pause
 // nor repair is a validation error naming both, before anything connects.
 func TestOnDisruptionRefused(t *testing.T) {
+	t.Parallel()
 	_, err := trellis.Open(context.Background(), trellis.Config{DSN: "postgres://nobody@127.0.0.1:1/none", OnDisruption: "rebuild"})
 	if trellis.CodeOf(err) != trellis.CodeValidation || !strings.Contains(fmt.Sprint(err), `on-disruption mode "rebuild" is unknown; use pause`) || !strings.Contains(fmt.Sprint(err), "or repair") {
 		t.Fatalf("Open with --on-disruption=rebuild: %v; want a validation error naming pause and repair", err)

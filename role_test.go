@@ -250,7 +250,7 @@ func TestMissingPrivilege(t *testing.T) {
 	e := newEnvOn(t, cfg.DSN, cfg)
 	e.conn = admin
 	e.start()
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	for deadline := time.Now().Add(waitTimeout); ; {
 		var n int
 		if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE database = current_database()`).Scan(&n); err != nil {
 			t.Fatal(err)

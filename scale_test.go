@@ -109,6 +109,7 @@ func scaleDefs(from, n int) string {
 // reads reported: each join's source index gaps, each level's owner, the
 // redefinition's transform.
 func TestStatusStatements(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDatabase(t)
 	ctx := context.Background()
 	var c countingTracer
@@ -203,6 +204,7 @@ func TestStatusStatements(t *testing.T) {
 // chains, levels and * over a target defined in the same script still
 // resolve against what the script created before them.
 func TestApplyReadsLinear(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	reads := map[int]int64{}
 	took := map[int]time.Duration{}

@@ -97,8 +97,10 @@ func textOr(p *string) string {
 // held in quarantine is an expected divergence, and bad requests change
 // nothing.
 func TestSelfCheck(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, trellis.Config{Capture: trellis.CaptureLogical})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// A guard for the whole test, which converges several times.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*convergeTimeout)
 	defer cancel()
 	e.exec(`CREATE TABLE customers (id int PRIMARY KEY, name text NOT NULL, region text);
 		INSERT INTO customers SELECT g, 'c' || g, 'r' || (g % 3) FROM generate_series(1, 6) g;
@@ -136,14 +138,14 @@ func TestSelfCheck(t *testing.T) {
 		return out
 	}
 
-	// The shapes at once: the runner runs up to four jobs at a time.
+	// The shapes at once (atOnce): the runner runs up to four jobs at a
+	// time.
 	t.Run("shapes", func(t *testing.T) {
+		var subs []subtest
 		for _, s := range selfCheckShapes {
-			t.Run(s.name, func(t *testing.T) {
-				t.Parallel()
-				testSelfCheckShape(t, e, s, check, listed)
-			})
+			subs = append(subs, subtest{s.name, func(t *testing.T) { testSelfCheckShape(t, e, s, check, listed) }})
 		}
+		atOnce(t, subs...)
 	})
 
 	// holdBack locks target row __k_id = id of sc_row (the runner's
@@ -305,6 +307,7 @@ func testSelfCheckShape(t *testing.T, e *env, s selfCheckShape, check func(*test
 // TestSelfCheckAudit: with SelfCheckEvery the runner compares a sample of
 // every live target and exposes the divergences it found as a gauge.
 func TestSelfCheckAudit(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	e := newEnv(t, trellis.Config{Capture: trellis.CaptureLogical, SelfCheckEvery: 100 * time.Millisecond, SelfCheckSample: 0.5,
 		Metrics: trellis.NewMetrics(reg)})
@@ -343,7 +346,7 @@ func TestSelfCheckAudit(t *testing.T) {
 	}
 	until := func(what string, ok func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(50 * time.Millisecond) {
+		for deadline := time.Now().Add(waitTimeout); !ok(); time.Sleep(50 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("timed out waiting for %s", what)
 			}

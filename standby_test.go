@@ -24,6 +24,7 @@ import (
 )
 
 func TestStandbyTakesOver(t *testing.T) {
+	t.Parallel()
 	bin := buildCLI(t)
 	cases := []struct {
 		name, capture, confirm string
@@ -38,8 +39,9 @@ func TestStandbyTakesOver(t *testing.T) {
 		{name: "trigger shared dir", capture: trellis.CaptureTrigger, confirm: trellis.ConfirmLocal, sameDir: true},
 		{name: "trigger own dir", capture: trellis.CaptureTrigger, confirm: trellis.ConfirmLocal, disrupted: true},
 	}
+	var subs []subtest // each on a database of its own
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
+		subs = append(subs, subtest{c.name, func(t *testing.T) {
 			var dsn string
 			if c.capture == trellis.CaptureTrigger {
 				dsn = pgtest.NewDatabaseOn(t, replicaServer(t))
@@ -83,7 +85,7 @@ func TestStandbyTakesOver(t *testing.T) {
 				t.Fatal("the writer committed nothing")
 			}
 			if c.disrupted {
-				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), convergeTimeout)
 				defer cancel()
 				tok, err := e.tr.WatermarkToken(ctx)
 				if err != nil {
@@ -99,14 +101,15 @@ func TestStandbyTakesOver(t *testing.T) {
 			if n := strings.Count(b.text(0), "waiting as standby"); n != 1 {
 				t.Errorf("standby announced %d times, want once", n)
 			}
-		})
+		}})
 	}
+	atOnce(t, subs...)
 }
 
 // waitStandbys waits until status lists n standbys.
 func waitStandbys(t *testing.T, e *env, n int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		st, err := e.tr.Status(context.Background())
 		if err == nil && len(st) > 0 && len(st[0].Runner.StandbyPIDs) == n {
@@ -133,7 +136,7 @@ func freeAddr(t *testing.T) string {
 // awaitReady polls a runner's /readyz until it answers code with state.
 func awaitReady(t *testing.T, addr string, code int, state string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	var last string
 	for time.Now().Before(deadline) {
 		resp, err := http.Get("http://" + addr + "/readyz")

@@ -163,7 +163,7 @@ func TestSubqueryAheadOfItsLevel(t *testing.T) {
 		e.exec(`INSERT INTO ah_s VALUES ('b')`)
 		// The owner re-derives group b now: the subquery sees b again.
 		e.exec(`UPDATE ah_o SET v = v + 1 WHERE id = 1`)
-		deadline := time.Now().Add(2 * time.Minute)
+		deadline := time.Now().Add(waitTimeout)
 		for {
 			var n int
 			if err := e.conn.QueryRow(context.Background(), `SELECT count(*) FROM ahead WHERE grp = 'b'`).Scan(&n); err != nil {

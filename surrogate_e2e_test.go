@@ -158,7 +158,10 @@ func defNames(defs []chainDef) []string {
 // group created, emptied and created again (a new id, read as a delete and
 // an insert), a group's values changing (the same id), NULL-extended rows
 // appearing, every status set NULL, TRUNCATE of orders and labels.
-func TestChainNullableKeys(t *testing.T) { eachModeParallel(t, testChainNullableKeys) }
+func TestChainNullableKeys(t *testing.T) {
+	t.Parallel()
+	eachModeParallel(t, testChainNullableKeys)
+}
 
 func testChainNullableKeys(t *testing.T, mode string) {
 	e := newEnv(t, trellis.Config{Capture: mode})
@@ -278,6 +281,7 @@ func testChainNullableKeys(t *testing.T, mode string) {
 // random moments of write bursts to every base table, restarts on the same
 // data directory, every level checked exactly after every second kill.
 func TestChainNullableKeysSurviveKill(t *testing.T) {
+	t.Parallel()
 	chainKills(t, func(e *env) {
 		e.exec(chainSchemaSQL)
 		e.exec(chainSeedSQL)
@@ -293,6 +297,7 @@ func TestChainNullableKeysSurviveKill(t *testing.T) {
 // swapped in, the readers the old targets refused are accepted and kept
 // exact.
 func TestChainLegacyRekeyed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, trellis.Config{})
 	e.exec(chainSchemaSQL)

@@ -12,6 +12,7 @@ import (
 // where they say, PAUSE and DROP find a bare name there, and chains read
 // targets by their bare names across schemas (ADR 0040).
 func TestTargetSchema(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, trellis.Config{TargetSchema: "analytics"})
 	e.exec(schemaSQL)
 	ctx := context.Background()

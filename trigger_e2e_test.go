@@ -19,6 +19,7 @@ import (
 // and why, a long transaction open across drains loses nothing, and
 // dropping the transforms removes the triggers and functions.
 func TestTriggerCapture(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnvOn(t, pgtest.NewDatabase(t), trellis.Config{Capture: trellis.CaptureTrigger})
 	e.exec(schemaSQL)
@@ -36,7 +37,7 @@ func TestTriggerCapture(t *testing.T) {
 		}
 	}
 	var slots, pubs int
-	if err := e.conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_replication_slots), (SELECT count(*) FROM pg_publication)`).Scan(&slots, &pubs); err != nil {
+	if err := e.conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_replication_slots WHERE database = current_database()), (SELECT count(*) FROM pg_publication)`).Scan(&slots, &pubs); err != nil {
 		t.Fatal(err)
 	}
 	if slots+pubs != 0 {
@@ -75,7 +76,7 @@ func TestTriggerCapture(t *testing.T) {
 	}
 
 	e.apply(`DROP TRANSFORM big_orders; DROP TRANSFORM by_customer; DROP TRANSFORM totals;`)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		var trig, funcs int
 		if err := e.conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_trigger WHERE tgrelid = 'orders'::regclass),
@@ -97,7 +98,8 @@ func TestTriggerCapture(t *testing.T) {
 // nothing is cancelled, and once it lets go capture installs and the
 // transform goes live. Both capture modes.
 func TestCaptureWaitsForLock(t *testing.T) {
-	eachMode(t, func(t *testing.T, mode string) {
+	t.Parallel()
+	eachModeParallel(t, func(t *testing.T, mode string) {
 		ctx := context.Background()
 		e := newEnv(t, trellis.Config{Capture: mode})
 		e.exec(schemaSQL)
@@ -150,6 +152,7 @@ func TestCaptureWaitsForLock(t *testing.T) {
 // lock on one partition blocks the install; capture_wait names that
 // session although it holds nothing on the root.
 func TestCaptureWaitsForPartitionLock(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, trellis.Config{Capture: trellis.CaptureTrigger})
 	e.exec(`CREATE TABLE m (id int, r int, v int, PRIMARY KEY (id, r)) PARTITION BY LIST (r)`)
@@ -209,7 +212,7 @@ func lockHolder(t *testing.T, e *env, app string) (*pgx.Conn, int) {
 // waitRunner polls the instance's runner status until ok accepts it.
 func waitRunner(t *testing.T, e *env, what string, ok func(*trellis.RunnerStatus) bool) *trellis.RunnerStatus {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		r, err := e.tr.Runner(context.Background())
 		if err != nil {
@@ -235,7 +238,8 @@ func waitRunner(t *testing.T, e *env, what string, ok func(*trellis.RunnerStatus
 // a transform reading the table again clears the wait, and once the
 // holder lets go capture is removed and the wait clears. Both modes.
 func TestCaptureRemovalWaitsForLock(t *testing.T) {
-	eachMode(t, func(t *testing.T, mode string) {
+	t.Parallel()
+	eachModeParallel(t, func(t *testing.T, mode string) {
 		ctx := context.Background()
 		e := newEnv(t, trellis.Config{Capture: mode})
 		e.exec(schemaSQL)
@@ -288,7 +292,7 @@ func TestCaptureRemovalWaitsForLock(t *testing.T) {
 
 		// The wait, as status shows it (another transform carries the runner).
 		var r *trellis.RunnerStatus
-		deadline := time.Now().Add(60 * time.Second)
+		deadline := time.Now().Add(waitTimeout)
 		for {
 			st, err := e.tr.Status(ctx)
 			if err != nil {
@@ -384,6 +388,7 @@ func TestCaptureRemovalWaitsForLock(t *testing.T) {
 // runner's capture_waits, and once the reader ends reconcile removes the
 // triggers and the capture log.
 func TestSwitchRemovalWaitsForLock(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnvOn(t, pgtest.NewDatabase(t), trellis.Config{Capture: trellis.CaptureTrigger})
 	e.exec(schemaSQL)
@@ -442,7 +447,7 @@ func TestSwitchRemovalWaitsForLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitRunner(t, e, "cleared the wait once the reader ended", func(r *trellis.RunnerStatus) bool { return len(r.CaptureWaits) == 0 })
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		trig, logs := left()
 		if trig+logs == 0 {
@@ -462,6 +467,7 @@ func TestSwitchRemovalWaitsForLock(t *testing.T) {
 // slot and publication are gone after the switch to triggers, the
 // triggers and capture log after the switch back.
 func TestCaptureSwitch(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnvOn(t, pgtest.NewDatabase(t), trellis.Config{Capture: trellis.CaptureLogical})
 	e.exec(schemaSQL)
@@ -522,7 +528,7 @@ func TestCaptureSwitch(t *testing.T) {
 				t.Fatalf("after the switch to %s: %s is %s in capture mode %v", mode, s.Name, s.State, s.CaptureMode)
 			}
 		}
-		slots := count(`SELECT count(*) FROM pg_replication_slots`)
+		slots := count(`SELECT count(*) FROM pg_replication_slots WHERE database = current_database()`)
 		pubs := count(`SELECT count(*) FROM pg_publication`)
 		trig := count(`SELECT count(*) FROM pg_trigger WHERE tgrelid = 'orders'::regclass`)
 		logs := count(`SELECT count(*) FROM pg_class WHERE relname = 'capture_log'`)
@@ -544,6 +550,7 @@ func TestCaptureSwitch(t *testing.T) {
 // IntervalStyle, extra_float_digits): keys of the types those settings
 // change, written by a session with unusual ones, stay exact.
 func TestTriggerKeyText(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnvOn(t, pgtest.NewDatabase(t), trellis.Config{Capture: trellis.CaptureTrigger})
 	e.exec(`CREATE TABLE k (ts timestamptz, d date, f float8, iv interval, u uuid, n numeric, v int, PRIMARY KEY (ts, d, f, iv, u, n))`)
@@ -578,7 +585,8 @@ func TestTriggerKeyText(t *testing.T) {
 // when the publication publishes through the root (a gap of logical
 // capture, see docs/sql-support.md).
 func TestPartitionedSource(t *testing.T) {
-	eachMode(t, func(t *testing.T, mode string) {
+	t.Parallel()
+	eachModeParallel(t, func(t *testing.T, mode string) {
 		e := newEnv(t, trellis.Config{Capture: mode})
 		e.exec(`CREATE TABLE m (id int, r int, v int, PRIMARY KEY (id, r)) PARTITION BY LIST (r)`)
 		e.exec(`CREATE TABLE m0 PARTITION OF m FOR VALUES IN (0)`)
@@ -616,6 +624,7 @@ func TestPartitionedSource(t *testing.T) {
 // Before, the new slot's start was taken for "everything not applied is
 // still in the slot", and the targets converged without those changes.
 func TestStoreLostAfterSwitchToLogical(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	e := newEnvOn(t, pgtest.NewDatabase(t), trellis.Config{Capture: trellis.CaptureTrigger, Confirm: trellis.ConfirmApplied, DataDir: dir})
@@ -638,7 +647,7 @@ func TestStoreLostAfterSwitchToLogical(t *testing.T) {
 	e.tr.Close()
 	e.open()
 	e.start()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		var waiting int
 		if err := e.conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks
@@ -663,7 +672,7 @@ func TestStoreLostAfterSwitchToLogical(t *testing.T) {
 	e.tr.Close()
 	e.open()
 	e.start()
-	actx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	actx, cancel := context.WithTimeout(ctx, convergeTimeout)
 	defer cancel()
 	tok, err := e.tr.WatermarkToken(actx)
 	if err != nil {

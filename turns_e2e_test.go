@@ -16,6 +16,7 @@ import (
 // the worker yielded: the dirty set still emptied between batches now and
 // then; it guards the behaviour.)
 func TestRepairUnderSustainedWrites(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, trellis.Config{Capture: trellis.CaptureLogical})
 	ctx := context.Background()
 	e.exec(`CREATE TABLE hot (id bigint PRIMARY KEY, v int NOT NULL)`)

@@ -478,7 +478,10 @@
 //     FastLaneCases (fixed seeds covering every action and every join
 //     shape, TestJoinPrograms checks the shapes) plus
 //     TRELLIS_GEN_RANDOM (default 2) random cases from
-//     TRELLIS_GEN_RANDOM_SEED (default the clock, printed).
+//     TRELLIS_GEN_RANDOM_SEED (default the clock, printed). Its cases, and
+//     TestRegressions' programs, run two at a time, each on a server of
+//     its own (a program restarts and reconfigures its server); a
+//     program's subtest is named by its case whatever server ran it.
 //   - Soak: `go run ./generative/cmd/soak -duration 30m`, or TestSoak with
 //     TRELLIS_GEN_SOAK=30m.
 //   - Planted bugs: `go run ./generative/cmd/plantsweep` runs the fast lane

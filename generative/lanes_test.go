@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -51,16 +53,19 @@ func findingsDir(t *testing.T) string {
 	return filepath.Join(d, "pending")
 }
 
-// runCases runs cases one at a time and stops at the first failure, which
-// it reports with its seed, shrinks and writes as a regression file.
+// runCases runs cases on every lane at once, each lane one case at a time
+// taking the next when it is done, and stops taking cases at the first
+// failure, which it reports with its seed, shrinks and writes as a
+// regression file.
 func runCases(t *testing.T, cases []Case) {
-	env := shared.get(t)
 	ctx := context.Background()
 	start := time.Now()
-	ops, failed := 0, false
-	for _, c := range cases {
-		if failed {
-			break
+	var ops atomic.Int64
+	var failed atomic.Bool
+	onLanes(t, len(cases), func(env *Env, i int) {
+		c := cases[i]
+		if failed.Load() {
+			return
 		}
 		t.Run(c.String(), func(t *testing.T) {
 			p, err := c.Program()
@@ -68,7 +73,7 @@ func runCases(t *testing.T, cases []Case) {
 				t.Fatal(err)
 			}
 			res := env.Run(ctx, p)
-			ops += p.Ops()
+			ops.Add(int64(p.Ops()))
 			t.Logf("seed=%d profile=%s: %d steps, %d ops, %d txns, %d checks (%d of join targets, %d of poisoned ones finding %d held keys), %d refused statements in %v",
 				c.Seed, c.Profile, len(p.Steps), p.Ops(), res.Stats.Txns, res.Stats.Checks, res.Stats.JoinCompares, res.Stats.PoisonCompares, res.Stats.HeldKeys,
 				res.Stats.StmtErrors, res.Duration.Round(time.Millisecond))
@@ -79,15 +84,39 @@ func runCases(t *testing.T, cases []Case) {
 				t.Errorf("seed=%d profile=%s: the generator wrote statements PostgreSQL refused:\n%v", c.Seed, c.Profile, res.Stats.GeneratorErrors)
 			}
 			if res.Failure != nil {
-				failed = true
+				failed.Store(true)
 				t.Errorf("seed=%d profile=%s FAILED: %v", c.Seed, c.Profile, res.Failure)
 				t.Logf("program (seed=%d profile=%s):\n%s", c.Seed, c.Profile, p.Format())
 				fd := env.Investigate(ctx, c, p, res.Failure, shrinkBudget(), findingsDir(t))
 				t.Log(fd.Report())
 			}
 		})
+	})
+	t.Logf("%d programs, %d ops in %v", len(cases), ops.Load(), time.Since(start).Round(time.Second))
+}
+
+// onLanes calls run(env, i) for i from 0 to n-1, on every lane at once:
+// each lane takes the next i when its call returns. run may call t.Run
+// (subtests from several goroutines at once), which keeps each program's
+// subtest name whatever lane it ran on.
+func onLanes(t *testing.T, n int, run func(env *Env, i int)) {
+	t.Helper()
+	next := make(chan int, n)
+	for i := range n {
+		next <- i
 	}
-	t.Logf("%d programs, %d ops in %v", len(cases), ops, time.Since(start).Round(time.Second))
+	close(next)
+	var wg sync.WaitGroup
+	for _, env := range shared.lanes(t, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				run(env, i)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // TestFastLane is the fast lane: fixed cases that cover every action, plus
@@ -141,15 +170,16 @@ func TestRegressions(t *testing.T) {
 	if len(progs) == 0 {
 		t.Skip("no regression programs")
 	}
-	env := shared.get(t)
-	for _, name := range SortedNames(progs) {
+	names := SortedNames(progs)
+	onLanes(t, len(names), func(env *Env, i int) {
+		name := names[i]
 		t.Run(name, func(t *testing.T) {
 			res := env.Run(context.Background(), progs[name])
 			if res.Failure != nil {
 				t.Fatalf("%s: %v\n%s", name, res.Failure, res.Failure.Log)
 			}
 		})
-	}
+	})
 }
 
 // TestSoak runs the soak inside the test binary when TRELLIS_GEN_SOAK is a

@@ -358,7 +358,9 @@ func TestStatusBuildAwaitLogs(t *testing.T) {
 		!strings.Contains(out, "CAPTURE") || !strings.Contains(out, "logical") {
 		t.Errorf("status table:\n%s", out)
 	}
-	watchCtx, endWatch := context.WithTimeout(ctx, time.Second)
+	// Long enough for two frames on a loaded machine, where a status
+	// read can take most of a second (the build is held meanwhile).
+	watchCtx, endWatch := context.WithTimeout(ctx, 5*time.Second)
 	var watched bytes.Buffer
 	if code := runWithContext(watchCtx, []string{"status", "--dsn", dsn, "--watch=200ms"}, &watched, io.Discard); code != 0 {
 		t.Errorf("status --watch: exit %d", code)
@@ -366,7 +368,7 @@ func TestStatusBuildAwaitLogs(t *testing.T) {
 	endWatch()
 	seen.Write(watched.Bytes())
 	if w := watched.String(); strings.Count(w, "--- ") < 2 || strings.Count(w, "building big: ") < 2 || !strings.Contains(w, "75%") {
-		t.Errorf("status --watch=200ms for 1s:\n%s", w)
+		t.Errorf("status --watch=200ms for 5s:\n%s", w)
 	}
 	if code, _, stderr := cmd("await", "--timeout", "500ms", "sevens"); code != 3 ||
 		!strings.Contains(stderr, "still behind: big (backfilling)") || !strings.Contains(stderr, "has not caught up") {

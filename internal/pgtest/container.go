@@ -25,10 +25,12 @@ const EnvImage = "TRELLIS_TEST_IMAGE"
 const DefaultImage = "postgres:15"
 
 // containerSettings are the server settings of the container, passed as
-// `-c name=value` arguments: pgserver's portable ones, so that the fallback
-// behaves as a local cluster does; the image listens on 5432 in its own
-// network namespace, so nothing places it.
-func containerSettings() [][2]string { return pgserver.PortableSettings() }
+// `-c name=value` arguments: pgserver's portable ones and the harness's, so
+// that the fallback behaves as a local cluster does; the image listens on
+// 5432 in its own network namespace, so nothing places it.
+func containerSettings() [][2]string {
+	return append(pgserver.PortableSettings(), harnessSettings()...)
+}
 
 // containerCmd is the container's command line: the image's entrypoint runs
 // it after initialising the cluster.

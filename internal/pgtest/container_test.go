@@ -12,7 +12,7 @@ import (
 
 func TestContainerCmd(t *testing.T) {
 	cmd := strings.Join(containerCmd(), " ")
-	for _, want := range []string{"postgres ", "-c wal_level=logical", "-c max_replication_slots=20", "-c max_wal_senders=20", "-c fsync=off", "-c synchronous_commit=local"} {
+	for _, want := range []string{"postgres ", "-c wal_level=logical", "-c max_replication_slots=20", "-c max_wal_senders=20", "-c fsync=off", "-c synchronous_commit=local", "-c jit=off"} {
 		if !strings.Contains(cmd, want) {
 			t.Errorf("container command %q lacks %q", cmd, want)
 		}

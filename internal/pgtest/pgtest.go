@@ -69,11 +69,20 @@ var current *harness
 // the server; a detached watchdog (pgserver.Options.ReapOnExit) stops a
 // local one and removes its files within a second or so, and
 // testcontainers' reaper (ryuk) removes a container.
-func Main(m *testing.M) {
-	os.Exit(run(m))
+//
+// The after functions run once the tests are done (and the server is
+// stopped): they remove what a package's tests share, such as a binary
+// built once for all of them.
+func Main(m *testing.M, after ...func()) {
+	os.Exit(run(m, after))
 }
 
-func run(m *testing.M) int {
+func run(m *testing.M, after []func()) int {
+	defer func() {
+		for _, f := range after {
+			f()
+		}
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	b, err := chooseBackend(ctx, systemProbes(os.Getenv))
 	cancel()
@@ -126,7 +135,7 @@ func startBackend(b backend) (*harness, func(context.Context) error, error) {
 	case backendLocal:
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		srv, err := pgserver.Start(ctx, pgserver.Options{BinDir: b.binDir, ReapOnExit: true})
+		srv, err := pgserver.Start(ctx, pgserver.Options{BinDir: b.binDir, ReapOnExit: true, Settings: serverSettings(nil)})
 		if err != nil {
 			return nil, nil, fmt.Errorf("pgtest: start PostgreSQL: %w", err)
 		}
@@ -155,6 +164,33 @@ func startBackend(b backend) (*harness, func(context.Context) error, error) {
 	return nil, nil, fmt.Errorf("pgtest: cannot start a %v", b.kind)
 }
 
+// harnessSettings are what the harness's own servers (the local cluster,
+// extra servers, the container) set beyond pgserver's portable settings.
+//
+// jit=off: the tests' tables are small and mostly never analyzed, so the
+// planner's default estimates (thousands of rows a table) make a join of
+// several tables or a two-way EXCEPT ALL comparison look expensive enough to
+// JIT-compile, and LLVM then spends seconds on a query that runs in a
+// millisecond: TestPeerIVM's server spent 61 of its 108 s compiling
+// (pg_stat_statements), most of it on one four-way FULL JOIN compared 33
+// times at 1.6 s each (0.3 ms to execute). JIT changes how PostgreSQL
+// evaluates expressions, never a result. An external server
+// (TRELLIS_TEST_DSN) keeps its own setting.
+func harnessSettings() [][2]string { return [][2]string{{"jit", "off"}} }
+
+// serverSettings is the harness's settings with extra (a server's own,
+// e.g. wal_level=replica) over them.
+func serverSettings(extra map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range harnessSettings() {
+		out[kv[0]] = kv[1]
+	}
+	for k, v := range extra {
+		out[k] = v
+	}
+	return out
+}
+
 // Server returns the harness's own server, for tests that restart
 // PostgreSQL or change its settings. It skips the test when the harness
 // uses an external server (TRELLIS_TEST_DSN), which tests must not disturb,
@@ -174,7 +210,7 @@ func Server(t testing.TB) *pgserver.Server {
 }
 
 // ExtraServer returns a second throwaway server with settings over the
-// defaults (for example wal_level=replica), started on the first call with
+// harness's (for example wal_level=replica), started on the first call with
 // that name and stopped when Main ends. It skips the test when the harness
 // has no local binaries (an external server or a container).
 func ExtraServer(t testing.TB, name string, settings map[string]string) *pgserver.Server {
@@ -190,7 +226,7 @@ func ExtraServer(t testing.TB, name string, settings map[string]string) *pgserve
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv, err := pgserver.Start(ctx, pgserver.Options{BinDir: h.binDir, ReapOnExit: true, Settings: settings})
+	srv, err := pgserver.Start(ctx, pgserver.Options{BinDir: h.binDir, ReapOnExit: true, Settings: serverSettings(settings)})
 	if err != nil {
 		t.Fatalf("pgtest: start server %s: %v", name, err)
 	}

@@ -72,6 +72,7 @@ func TestServerSettings(t *testing.T) {
 		"max_replication_slots": "20",
 		"max_connections":       "200",
 		"fsync":                 "off",
+		"jit":                   "off",
 	} {
 		var got string
 		if err := conn.QueryRow(context.Background(), "SELECT current_setting($1)", name).Scan(&got); err != nil {

@@ -48,24 +48,38 @@ func disruptionFix(name string) string {
 // pauseAll pauses every transform with a disruption; with skipWaiting,
 // not those waiting for their build. Only safe while no worker runs: a
 // running worker may be between installing its capture and building.
+// One transaction: a reader (status, AwaitConverged) sees every transform
+// paused or none, never some still live while the rest are paused (seen:
+// AwaitConverged failed on the first paused transform, and status read
+// right after showed the next one live).
 func (r *runner) pauseAll(ctx context.Context, why string, skipWaiting bool) error {
-	ts, err := r.t.cat.List(ctx, r.t.pool)
+	var paused []string
+	err := pgx.BeginFunc(ctx, r.t.pool, func(tx pgx.Tx) error {
+		ts, err := r.t.cat.List(ctx, tx)
+		if err != nil {
+			return err
+		}
+		now := time.Now().UTC()
+		for _, tr := range ts {
+			if catalog.Frozen(tr.State) || skipWaiting && tr.State == catalog.StateWaiting {
+				continue
+			}
+			f := &catalog.Failure{Kind: catalog.FailureDisruption, DetectedAt: now, Error: why + disruptionFix(tr.Name)}
+			if err := r.t.cat.Pause(ctx, tx, tr.ID, "system", f); err != nil {
+				return err
+			}
+			if err := r.t.cat.SetDisruption(ctx, tx, tr.ID, &catalog.Disruption{Reason: why, DetectedAt: now}); err != nil {
+				return err
+			}
+			paused = append(paused, tr.Name)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	now := time.Now().UTC()
-	for _, tr := range ts {
-		if catalog.Frozen(tr.State) || skipWaiting && tr.State == catalog.StateWaiting {
-			continue
-		}
-		f := &catalog.Failure{Kind: catalog.FailureDisruption, DetectedAt: now, Error: why + disruptionFix(tr.Name)}
-		if err := r.t.cat.Pause(ctx, r.t.pool, tr.ID, "system", f); err != nil {
-			return err
-		}
-		if err := r.t.cat.SetDisruption(ctx, r.t.pool, tr.ID, &catalog.Disruption{Reason: why, DetectedAt: now}); err != nil {
-			return err
-		}
-		r.t.log.Error("transform paused: capture disruption", "transform", tr.Name, "reason", why)
+	for _, name := range paused {
+		r.t.log.Error("transform paused: capture disruption", "transform", name, "reason", why)
 	}
 	return nil
 }
