@@ -144,7 +144,7 @@ func TestTPCH(t *testing.T) {
 		t.Fatalf("current_schema() = %v (err %v), want %s: the database-level search_path did not apply", cur, err, tpchSchema)
 	}
 
-	cfg := trellis.Config{DSN: dsn, DataDir: t.TempDir(), ProgressInterval: 100 * time.Millisecond}
+	cfg := trellis.Config{DSN: dsn, DataDir: t.TempDir(), ProgressInterval: 100 * time.Millisecond, CallTimeout: convergeTimeout}
 	if os.Getenv("TRELLIS_TEST_LOG") != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

@@ -11,6 +11,7 @@ package trellis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -635,6 +636,11 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token, names []string)
 		all, err := t.cat.List(qctx, t.pool)
 		if err != nil {
 			cancel()
+			if slowRead(ctx, err) {
+				behind = append(behind[:0], "the catalog (a read of transform progress took over "+catalogReadTimeout.String()+")")
+				delay = t.waitRound(ctx, woken, delay)
+				continue
+			}
 			return terr.Wrap(terr.Unavailable, err, "read transform progress: %v", err)
 		}
 		ts := awaitScope(all, names)
@@ -661,6 +667,11 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token, names []string)
 		}
 		cancel()
 		if err != nil {
+			if slowRead(ctx, err) {
+				behind = append(behind[:0], "the catalog (a read of partition corrections took over "+catalogReadTimeout.String()+")")
+				delay = t.waitRound(ctx, woken, delay)
+				continue
+			}
 			return terr.Wrap(terr.Unavailable, err, "read partition corrections: %v", err)
 		}
 		if changed {
@@ -711,14 +722,31 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token, names []string)
 			}
 			behind = append(behind, "every transform ("+moved+"; no runner has started on this server since)")
 		}
-		select {
-		case <-ctx.Done():
+		if ctx.Err() != nil {
 			return t.behindError(ctx, token, behind)
-		case <-woken:
-		case <-time.After(delay):
 		}
-		delay = min(2*delay, 20*time.Millisecond)
+		delay = t.waitRound(ctx, woken, delay)
 	}
+}
+
+// waitRound waits for the next round of a wait: a batch applied (woken),
+// the delay, or the end of ctx (the round after it reports what is
+// behind); it returns the next round's delay.
+func (t *Trellis) waitRound(ctx context.Context, woken <-chan struct{}, delay time.Duration) time.Duration {
+	select {
+	case <-ctx.Done():
+	case <-woken:
+	case <-time.After(delay):
+	}
+	return min(2*delay, 20*time.Millisecond)
+}
+
+// slowRead reports whether a catalog read of a wait failed only because
+// it took longer than its own bound while the caller's context still
+// runs: on a loaded server a round then learns nothing, and the wait goes
+// on (its context bounds it).
+func slowRead(ctx context.Context, err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
 }
 
 // serverMoved is the sentence saying how the server is not the one the
