@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -109,11 +110,28 @@ func tpchApply(ctx context.Context, tr *trellis.Trellis, script string) (res []t
 	return res, "", err
 }
 
+// TestTPCH keeps the queries in both capture modes, each run by a
+// `trellis-repl run` child process that is killed with SIGKILL and
+// restarted on the same data directory once while the builds run and
+// twice in every round (see tpchRound), then converged and compared.
 func TestTPCH(t *testing.T) {
 	t.Parallel()
+	bin := buildCLI(t)
+	eachModeParallel(t, func(t *testing.T, mode string) { tpchRun(t, bin, mode) })
+}
+
+// tpchRun is TestTPCH in one capture mode: trigger capture on a server
+// with wal_level=replica (as newEnv gives it), where the runner's
+// --capture auto must choose triggers.
+func tpchRun(t *testing.T, bin, mode string) {
 	ctx := context.Background()
 	began := time.Now()
-	dsn := pgtest.NewDatabase(t)
+	var dsn string
+	if mode == trellis.CaptureTrigger {
+		dsn = pgtest.NewDatabaseOn(t, replicaServer(t))
+	} else {
+		dsn = pgtest.NewDatabase(t)
+	}
 
 	// The queries are unqualified: every session of this database gets the
 	// TPC-H schema as its search_path, so the user's connection, the
@@ -225,37 +243,131 @@ func TestTPCH(t *testing.T) {
 	}
 
 	// Build: record when each transform goes live; one the system pauses
-	// failed to build, and is dropped so that the others go on.
+	// failed to build, and is dropped so that the others go on. The
+	// runner is killed once while some are live and others still build.
 	var (
 		buildTime time.Duration
 		rounds    []tpchRoundTimes
 	)
 	defer func() { tpchSummary(t, cases, loadTime, buildTime, rounds, began) }()
+	k := &tpchKiller{t: t, bin: bin, args: []string{"run", "--dsn", dsn, "--data-dir", t.TempDir()}}
+	defer k.stop()
 	runStart := time.Now()
-	e.start()
-	tpchAwaitBuilt(t, e, cases, runStart)
+	k.start()
+	tpchAwaitBuilt(t, e, cases, runStart, func(waiting []string) {
+		k.kill("during the build", func() string { return fmt.Sprintf("%d still building: %v", len(waiting), waiting) })
+		k.start()
+	})
 	buildTime = time.Since(runStart)
+	tpchCaptureIs(t, e, mode)
 	tpchCheckAll(t, e, cases, "build")
 
 	for round := 1; round <= tpchRounds; round++ {
-		var rt tpchRoundTimes
-		start := time.Now()
-		for _, step := range []struct {
-			name string
-			fn   func(context.Context, tpch.DB, string, int) error
-		}{{"RF1", tpch.RF1}, {"RF2", tpch.RF2}, {"UpdateAll", tpch.UpdateAll}, {"touch predicates", tpchTouchPredicates}} {
-			if err := step.fn(ctx, conn, tpchSchema, round); err != nil {
-				t.Fatalf("round %d %s: %v", round, step.name, err)
-			}
+		rounds = append(rounds, tpchRound(t, e, k, cases, round))
+	}
+}
+
+// tpchRound is one round: the refresh functions, an update of every table
+// and the predicate touches, with the runner killed at rest before RF1
+// (the kill between rounds: RF1 is written while it is down) and again
+// while it applies RF1 and RF2 (UpdateAll is written while it is down);
+// each restart catches up while the next step writes. Then every target
+// is converged and compared.
+func tpchRound(t *testing.T, e *env, k *tpchKiller, cases []*tpchCase, round int) tpchRoundTimes {
+	ctx := context.Background()
+	var rt tpchRoundTimes
+	start := time.Now()
+	step := func(name string, fn func(context.Context, tpch.DB, string, int) error) {
+		if err := fn(ctx, e.conn, tpchSchema, round); err != nil {
+			t.Fatalf("round %d %s: %v", round, name, err)
 		}
-		rt.write = time.Since(start)
-		start = time.Now()
-		tpchConverge(t, e, fmt.Sprintf("round %d", round))
-		rt.converge = time.Since(start)
-		start = time.Now()
-		tpchCheckAll(t, e, cases, fmt.Sprintf("round %d", round))
-		rt.compare = time.Since(start)
-		rounds = append(rounds, rt)
+	}
+	k.kill(fmt.Sprintf("round %d: at rest, before RF1", round), nil)
+	step("RF1", tpch.RF1)
+	k.start()
+	step("RF2", tpch.RF2)
+	tok, err := e.tr.WatermarkToken(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Duration(rand.Intn(300)) * time.Millisecond)
+	k.kill(fmt.Sprintf("round %d: after RF2", round), func() string { return tpchBehind(e, tok) })
+	step("UpdateAll", tpch.UpdateAll)
+	k.start()
+	step("touch predicates", tpchTouchPredicates)
+	rt.write = time.Since(start)
+	start = time.Now()
+	tpchConverge(t, e, fmt.Sprintf("round %d", round))
+	rt.converge = time.Since(start)
+	start = time.Now()
+	tpchCheckAll(t, e, cases, fmt.Sprintf("round %d", round))
+	rt.compare = time.Since(start)
+	return rt
+}
+
+// tpchKiller is the test's `trellis-repl run` child process, killed with
+// SIGKILL and restarted on the same data directory.
+type tpchKiller struct {
+	t       *testing.T
+	bin     string
+	args    []string
+	r       *runner   // the live runner, nil while it is down
+	runners []*runner // every runner started, for the panic check
+}
+
+func (k *tpchKiller) start() {
+	k.r = startCLI(k.t, k.bin, k.args...)
+	k.runners = append(k.runners, k.r)
+}
+
+// kill SIGKILLs the runner and logs where, with what state (when given)
+// says it left behind, read once the kill has settled.
+func (k *tpchKiller) kill(where string, state func() string) {
+	k.r.kill()
+	k.r = nil
+	msg := "killed " + where
+	if state != nil {
+		msg += ": " + state()
+	}
+	k.t.Log(msg)
+}
+
+// stop kills the last runner and fails the test if any runner panicked.
+func (k *tpchKiller) stop() {
+	if k.r != nil {
+		k.r.kill()
+	}
+	for _, r := range k.runners {
+		if strings.Contains(r.out.String(), "panic") {
+			k.t.Errorf("runner panicked:\n%s", r.out)
+		}
+	}
+}
+
+// tpchBehind says whether the transforms had applied everything up to
+// tok when the runner died: with no runner, a short wait only reads the
+// catalog's progress (a timeout names those behind).
+func tpchBehind(e *env, tok trellis.Token) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := e.tr.AwaitConverged(ctx, tok); err != nil {
+		return "mid-apply (" + tpchOneLine(err.Error(), 200) + ")"
+	}
+	return "every transform had applied RF1 and RF2"
+}
+
+// tpchCaptureIs fails the test unless every transform is captured in
+// mode: the runner's --capture auto chose it.
+func tpchCaptureIs(t *testing.T, e *env, mode string) {
+	t.Helper()
+	st, err := e.tr.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st {
+		if s.CaptureMode == nil || *s.CaptureMode != mode {
+			t.Fatalf("%s: capture mode %v, want %s", s.Name, s.CaptureMode, mode)
+		}
 	}
 }
 
@@ -332,8 +444,9 @@ func tpchSummary(t *testing.T, cases []*tpchCase, loadTime, buildTime time.Durat
 
 // tpchAwaitBuilt waits until every accepted transform is live, recording
 // the time from start; a transform the system pauses is recorded as failed
-// and dropped.
-func tpchAwaitBuilt(t *testing.T, e *env, cases []*tpchCase, start time.Time) {
+// and dropped. midBuild is called once, the first time some transforms
+// are live while others (waiting) still build.
+func tpchAwaitBuilt(t *testing.T, e *env, cases []*tpchCase, start time.Time, midBuild func(waiting []string)) {
 	t.Helper()
 	ctx := context.Background()
 	byName := map[string]*tpchCase{}
@@ -373,6 +486,10 @@ func tpchAwaitBuilt(t *testing.T, e *env, cases []*tpchCase, start time.Time) {
 		}
 		if len(waiting) == 0 {
 			break
+		}
+		if midBuild != nil && slices.ContainsFunc(cases, func(c *tpchCase) bool { return c.built > 0 }) {
+			midBuild(waiting)
+			midBuild = nil
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("builds not finished after %s: %v", tpchBuildLimit, waiting)

@@ -568,12 +568,15 @@ func (a *Applier) steps() []Step {
 
 // ledgerOnlySteps are the steps of an aggregate's apply that bring its
 // ledger up to date: the scope, the changes and the ledger writes, without
-// the target's (LedgerOnly).
+// the target's (LedgerOnly). The narrowed scalars' steps stay: they record
+// the level's row the later steps read in its place (narrow.go), and a
+// build that read an empty applied table would take every row's scalar as
+// missing, a move the first batch after it cannot see.
 func ledgerOnlySteps(steps []Step) []Step {
 	var out []Step
 	for _, st := range steps {
 		switch st.Role {
-		case RoleScope, RoleExpand, RoleChanges, RoleLedger, RolePlanner:
+		case RoleNarrow, RoleScope, RoleExpand, RoleChanges, RoleLedger, RolePlanner:
 			out = append(out, st)
 		}
 	}
