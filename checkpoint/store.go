@@ -33,13 +33,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // ErrClosed is returned by every method called after Close.
@@ -101,6 +101,13 @@ type Store struct {
 	syncScheduled bool
 	syncErr       error
 	lastSync      time.Time
+	// written counts the batches applied whose durability the contract
+	// promises (commitDeferred's, commitSynced's); synced is the count
+	// covered by a finished sync. Flush owes a sync while they differ: a
+	// batch applied at a position already written (recvUnsynced then
+	// adds nothing), or one whose sync another caller is still waiting
+	// for, is in Pebble's WAL buffer, which a killed process loses.
+	written, synced uint64
 
 	// xids mirrors the visibility entries (see xids.go).
 	xids xidLog
@@ -138,6 +145,9 @@ type Options struct {
 	// trails what was recorded, not how soon keys can be taken. 0 syncs
 	// every call.
 	SyncInterval time.Duration
+	// fs is the filesystem Pebble runs on (nil: the disk). Tests give a
+	// crashable in-memory one, which loses what was not synced.
+	fs vfs.FS
 }
 
 // OpenWith is Open with options.
@@ -158,10 +168,15 @@ func openBudget(dir string, o Options, mirrorCap, memBudget int) (*Store, error)
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	fs := o.fs
+	if fs == nil {
+		fs = vfs.Default
+	}
+	if err := fs.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("checkpoint: create %s: %w", dir, err)
 	}
 	opts := &pebble.Options{
+		FS:                 fs,
 		FormatMajorVersion: pebble.FormatNewest,
 		MemTableSize:       16 << 20,
 		CacheSize:          64 << 20,
@@ -386,8 +401,11 @@ func (s *Store) AdvanceReceived(lsn uint64) error {
 	return s.commitSynced(b, lsn)
 }
 
-// Flush makes everything deferred durable now: a position deferred by
-// AdvanceReceived, and what RecordMany staged or left to the timer.
+// Flush makes everything recorded before it durable now: a position
+// deferred by AdvanceReceived, what RecordMany staged or left to the
+// timer (at a new position or not), and what another caller's sync, still
+// in progress, is writing. The trigger drain deletes the rows it moved
+// from the capture log once Flush returns.
 func (s *Store) Flush() error {
 	if err := s.enter(); err != nil {
 		return err
@@ -398,11 +416,19 @@ func (s *Store) Flush() error {
 
 func (s *Store) flushDeferred() error {
 	s.mu.Lock()
-	if s.recvDefer <= s.recvWritten && s.recvUnsynced == 0 && len(s.staged) == 0 && len(s.stagedXids) == 0 {
+	if !s.owesSync() {
 		s.mu.Unlock()
 		return nil
 	}
 	return s.commitSynced(s.db.NewBatch(), 0)
+}
+
+// owesSync says whether something recorded is not durable yet: a
+// deferred position or staged entries to write, or an applied batch no
+// finished sync covers. Called with s.mu held.
+func (s *Store) owesSync() bool {
+	return s.recvDefer > s.recvWritten || s.recvUnsynced != 0 || len(s.staged) > 0 || len(s.stagedXids) > 0 ||
+		s.synced != s.written
 }
 
 // commitSynced adds the received position (max of lsn, any deferred
@@ -422,11 +448,18 @@ func (s *Store) commitSynced(b *pebble.Batch, lsn uint64) error {
 		_ = b.Set(metaKey(metaReceived), be64(recv), nil)
 		s.recvWritten = recv
 	}
+	if b.Empty() {
+		// Pebble commits an empty batch without touching its WAL, so
+		// without syncing it: the sync owed is for earlier batches.
+		_ = b.LogData(nil, nil)
+	}
 	if err := s.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
 		s.mu.Unlock()
 		_ = b.Close()
 		return fmt.Errorf("checkpoint: write batch: %w", err)
 	}
+	s.written++
+	seq := s.written
 	s.lastSync = time.Now()
 	s.mu.Unlock()
 	err := b.SyncWait()
@@ -434,6 +467,10 @@ func (s *Store) commitSynced(b *pebble.Batch, lsn uint64) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint: sync batch: %w", err)
 	}
+	// The WAL is sequential: this sync covers every batch applied before.
+	s.mu.Lock()
+	s.synced = max(s.synced, seq)
+	s.mu.Unlock()
 	s.noteRecorded(recv)
 	for {
 		cur := s.received.Load()
@@ -461,7 +498,9 @@ func (s *Store) deferSync() bool {
 func (s *Store) commitDeferred(b *pebble.Batch, lsn uint64) error {
 	var err error
 	if !b.Empty() {
-		err = s.db.Apply(b, pebble.NoSync)
+		if err = s.db.Apply(b, pebble.NoSync); err == nil {
+			s.written++
+		}
 	}
 	if err == nil {
 		s.recvUnsynced = max(s.recvUnsynced, lsn)
@@ -487,7 +526,7 @@ func (s *Store) syncDeferred() {
 	defer s.life.RUnlock()
 	s.mu.Lock()
 	s.syncScheduled = false
-	if s.recvUnsynced == 0 && len(s.staged) == 0 && len(s.stagedXids) == 0 {
+	if !s.owesSync() {
 		s.mu.Unlock()
 		return
 	}
