@@ -125,8 +125,11 @@ func staleSQL(p *Plan) string {
 		rows := "SELECT 1 FROM (" + d.Query + ") " + dependRow + " WHERE (" + d.On + ")"
 		var mine, theirs []string
 		for _, c := range d.Cols {
-			mine = append(mine, ref+"."+ident(c))
-			theirs = append(theirs, dependRow+"."+ident(c))
+			// As text, as the ledgers compare values: a type without an
+			// equality operator (json, and arrays of it in a fingerprint)
+			// compares too.
+			mine = append(mine, "("+ref+"."+ident(c)+")::text")
+			theirs = append(theirs, "("+dependRow+"."+ident(c)+")::text")
 		}
 		same := "ROW(" + strings.Join(theirs, ", ") + ") IS NOT DISTINCT FROM ROW(" + strings.Join(mine, ", ") + ")"
 		flags = append(flags, "CASE WHEN "+present+" THEN NOT EXISTS ("+rows+" AND "+same+") ELSE EXISTS ("+rows+") END")
