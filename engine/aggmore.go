@@ -136,7 +136,7 @@ func userAggregates(ctx context.Context, db DB, name string, q *Query) (*Query, 
 	if !found {
 		return q, q.deferred
 	}
-	text, err := pg_query.Deparse(q.tree)
+	text, err := deparse(q.tree)
 	if err != nil {
 		return nil, terr.Wrap(terr.Internal, err, "transform %q: deparse the query: %v", name, err)
 	}
@@ -225,7 +225,7 @@ func lateralUserAggregates(ctx context.Context, db DB, name, sql string) (string
 	if err != nil || !found {
 		return sql, err
 	}
-	out, err := pg_query.Deparse(tree)
+	out, err := deparse(tree)
 	if err != nil {
 		return "", terr.Wrap(terr.Internal, err, "transform %q: deparse the query: %v", name, err)
 	}

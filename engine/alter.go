@@ -169,7 +169,7 @@ func EditSelect(name, definition string, visible []string, clauses []AlterClause
 		return "", nil, terr.New(terr.Validation, "transform %q would have no column left; DROP TRANSFORM %s instead", name, name)
 	}
 	sel.TargetList = items
-	out, err := pg_query.Deparse(tree)
+	out, err := deparse(tree)
 	if err != nil {
 		return "", nil, terr.Wrap(terr.Internal, err, "transform %q: deparse the edited definition: %v", name, err)
 	}

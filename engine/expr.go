@@ -219,9 +219,9 @@ func (c *selectChecker) deparse(n *pg_query.Node, clause string) (string, error)
 		return "", terr.Wrap(terr.Validation, err, "%s: %s: this expression cannot be rendered back to SQL by the bundled deparser (%v); rewrite it", c.label, clause, err)
 	}
 	if !sameExpr(n, s) {
-		// The deparser dropped parentheses PostgreSQL needs (it renders
-		// (t AT TIME ZONE 'UTC')::date without them): the text would mean
-		// another expression, so it is refused rather than kept.
+		// deparse already checks its text reads back; this guards the
+		// expression alone, as a second line: text that would mean
+		// another expression is refused rather than kept.
 		return "", c.errf(nodeLocation(n), "%s: the expression %s does not read back as written after PostgreSQL's deparser renders it; write it another way, e.g. with function calls instead of operators (timezone('UTC', t) for t AT TIME ZONE 'UTC')", clause, s)
 	}
 	return s, nil
@@ -277,7 +277,7 @@ func deparseExpr(node *pg_query.Node) (string, error) {
 
 func deparseSelect(sel *pg_query.SelectStmt) (string, error) {
 	tree := &pg_query.ParseResult{Stmts: []*pg_query.RawStmt{{Stmt: &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: sel}}}}}
-	out, err := pg_query.Deparse(tree)
+	out, err := deparse(tree)
 	if err != nil {
 		return "", fmt.Errorf("deparse: %w", err)
 	}

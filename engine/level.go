@@ -150,7 +150,7 @@ func (q *Query) BindLevel(k int, target Rel, sql string) error {
 	l.rv.Schemaname, l.rv.Relname = target.Schema, target.Name
 	q.Tables[l.Table].Schema, q.Tables[l.Table].Name = target.Schema, target.Name
 	if q.tree != nil {
-		out, err := pg_query.Deparse(q.tree)
+		out, err := deparse(q.tree)
 		if err != nil {
 			return fmt.Errorf("deparse the query bound to its levels: %w", err)
 		}

@@ -128,9 +128,12 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 	atTimeZoneAsCalls(tree.Stmts[0].Stmt)
 	// The definition as written is what the catalog shows; the rewrites
 	// below only change how it is kept.
-	original, err := pg_query.Deparse(tree)
-	if err != nil {
-		return nil, terr.Wrap(terr.Internal, err, "%s: deparse the query: %v", label, err)
+	// A query the deparser cannot write back as it reads is refused once
+	// the checks below have had their say (they name the part more
+	// precisely when they refuse it too).
+	original, unrenderable := deparse(tree)
+	if unrenderable != nil {
+		unrenderable = terr.Wrap(terr.Validation, unrenderable, "%s: %v; write that part another way (a function call for an operator, a CAST for ::)", label, unrenderable)
 	}
 	// Every unsupported part is found before refusing, so one error names
 	// them all; checks that depend on an earlier part only run when it
@@ -144,6 +147,9 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 	expand := func() (*Query, error) {
 		if err := joinRefusals(errs); err != nil {
 			return nil, err
+		}
+		if unrenderable != nil {
+			return nil, unrenderable
 		}
 		return &Query{SQL: original, Expand: true}, nil
 	}
@@ -297,12 +303,15 @@ func parseSelect(label, script string, base, end int, qualified bool) (*Query, e
 	for _, cn := range columnNames(&pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: sel}}) {
 		q.columns = append(q.columns, cn.Column)
 	}
+	if unrenderable != nil {
+		return nil, unrenderable
+	}
 	q.SQL = original
 	if !qualified && hasSublinks(tree.Stmts[0].Stmt) {
 		// Checked; kept once PostgreSQL has qualified its references.
 		return expand()
 	}
-	if q.Rewritten, err = pg_query.Deparse(tree); err != nil {
+	if q.Rewritten, err = deparse(tree); err != nil {
 		return nil, terr.Wrap(terr.Internal, err, "%s: deparse the query: %v", label, err)
 	}
 	return q, nil

@@ -10,7 +10,6 @@ import (
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 
-	"github.com/trellis-repl/trellis-repl/internal/terr"
 )
 
 // selectItem is a select-list entry while the query is being validated.
@@ -53,11 +52,12 @@ func (c *selectChecker) selectItem(i int, n *pg_query.Node, seen map[string]int)
 		return nil, c.errf(rt.Location, "select list item %d: * could not be expanded; list the columns you need by name", i+1)
 	}
 	clause := fmt.Sprintf("select list item %d", i+1)
+	// An expression the deparser cannot render is refused by c.deparse
+	// below, after the checks that name what is wrong more precisely.
 	expr, err := deparseExpr(rt.Val)
-	if err != nil {
-		return nil, terr.Wrap(terr.Validation, err, "%s: %s: this expression cannot be rendered back to SQL by the bundled deparser (%v); rewrite it", c.label, clause, err)
+	if err == nil {
+		clause = fmt.Sprintf("select list item %d (%s)", i+1, expr)
 	}
-	clause = fmt.Sprintf("select list item %d (%s)", i+1, expr)
 	it := &selectItem{node: rt.Val, loc: rt.Location, t: Target{Expr: expr, Group: -1}}
 	if fc := aggCall(rt.Val); fc != nil {
 		if it.t.Agg, err = c.checkAgg(fc, clause); err != nil {

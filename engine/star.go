@@ -82,7 +82,7 @@ func expandStar(ctx context.Context, db DB, name, sql string, targets []Rel) (*Q
 		if err != nil {
 			return nil, terr.Wrap(terr.Internal, err, "transform %q: parse the expanded query: %v", name, err)
 		}
-		if q.SQL, err = pg_query.Deparse(tree); err != nil {
+		if q.SQL, err = deparse(tree); err != nil {
 			return nil, terr.Wrap(terr.Internal, err, "transform %q: deparse the expanded query: %v", name, err)
 		}
 	}
@@ -128,7 +128,7 @@ func visibleTargets(ctx context.Context, db DB, name, sql string, targets []Rel)
 	if !changed {
 		return sql, nil
 	}
-	out, err := pg_query.Deparse(tree)
+	out, err := deparse(tree)
 	if err != nil {
 		return "", terr.Wrap(terr.Internal, err, "transform %q: deparse the query to expand *: %v", name, err)
 	}

@@ -123,7 +123,7 @@ func expandViews(ctx context.Context, db DB, name, sql string) (string, []ViewDe
 		if depth >= maxViewDepth {
 			return "", nil, terr.New(terr.Validation, "transform %q: its views read views more than %d deep; select from the tables", name, maxViewDepth)
 		}
-		if sql, err = pg_query.Deparse(tree); err != nil {
+		if sql, err = deparse(tree); err != nil {
 			return "", nil, terr.Wrap(terr.Internal, err, "transform %q: deparse the query with its views expanded: %v", name, err)
 		}
 	}
