@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
-
 )
 
 // selectItem is a select-list entry while the query is being validated.
