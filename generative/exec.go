@@ -289,6 +289,12 @@ func (r *run) step(ctx context.Context, path string, s Step, sess *session) *Fai
 	case StepDDL:
 		count()
 		return r.ddl(ctx, path, s)
+	case StepAlter:
+		count()
+		return r.alter(ctx, path, s)
+	case StepBackfill:
+		count()
+		return r.apply(ctx, path, s.Stmts)
 	case StepConcurrent:
 		count()
 		var wg sync.WaitGroup
