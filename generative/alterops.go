@@ -269,24 +269,27 @@ func splitAlter(st string) (head string, clauses []string, ok bool) {
 	return head, clauses, true
 }
 
-// alter runs an ALTER TRANSFORM step: it waits (a while) for the
-// transform to be live, since an ALTER edits only a live transform and a
-// build may still run, applies the statement and, once accepted, takes
-// the edited definition as the transform's SELECT for the oracle (the
-// clauses' text lands in the stored definition; what the target holds is
-// then compared with it, and with the plan's query). A refusal naming
+// rebuild runs an ALTER TRANSFORM or REQUEST BACKFILL step. An ALTER
+// first waits (a while) for its transform to be live, since it edits
+// only a live transform and a build may still run, and once accepted
+// takes the edited definition as the transform's SELECT for the oracle
+// (the clauses' text lands in the stored definition; the target is then
+// compared with it, and with the plan's query). A refusal naming
 // something that does not exist or a state that conflicts (a transform
-// shrinking removed, paused or still building) is a note; any other
-// refusal is a failure.
-func (r *run) alter(ctx context.Context, path string, s Step) *Failure {
+// or column shrinking removed, a transform paused or still building) is
+// a note; any other refusal is a failure.
+func (r *run) rebuild(ctx context.Context, path string, s Step) *Failure {
 	for _, st := range s.Stmts {
-		sts, err := engine.ParseStatements(st)
-		if err != nil || len(sts) != 1 || sts[0].Kind != engine.AlterTransform {
-			return &Failure{Kind: "setup", Step: path, Msg: fmt.Sprintf("not an ALTER TRANSFORM: %s (%v)", st, err)}
+		name := ""
+		if s.Kind == StepAlter {
+			sts, err := engine.ParseStatements(st)
+			if err != nil || len(sts) != 1 || sts[0].Kind != engine.AlterTransform {
+				return &Failure{Kind: "setup", Step: path, Msg: fmt.Sprintf("not an ALTER TRANSFORM: %s (%v)", st, err)}
+			}
+			name = sts[0].Name
+			r.awaitLive(ctx, name)
 		}
-		name := sts[0].Name
-		r.awaitLive(ctx, name)
-		r.logf("step %s: alter %s", path, oneLine(st, 200))
+		r.logf("step %s: %s %s", path, s.Kind, oneLine(st, 200))
 		if err := r.applyRetry(ctx, st); err != nil {
 			switch trellis.CodeOf(err) {
 			case trellis.CodeNotFound, trellis.CodeConflict:
@@ -294,6 +297,12 @@ func (r *run) alter(ctx context.Context, path string, s Step) *Failure {
 				continue
 			}
 			return &Failure{Kind: "rejected", Step: path, Msg: fmt.Sprintf("%s: %v", st, err)}
+		}
+		r.mu.Lock()
+		r.stats.Rebuilds++
+		r.mu.Unlock()
+		if name == "" {
+			continue
 		}
 		ds, err := r.tr.Definitions(ctx, name)
 		if err != nil || len(ds) != 1 {
