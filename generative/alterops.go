@@ -181,8 +181,13 @@ func (g *gen) alterStep() (Step, *table) {
 		if g.paused[n] {
 			continue
 		}
-		read = append(read, n)
-		if d := g.defs[n]; d.alterable {
+		d := g.defs[n]
+		// A definition a feature stream replaced may no longer read the
+		// table it was drawn over.
+		if strings.Contains(d.sql, d.table.name) {
+			read = append(read, n)
+		}
+		if d.alterable {
 			alt = append(alt, n)
 		}
 	}

@@ -387,10 +387,10 @@ func (g *gen) newDef(name string) transformDef {
 		}
 		g.nextID++
 	}
+	g.as.forget(name)
 	if g.join && (g.countJoinDefs() == 0 || g.pct(60)) {
 		return g.newJoinDef(name)
 	}
-	g.as.forget(name)
 	t := g.tables[g.r.IntN(len(g.tables))]
 	d := transformDef{name: name, table: t}
 	row := false
@@ -464,7 +464,6 @@ func (g *gen) newJoinDef(name string) transformDef {
 	}
 	shape := g.shapes[0]
 	g.shapes = g.shapes[1:]
-	g.as.forget(name)
 	d := transformDef{name: name, table: g.js.fact, join: shape}
 	if g.r.IntN(100) < 50 {
 		d.sql = joinAggSelect(g.r, g.fr, g.js, shape)

@@ -144,7 +144,7 @@ func (s *Shrinker) shrinkInside(best **Program, test func(*Program) bool) {
 					return test(c)
 				})
 			}
-		case StepSQL, StepApply, StepTxn, StepHeld:
+		case StepSQL, StepApply, StepTxn, StepHeld, StepAlter, StepBackfill:
 			base := *best
 			ddmin(st.Stmts, func(ss []string) bool {
 				c := base.Clone()
@@ -153,6 +153,9 @@ func (s *Shrinker) shrinkInside(best **Program, test func(*Program) bool) {
 			})
 			if st.Kind == StepApply {
 				s.shrinkDefinitions(best, i, test)
+			}
+			if st.Kind == StepAlter {
+				s.shrinkAlter(best, i, test)
 			}
 			if st.Kind == StepTxn || st.Kind == StepHeld {
 				if (*best).Steps[i].Rollback || (*best).Steps[i].NoSavepoints {
@@ -165,16 +168,6 @@ func (s *Shrinker) shrinkInside(best **Program, test func(*Program) bool) {
 				c := (*best).Clone()
 				c.Steps[i].Kind, c.Steps[i].Arg, c.Steps[i].Open = StepTxn, 0, false
 				test(c)
-			}
-		case StepAlter, StepBackfill:
-			base := *best
-			ddmin(st.Stmts, func(ss []string) bool {
-				c := base.Clone()
-				c.Steps[i].Stmts = append([]string(nil), ss...)
-				return test(c)
-			})
-			if st.Kind == StepAlter {
-				s.shrinkAlter(best, i, test)
 			}
 		case StepSwitch:
 			if st.Crash {
