@@ -76,7 +76,7 @@ func TestAlterPrograms(t *testing.T) {
 			t.Errorf("no program draws %q (drawn: %v)", n, all)
 		}
 	}
-	if drew == 0 || drew > eligible/2 {
+	if drew == 0 || drew > eligible/2 && alterPctEnv() < 0 {
 		t.Errorf("%d of %d eligible programs draw the stream, want about %d in a hundred", drew, eligible, alterProgramPct)
 	}
 	t.Logf("%d of %d eligible programs draw ALTER or backfill steps", drew, eligible)
@@ -85,6 +85,9 @@ func TestAlterPrograms(t *testing.T) {
 // TestFastLaneAlterDraws: no fixed case of the fast lane passes the
 // stream's gate, so each draws the program it was chosen for.
 func TestFastLaneAlterDraws(t *testing.T) {
+	if alterPctEnv() >= 0 {
+		t.Skip("TRELLIS_GEN_ALTER_PCT is set: the gate is not the default")
+	}
 	for _, c := range FastLaneCases() {
 		p, err := c.Program()
 		if err != nil {
