@@ -408,9 +408,9 @@
 // its type. The step waits (at most 30 s) for the transform to be live
 // — an earlier build may still run —, applies the statement, and takes
 // the stored definition, edited, as the transform's SELECT for the
-// oracle. "@backfill" is REQUEST BACKFILL OF a table a transform reads
-// (ADR 0040): every transform reading it re-derives all its keys in
-// place. Now and then fresh bulk rows of the rebuilt table come first,
+// oracle. "@backfill" is REQUEST BACKFILL OF a table a transform's
+// definition reads (ADR 0040): every transform reading it re-derives all
+// its keys in place. Now and then fresh bulk rows of the rebuilt table come first,
 // so that the build has chunks to walk; half the steps are followed by
 // a kill of the runner (a loss of its store one time in four in the
 // profiles that lose it) 0–300 ms later, in the middle of the column
