@@ -389,6 +389,41 @@
 // source, the re-typed target, changed type in its turn) is resumed by
 // the check.
 //
+// # ALTER TRANSFORM and backfills
+//
+// From a stream of their own (alterops.go, alterSalt), a program of a
+// profile that draws kills or lifecycle events (all but "held") draws,
+// three times in ten (TRELLIS_GEN_ALTER_PCT draws more; the gate is the
+// stream's first draw, so a program it leaves out is what its seed drew
+// before, and no fixed case of the fast lane passes it:
+// TestFastLaneAlterDraws), after six body events in a hundred, an
+// "@alter" or a "@backfill" step (issue 27). "@alter" is ALTER TRANSFORM
+// of a live single-table row transform as the main stream drew it (not
+// DISTINCT, not replaced by a feature stream; ADR 0041 accepts no other
+// shape the generator draws: an aggregate only over the aggregates it
+// already stores), with one clause or, one time in four, two: ADD of a
+// column computed from the source (a numeric, text or boolean
+// expression cast to the type the column's name ends in, alt7_n), DROP
+// of a column the stream added, or ALTER of one to another expression of
+// its type. The step waits (at most 30 s) for the transform to be live
+// — an earlier build may still run —, applies the statement, and takes
+// the stored definition, edited, as the transform's SELECT for the
+// oracle. "@backfill" is REQUEST BACKFILL OF a table a transform's
+// definition reads (ADR 0040): every transform reading it re-derives all
+// its keys in place. Now and then fresh bulk rows of the rebuilt table come first,
+// so that the build has chunks to walk; half the steps are followed by
+// a kill of the runner (a loss of its store one time in four in the
+// profiles that lose it) 0–300 ms later, in the middle of the column
+// build or the rebuild, and half run in a control lane while one or two
+// writer lanes commit across the statement, the build and the kill; a
+// check follows one time in three. A refusal that names something gone
+// or a conflicting state (a transform shrinking removed, paused, still
+// building) is a note; any other is a failure (kind "rejected").
+// Stats.Rebuilds counts the statements accepted. TestAlterPrograms
+// checks that programs draw each form, TestAlterDrawnApart that the
+// stream only adds its steps (the other drawn-apart tests turn it off:
+// it picks among the definitions they drew).
+//
 // # Poison
 //
 // About a quarter of the programs (all of profile "poison") draw poison
@@ -450,6 +485,7 @@
 //	  CREATE TABLE s0 (c0 int, c1 text, PRIMARY KEY (c0));
 //	@apply
 //	  CREATE TRANSFORM t0 AS SELECT c1, count(*) AS n FROM s0 GROUP BY c1;
+//	  CREATE TRANSFORM t1 AS SELECT c0, c1 FROM s0;
 //	@start
 //	@txn
 //	  INSERT INTO s0 (c0, c1) VALUES (1, 'a');
@@ -466,6 +502,11 @@
 //	@switch trigger
 //	@held 1500 open
 //	  INSERT INTO s0 (c0, c1) VALUES (2, 'c');
+//	@alter
+//	  ALTER TRANSFORM t1 ADD alt1_t AS (upper(c1))::text;
+//	@kill 120
+//	@backfill
+//	  REQUEST BACKFILL OF s0;
 //	@check
 //
 // Programs directly in testdata/regressions are replayed by

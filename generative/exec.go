@@ -52,6 +52,9 @@ type Stats struct {
 	// (poison.go) with their held keys and queries; HeldKeys the held
 	// keys those comparisons found, as expected.
 	PoisonCompares, HeldKeys int
+	// Rebuilds counts the ALTER TRANSFORM and REQUEST BACKFILL statements
+	// the engine accepted (alterops.go).
+	Rebuilds int
 	// GeneratorErrors are statements refused for a reason the generator
 	// should have avoided (syntax, types, overflow).
 	GeneratorErrors []string
@@ -289,6 +292,9 @@ func (r *run) step(ctx context.Context, path string, s Step, sess *session) *Fai
 	case StepDDL:
 		count()
 		return r.ddl(ctx, path, s)
+	case StepAlter, StepBackfill:
+		count()
+		return r.rebuild(ctx, path, s)
 	case StepConcurrent:
 		count()
 		var wg sync.WaitGroup

@@ -288,6 +288,9 @@ type transformDef struct {
 	table *table // the table it reads (a join's fact table)
 	sql   string // the SELECT
 	join  string // the join shape ("" for one table)
+	// alterable: ALTER TRANSFORM may edit its computed columns (a
+	// single-table row transform as rowSelect drew it; alterops.go).
+	alterable bool
 }
 
 func (d transformDef) create() string {

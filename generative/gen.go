@@ -110,7 +110,8 @@ func newGen(seed int64, prof Profile) *gen {
 		nr: rand.New(rand.NewPCG(uint64(seed), nullChainSalt)), xr: rand.New(rand.NewPCG(uint64(seed), nestedSalt)),
 		nestedPct: featNestedPct, sr: rand.New(rand.NewPCG(shapesSeed(seed), shapesSalt)), shapesPct: shapesPct(),
 		gr: rand.New(rand.NewPCG(shapesSeed(seed), srfSalt)), srfPct: srfPctEnv(),
-		hr: rand.New(rand.NewPCG(shapesSeed(seed), graphSalt)), graphPct: graphPctEnv()}
+		hr: rand.New(rand.NewPCG(shapesSeed(seed), graphSalt)), graphPct: graphPctEnv(),
+		as: newAlterStream(seed, prof)}
 	// Whether it is a join program is drawn apart, so that the programs
 	// without joins are what they were before joins existed.
 	g.join = prof.Join > 0 && rand.New(rand.NewPCG(uint64(seed), 0x6a6f696e)).IntN(100) < prof.Join
@@ -189,6 +190,9 @@ type gen struct {
 	graph     *graph
 	graphPct  int
 	graphDefs []shapeDef
+	// as is the ALTER and backfill stream (alterops.go), nil for a
+	// program its gate leaves out.
+	as *alterStream
 	// smallBatch: the runner re-derives a few keys per batch (a window
 	// over thousands of bulk rows would re-derive them per batch).
 	smallBatch bool
@@ -328,6 +332,11 @@ func (g *gen) program(seed int64) *Program {
 		if g.graph != nil && g.hr.IntN(100) < graphEventPct {
 			p.Steps = append(p.Steps, g.graphEvent()...)
 		}
+		if g.as != nil && g.as.r.IntN(100) < alterEventPct {
+			at := len(p.Steps)
+			p.Steps = append(p.Steps, g.alterEvent()...)
+			g.as.spans = append(g.as.spans, [2]int{at, len(p.Steps)})
+		}
 	}
 	for _, name := range g.sortedPaused() {
 		if r.IntN(5) > 0 {
@@ -378,17 +387,22 @@ func (g *gen) newDef(name string) transformDef {
 		}
 		g.nextID++
 	}
+	g.as.forget(name)
 	if g.join && (g.countJoinDefs() == 0 || g.pct(60)) {
 		return g.newJoinDef(name)
 	}
 	t := g.tables[g.r.IntN(len(g.tables))]
 	d := transformDef{name: name, table: t}
+	row := false
 	if g.r.IntN(100) < 55 {
 		d.sql = aggSelect(g.r, g.fr, t)
 	} else {
 		d.sql = rowSelect(g.r, g.fr, t)
+		row = true
 	}
+	drawn := d.sql
 	g.derived(&d)
+	d.alterable = row && d.sql == drawn && editableSelect(drawn)
 	g.defs[name] = d
 	return d
 }
@@ -672,6 +686,7 @@ func (g *gen) redefine() Step {
 		n := ds[g.r.IntN(len(ds))]
 		delete(g.defs, n)
 		delete(g.paused, n)
+		g.as.forget(n)
 		return Step{Kind: StepApply, Stmts: []string{"DROP TRANSFORM IF EXISTS " + n}}
 	}
 }

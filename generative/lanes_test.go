@@ -74,9 +74,9 @@ func runCases(t *testing.T, cases []Case) {
 			}
 			res := env.Run(ctx, p)
 			ops.Add(int64(p.Ops()))
-			t.Logf("seed=%d profile=%s: %d steps, %d ops, %d txns, %d checks (%d of join targets, %d of poisoned ones finding %d held keys), %d refused statements in %v",
+			t.Logf("seed=%d profile=%s: %d steps, %d ops, %d txns, %d checks (%d of join targets, %d of poisoned ones finding %d held keys), %d ALTERs and backfills, %d refused statements in %v",
 				c.Seed, c.Profile, len(p.Steps), p.Ops(), res.Stats.Txns, res.Stats.Checks, res.Stats.JoinCompares, res.Stats.PoisonCompares, res.Stats.HeldKeys,
-				res.Stats.StmtErrors, res.Duration.Round(time.Millisecond))
+				res.Stats.Rebuilds, res.Stats.StmtErrors, res.Duration.Round(time.Millisecond))
 			for _, n := range res.Stats.Notes {
 				t.Logf("note: %s", n)
 			}

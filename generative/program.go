@@ -57,6 +57,12 @@ const (
 	// Mode "lossless", only capture pauses (then resumed) for "retype"
 	// (ddl.go).
 	StepDDL Kind = "ddl"
+	// StepAlter runs its ALTER TRANSFORM statements (ADR 0041) once each
+	// transform is live, and takes each edited definition as the
+	// transform's SELECT (alterops.go).
+	StepAlter Kind = "alter"
+	// StepBackfill runs its REQUEST BACKFILL OF statements (ADR 0040).
+	StepBackfill Kind = "backfill"
 )
 
 // Step is one element of a program.
@@ -160,7 +166,7 @@ func countOps(ss []Step) int {
 			for _, l := range s.Lanes {
 				n += countOps(l)
 			}
-		case StepSQL, StepApply, StepTxn, StepHeld:
+		case StepSQL, StepApply, StepTxn, StepHeld, StepAlter, StepBackfill:
 			n += len(s.Stmts)
 		case StepWait:
 		default:
@@ -266,7 +272,7 @@ func Parse(text string) (*Program, error) {
 				return nil, fmt.Errorf("line %d: statement outside a step", line)
 			}
 			switch cur.Kind {
-			case StepSQL, StepApply, StepTxn, StepHeld, StepDDL:
+			case StepSQL, StepApply, StepTxn, StepHeld, StepDDL, StepAlter, StepBackfill:
 			default:
 				return nil, fmt.Errorf("line %d: @%s takes no statements", line, cur.Kind)
 			}
@@ -321,7 +327,8 @@ func Parse(text string) (*Program, error) {
 		s := Step{Kind: Kind(f[0])}
 		switch s.Kind {
 		case StepSQL, StepApply, StepStart, StepStop, StepKill, StepLoseStore, StepRestartPG,
-			StepTxn, StepHeld, StepConcurrent, StepWait, StepStall, StepCheck, StepSwitch, StepDDL:
+			StepTxn, StepHeld, StepConcurrent, StepWait, StepStall, StepCheck, StepSwitch, StepDDL,
+			StepAlter, StepBackfill:
 		default:
 			return nil, fmt.Errorf("line %d: unknown directive @%s", line, f[0])
 		}

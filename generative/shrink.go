@@ -144,7 +144,7 @@ func (s *Shrinker) shrinkInside(best **Program, test func(*Program) bool) {
 					return test(c)
 				})
 			}
-		case StepSQL, StepApply, StepTxn, StepHeld:
+		case StepSQL, StepApply, StepTxn, StepHeld, StepAlter, StepBackfill:
 			base := *best
 			ddmin(st.Stmts, func(ss []string) bool {
 				c := base.Clone()
@@ -153,6 +153,9 @@ func (s *Shrinker) shrinkInside(best **Program, test func(*Program) bool) {
 			})
 			if st.Kind == StepApply {
 				s.shrinkDefinitions(best, i, test)
+			}
+			if st.Kind == StepAlter {
+				s.shrinkAlter(best, i, test)
 			}
 			if st.Kind == StepTxn || st.Kind == StepHeld {
 				if (*best).Steps[i].Rollback || (*best).Steps[i].NoSavepoints {
@@ -228,6 +231,25 @@ func (s *Shrinker) shrinkDefinitions(best **Program, i int, test func(*Program) 
 	}
 }
 
+// shrinkAlter drops clauses of the ALTER TRANSFORM statements of step i.
+func (s *Shrinker) shrinkAlter(best **Program, i int, test func(*Program) bool) {
+	for j := 0; j < len((*best).Steps[i].Stmts); j++ {
+		head, clauses, ok := splitAlter((*best).Steps[i].Stmts[j])
+		if !ok || len(clauses) < 2 {
+			continue
+		}
+		base := *best
+		ddmin(clauses, func(cs []string) bool {
+			if len(cs) == 0 {
+				return false
+			}
+			c := base.Clone()
+			c.Steps[i].Stmts[j] = head + " " + strings.Join(cs, ", ")
+			return test(c)
+		})
+	}
+}
+
 // dropEmpty removes steps left without statements (and empty lanes).
 func (s *Shrinker) dropEmpty(best **Program, test func(*Program) bool) {
 	var keep func([]Step) []Step
@@ -235,7 +257,7 @@ func (s *Shrinker) dropEmpty(best **Program, test func(*Program) bool) {
 		var out []Step
 		for _, st := range ss {
 			switch st.Kind {
-			case StepSQL, StepApply, StepTxn, StepHeld:
+			case StepSQL, StepApply, StepTxn, StepHeld, StepAlter, StepBackfill:
 				if len(st.Stmts) == 0 {
 					continue
 				}

@@ -135,9 +135,9 @@ func TestShapesDrawnApart(t *testing.T) {
 			continue
 		}
 		for seed := int64(0); seed < 30; seed++ {
-			with := newGen(seed, prof)
+			with := newGenApart(seed, prof)
 			p := with.program(seed)
-			without := newGen(seed, prof)
+			without := newGenApart(seed, prof)
 			without.shapesPct = 0
 			q := without.program(seed)
 			a, b := strings.Split(p.Format(), "\n"), strings.Split(q.Format(), "\n")

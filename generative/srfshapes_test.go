@@ -97,9 +97,9 @@ func drawnApart(t *testing.T, stream string, off func(*gen), drawn func(*gen) (d
 			continue
 		}
 		for seed := int64(0); seed < 30; seed++ {
-			with := newGen(seed, prof)
+			with := newGenApart(seed, prof)
 			p := with.program(seed)
-			without := newGen(seed, prof)
+			without := newGenApart(seed, prof)
 			off(without)
 			q := without.program(seed)
 			defs, tables := drawn(with)
