@@ -453,7 +453,7 @@
 // redefinitions (a re-created target has no CHECK) pick; kills, store loss
 // and switches reach them as any other. The poisoned table is never
 // truncated (DELETE instead): a TRUNCATE leaves held a key the target never
-// stored (testdata/regressions/pending/poison-truncate-keeps-held).
+// stored (testdata/regressions/poison-truncate-keeps-held, since fixed).
 //
 // The check reads what can fail from the database, not from the generator
 // (poisoncheck.go): the target's CHECK constraints from pg_constraint (a
