@@ -48,7 +48,8 @@ var summaryColumns = map[string][]column{
 	},
 	ScenarioTPCH: {
 		{"build_seconds", "build s", "%.1f"}, {"round_ms", "round -> converged ms", "%.0f"},
-		{"round_max_ms", "max ms", "%.0f"}, {"refresh_ms", "REFRESH ms", "%.0f"}, {"ratio_to_baseline", "REFRESH / round", "%.1f"},
+		{"round_max_ms", "max ms", "%.0f"}, {"apply_ms", "of which applying ms", "%.0f"}, {"applies", "apply transactions", "%.0f"},
+		{"refresh_ms", "REFRESH ms", "%.0f"}, {"ratio_to_baseline", "REFRESH / round", "%.1f"}, {"apply_ratio", "REFRESH / applying", "%.1f"},
 	},
 	ScenarioMany: {
 		{"transforms", "transforms", "%.0f"}, {"connections_max", "connections max", "%.0f"},

@@ -18,10 +18,12 @@ package bench
 // table (Q1 and Q6).
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -164,9 +166,14 @@ func (s *suiteRun) tpchQuery(ctx context.Context, conn *pgx.Conn, in *instance, 
 		return fmt.Errorf("bench: build: %w", err)
 	}
 	build := time.Since(start)
-	var changes, refreshes []time.Duration
+	var changes, refreshes, applying []time.Duration
+	var applies []float64
 	for range cfg.Rounds {
 		*rf++
+		// The instance keeps this query alone: every apply transaction in
+		// the round is its own or one of its levels'.
+		before := readApplyStats(in.reg, "")
+		byBefore := applySecondsByTransform(in.reg)
 		if err := tpch.RF1(ctx, conn, tpchBenchSchema, *rf); err != nil {
 			return fmt.Errorf("bench: RF1: %w", err)
 		}
@@ -178,6 +185,10 @@ func (s *suiteRun) tpchQuery(ctx context.Context, conn *pgx.Conn, in *instance, 
 			return fmt.Errorf("bench: converge after refresh round %d: %w", *rf, err)
 		}
 		changes = append(changes, time.Since(written))
+		after := readApplyStats(in.reg, "")
+		applying = append(applying, time.Duration((after.seconds-before.seconds)*float64(time.Second)))
+		applies = append(applies, float64(after.count-before.count))
+		s.progressf("tpch %s round %d: applying by transform: %s", name, *rf, applyShares(byBefore, applySecondsByTransform(in.reg)))
 		start := time.Now()
 		if err := execAll(ctx, conn, "refresh the materialized view", "REFRESH MATERIALIZED VIEW "+mv.Sanitize()); err != nil {
 			return err
@@ -192,17 +203,40 @@ func (s *suiteRun) tpchQuery(ctx context.Context, conn *pgx.Conn, in *instance, 
 	for _, r := range res {
 		notes += len(r.Notes)
 	}
-	change, refresh := percentile(changes, 0.5), percentile(refreshes, 0.5)
+	change, refresh, apply := percentile(changes, 0.5), percentile(refreshes, 0.5), percentile(applying, 0.5)
+	slices.Sort(applies)
 	s.emit(Point{Scenario: ScenarioTPCH, Point: name, Round: round, Metrics: map[string]float64{
 		"sf": cfg.SF, "rounds": float64(cfg.Rounds), "build_seconds": build.Seconds(),
-		"round_ms": ms(change), "round_max_ms": ms(percentile(changes, 1)), "refresh_ms": ms(refresh)},
+		"round_ms": ms(change), "round_max_ms": ms(percentile(changes, 1)), "refresh_ms": ms(refresh),
+		"apply_ms": ms(apply), "applies": applies[len(applies)/2], "apply_ratio": float64(refresh) / float64(max(apply, time.Microsecond))},
 		Labels: map[string]string{"verified": verdict, "query": q.Name}, Ratio: ratio(float64(refresh) / float64(change))})
-	s.progressf("tpch round %d %-3s: build %.1fs; refresh round -> converged median %.0f ms, REFRESH MATERIALIZED VIEW median %.0f ms (%.1f×)",
-		round, name, build.Seconds(), ms(change), ms(refresh), float64(refresh)/float64(change))
+	s.progressf("tpch round %d %-3s: build %.1fs; refresh round -> converged median %.0f ms (%.0f ms in %.0f apply transactions), REFRESH MATERIALIZED VIEW median %.0f ms (%.1f×)",
+		round, name, build.Seconds(), ms(change), ms(apply), applies[len(applies)/2], ms(refresh), float64(refresh)/float64(change))
 	if _, err := in.tr.Apply(ctx, "DROP TRANSFORM "+pgx.Identifier{name}.Sanitize()); err != nil {
 		return fmt.Errorf("bench: drop the transform: %w", err)
 	}
 	return execAll(ctx, conn, "drop the materialized view", "DROP MATERIALIZED VIEW "+mv.Sanitize())
+}
+
+// applyShares lists, largest first, each transform's apply time between
+// two readings (the query's own and its levels').
+func applyShares(before, after map[string]float64) string {
+	type share struct {
+		name string
+		ms   float64
+	}
+	var shares []share
+	for n, v := range after {
+		if d := (v - before[n]) * 1000; d > 0 {
+			shares = append(shares, share{n, d})
+		}
+	}
+	slices.SortFunc(shares, func(a, b share) int { return cmp.Compare(b.ms, a.ms) })
+	var parts []string
+	for _, sh := range shares {
+		parts = append(parts, fmt.Sprintf("%s %.0f ms", sh.name, sh.ms))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // tpchVerify compares the target of transform name with query; like
