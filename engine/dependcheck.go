@@ -101,6 +101,13 @@ func (q *Query) joinCondition(ref string) (string, error) {
 // which some dependency level stores a row its query no longer gives, or
 // stores none where its query gives one. The rows are the FROM's, not the
 // WHERE's: a row a subquery filters out has an answer too.
+//
+// The scope's branches (one per source, scopeBranches) only project what
+// the check reads — the keys, the owner's columns each join condition
+// names, the level's stored values — and the check's subqueries run once
+// over their union: written inside every branch they were planned once
+// per branch, which cost TPC-H Q21 (six branches, two levels) more in
+// planning than the re-derive itself.
 func staleSQL(p *Plan) string {
 	if len(p.Dependencies) == 0 || !p.Multi() || plant.Active(plant.SubqueryAnswerUnchecked) {
 		return ""
@@ -113,22 +120,53 @@ func staleSQL(p *Plan) string {
 			sel = append(sel, r+"::text AS "+name)
 		}
 	}
+	checked := func(d Dependency) bool {
+		// A narrowed scalar is read as the level's value, not the
+		// subquery (narrow.go): what the owner read is what its level
+		// stored.
+		return !slices.ContainsFunc(p.Narrow, func(nw PlanNarrow) bool { return nw.Dep == d.Source })
+	}
+	// The join conditions over the union; when one cannot be rewritten
+	// (a column not named as ref.col), the check is written inside every
+	// branch instead.
+	outer := map[string]string{}
+	ons := make([]string, len(p.Dependencies))
+	var reads []string
+	inBranch := false
+	for n, d := range p.Dependencies {
+		if !checked(d) {
+			continue
+		}
+		on, r, ok := overUnion(d.On, outer)
+		if !ok {
+			inBranch = true
+			break
+		}
+		ons[n], reads = on, append(reads, r...)
+	}
 	var flags []string
-	for _, d := range p.Dependencies {
-		if slices.ContainsFunc(p.Narrow, func(n PlanNarrow) bool { return n.Dep == d.Source }) {
-			// Read as the level's value, not the subquery (narrow.go):
-			// what the owner read is what its level stored.
+	for n, d := range p.Dependencies {
+		if !checked(d) {
 			continue
 		}
 		ref := ident(p.Sources[d.Source].Ref)
-		present := sourceKeyRefs(p, d.Source)[0] + " IS NOT NULL"
-		rows := "SELECT 1 FROM (" + d.Query + ") " + dependRow + " WHERE (" + d.On + ")"
+		present, on := sourceKeyRefs(p, d.Source)[0]+" IS NOT NULL", d.On
+		if !inBranch {
+			sel = append(sel, fmt.Sprintf("(%s) AS __p%d", present, n))
+			present, on = fmt.Sprintf("__x.__p%d", n), ons[n]
+		}
+		rows := "SELECT 1 FROM (" + d.Query + ") " + dependRow + " WHERE (" + on + ")"
 		var mine, theirs []string
-		for _, c := range d.Cols {
+		for k, c := range d.Cols {
 			// As text, as the ledgers compare values: a type without an
 			// equality operator (json, and arrays of it in a fingerprint)
 			// compares too.
-			mine = append(mine, "("+ref+"."+ident(c)+")::text")
+			stored := "(" + ref + "." + ident(c) + ")::text"
+			if !inBranch {
+				sel = append(sel, fmt.Sprintf("%s AS __m%d_%d", stored, n, k))
+				stored = fmt.Sprintf("__x.__m%d_%d", n, k)
+			}
+			mine = append(mine, stored)
 			theirs = append(theirs, "("+dependRow+"."+ident(c)+")::text")
 		}
 		same := "ROW(" + strings.Join(theirs, ", ") + ") IS NOT DISTINCT FROM ROW(" + strings.Join(mine, ", ") + ")"
@@ -137,7 +175,60 @@ func staleSQL(p *Plan) string {
 	if len(flags) == 0 {
 		return ""
 	}
-	sel = append(sel, "("+strings.Join(flags, " OR ")+") AS __stale")
+	stale := strings.Join(flags, " OR ")
+	if inBranch {
+		sel, stale = append(sel, "("+stale+") AS __stale"), "__x.__stale"
+	}
 	return "SELECT DISTINCT " + strings.Join(keys, ", ") + " FROM (" +
-		scopeBranches(p, p.From, "true", sel, allSources(p)) + ") __x WHERE __x.__stale"
+		scopeBranches(p, p.From, "true", append(sel, reads...), allSources(p)) + ") __x WHERE " + stale
+}
+
+// overUnion rewrites a dependency's join condition to read the owner's
+// columns from the union of scope branches (__x): each ref.col it names
+// gets an alias in outer (shared across dependencies), and reads lists
+// the branch items that project the new ones. ok is false when the
+// condition names a column other than as ref.col.
+func overUnion(on string, outer map[string]string) (string, []string, bool) {
+	tree, err := pg_query.Parse("SELECT " + on)
+	if err != nil || len(tree.Stmts) != 1 || tree.Stmts[0].Stmt.GetSelectStmt() == nil {
+		return "", nil, false
+	}
+	expr := tree.Stmts[0].Stmt.GetSelectStmt().TargetList[0].GetResTarget().Val
+	var reads []string
+	ok := true
+	expr = replaceNodes(expr, func(n *pg_query.Node) *pg_query.Node {
+		if n.GetSubLink() != nil {
+			ok = false // a subquery in the join condition: keep the per-branch form
+			return nil
+		}
+		cr := n.GetColumnRef()
+		if cr == nil {
+			return nil
+		}
+		if len(cr.Fields) != 2 || cr.Fields[0].GetString_() == nil || cr.Fields[1].GetString_() == nil {
+			ok = false
+			return nil
+		}
+		ref, col := cr.Fields[0].GetString_().Sval, cr.Fields[1].GetString_().Sval
+		if ref == dependRow {
+			return nil
+		}
+		qualified := ident(ref) + "." + ident(col)
+		alias, seen := outer[qualified]
+		if !seen {
+			alias = fmt.Sprintf("__o%d", len(outer))
+			outer[qualified] = alias
+			reads = append(reads, qualified+" AS "+alias)
+		}
+		return &pg_query.Node{Node: &pg_query.Node_ColumnRef{ColumnRef: &pg_query.ColumnRef{
+			Fields: []*pg_query.Node{pg_query.MakeStrNode("__x"), pg_query.MakeStrNode(alias)}}}}
+	})
+	if !ok {
+		return "", nil, false
+	}
+	text, err := deparseExpr(expr)
+	if err != nil {
+		return "", nil, false
+	}
+	return text, reads, true
 }

@@ -60,5 +60,11 @@ func TestDependencies(t *testing.T) {
 		if !strings.Contains(stale, "FROM FROM-CLAUSE WHERE true AND") || !strings.Contains(stale, "IS NOT DISTINCT FROM") {
 			t.Errorf("%s: the check does not read the FROM's rows in scope: %s", tc.in, stale)
 		}
+		// The subqueries run once over the union of the branches, which
+		// project the owner's columns the join conditions read.
+		if strings.Contains(tc.on[0], "o.grp") && (!strings.Contains(stale, `"o"."grp" AS __o0`) || !strings.Contains(stale, "__trellis_dq.g1 = __x.__o0") ||
+			strings.Count(stale, "NOT EXISTS (SELECT 1 FROM (") != len(deps)) {
+			t.Errorf("%s: the check is not written once over the branches: %s", tc.in, stale)
+		}
 	}
 }
