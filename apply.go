@@ -12,9 +12,11 @@ import (
 
 // Apply runs a script of definition statements in one transaction: either
 // all of them take effect or none does. Building a new transform continues
-// in the background under Run. Like every call that does not wait, it
-// returns within Config.CallTimeout: a script blocked by a lock another
-// session holds fails with code timeout and changes nothing.
+// in the background under Run. Like every call that does not wait, it is
+// bounded: by one Config.CallTimeout per statement of the script (a
+// thousand definitions in one script are not cut short by their number),
+// and a lock another session holds by one CallTimeout — such a script
+// fails with code timeout and changes nothing.
 func (t *Trellis) Apply(ctx context.Context, script string) ([]Result, error) {
 	if err := t.open("Apply"); err != nil {
 		return nil, err
@@ -30,7 +32,7 @@ func (t *Trellis) Apply(ctx context.Context, script string) ([]Result, error) {
 		return nil, terr.New(terr.Validation, "the script contains no statement; write e.g. CREATE TRANSFORM name AS SELECT …")
 	}
 	var out []Result
-	err = t.bounded(ctx, "Apply", func(ctx context.Context, tx pgx.Tx) error {
+	err = t.boundedFor(ctx, "Apply", len(sts), func(ctx context.Context, tx pgx.Tx) error {
 		if err := t.lockDefinitions(ctx, tx); err != nil {
 			return err
 		}

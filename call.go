@@ -34,6 +34,12 @@ const callBackstop = time.Second
 // server-side limits of its transaction.
 type budgetKey struct{}
 
+// lockKey carries, for a call whose budget is longer than one call
+// timeout (a script of many statements), the longest a lock may be
+// waited for (time.Duration): a script blocked by another session's lock
+// fails as soon as a call would.
+type lockKey struct{}
+
 // call starts a call of the contract: refused once the handle is closed,
 // its context bounded by the call timeout (and any earlier deadline the
 // caller set) plus the backstop.
@@ -75,8 +81,12 @@ func limit(ctx context.Context, tx pgx.Tx) error {
 	if left < 1 {
 		return context.DeadlineExceeded
 	}
-	ms := strconv.FormatInt(left, 10)
-	_, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $1, true)`, ms)
+	lock := left
+	if d, ok := ctx.Value(lockKey{}).(time.Duration); ok && d.Milliseconds() < lock {
+		lock = max(d.Milliseconds(), 1)
+	}
+	_, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)`,
+		strconv.FormatInt(left, 10), strconv.FormatInt(lock, 10))
 	return err
 }
 
@@ -84,12 +94,23 @@ func limit(ctx context.Context, tx pgx.Tx) error {
 // the server's limits set, committed when fn returns nil; a call that ran
 // out of time is a timeout error.
 func (t *Trellis) bounded(ctx context.Context, what string, fn func(ctx context.Context, tx pgx.Tx) error) error {
-	ctx, cancel, err := t.call(ctx, what)
-	if err != nil {
+	return t.boundedFor(ctx, what, 1, fn)
+}
+
+// boundedFor is bounded for a call of n statements (a script): its
+// budget is n call timeouts, so a long script is not cut short by its
+// length, while each lock wait stays within one call timeout.
+func (t *Trellis) boundedFor(ctx context.Context, what string, n int, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	if err := t.open(what); err != nil {
 		return err
 	}
+	d := t.cfg.CallTimeout * time.Duration(max(n, 1))
+	ctx, cancel := withBudget(ctx, d)
 	defer cancel()
-	return t.timedOut(what, t.inTx(ctx, func(tx pgx.Tx) error { return fn(ctx, tx) }))
+	if n > 1 {
+		ctx = context.WithValue(ctx, lockKey{}, t.cfg.CallTimeout)
+	}
+	return timedOut(what, d, t.inTx(ctx, func(tx pgx.Tx) error { return fn(ctx, tx) }))
 }
 
 // inTx runs fn in one transaction on the handle's pool (inTxOn).

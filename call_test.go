@@ -2,6 +2,8 @@ package trellis_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +58,20 @@ func TestCallTimeout(t *testing.T) {
 		_, err := e.tr.Apply(ctx, `CREATE TRANSFORM big AS SELECT id, amount FROM orders`)
 		return err
 	})
+	// A script has one call timeout per statement (a thousand
+	// definitions are not cut short by their number), but a lock is still
+	// waited for no longer than one: the server's lock_timeout, not its
+	// five-times-longer statement_timeout, ends this one.
+	var scriptErr error
+	blocked(`LOCK TABLE orders IN ACCESS EXCLUSIVE MODE`, func() error {
+		_, scriptErr = e.tr.Apply(ctx, `CREATE TRANSFORM s1 AS SELECT id, amount FROM orders;
+CREATE TRANSFORM s2 AS SELECT id FROM orders; CREATE TRANSFORM s3 AS SELECT amount, id FROM orders;
+CREATE TRANSFORM s4 AS SELECT id, amount * 2 AS a2 FROM orders; CREATE TRANSFORM s5 AS SELECT id, amount + 1 AS a1 FROM orders`)
+		return scriptErr
+	})
+	if !strings.Contains(fmt.Sprint(scriptErr), "lock timeout") {
+		t.Fatalf("a five-statement script under a lock: %v; want it ended by the lock timeout of one call", scriptErr)
+	}
 	if n := e.queryInt(`SELECT count(*) FROM trellis.transforms`); n != 0 {
 		t.Fatalf("a timed-out Apply left %d transforms", n)
 	}

@@ -199,7 +199,9 @@ type Config struct {
 	// locks included (default DefaultCallTimeout, 30s; ADR 0040). The
 	// server enforces it (statement_timeout and lock_timeout in the call's
 	// transaction) and the client backs it up a second later; a call out
-	// of time fails with code timeout and changes nothing. The waits
+	// of time fails with code timeout and changes nothing. A script given
+	// to Apply has one CallTimeout per statement, each lock wait within
+	// one. The waits
 	// (AwaitConverged, AwaitTransforms, AwaitSelfCheckJob), CompareNow and
 	// Run take their own deadline from their context.
 	CallTimeout time.Duration
