@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -59,6 +60,16 @@ func TestDependencies(t *testing.T) {
 		}
 		if !strings.Contains(stale, "FROM FROM-CLAUSE WHERE true AND") || !strings.Contains(stale, "IS NOT DISTINCT FROM") {
 			t.Errorf("%s: the check does not read the FROM's rows in scope: %s", tc.in, stale)
+		}
+		// It returns the keys of the owner's own sources only: a
+		// dependency level's key would re-derive every row joined to the
+		// level row, and is no key of the rows flagged.
+		for i := range sources {
+			key := sourceKeyRefs(p, i)[0] + "::text"
+			level := slices.ContainsFunc(deps, func(d Dependency) bool { return d.Source == i })
+			if got := strings.Contains(stale, key); got == level {
+				t.Errorf("%s: source %d (a dependency level: %v): the check returns its key %s: %v; want %v", tc.in, i, level, key, got, !level)
+			}
 		}
 	}
 }
