@@ -196,9 +196,11 @@ type Batch struct {
 	AppliedLSN uint64
 	// Extra runs inside the transaction after the writes (e.g. build cursor).
 	Extra func(ctx context.Context, tx pgx.Tx) error
-	// Stale, when set, receives after the commit the keys (per source, as
-	// Keys) of rows whose answers a dependency level did not store yet in
-	// the apply's snapshot: they must be re-derived again (ADR 0043).
+	// Stale, when set, receives the keys (per source, as Keys) of rows
+	// whose answers a dependency level did not store yet in the apply's
+	// snapshot: they must be re-derived again (ADR 0043). It is called in
+	// the transaction, before Extra (which may record them with the
+	// apply), and they count only once Apply returns nil.
 	Stale func(keys [][][]string)
 }
 
@@ -254,6 +256,9 @@ func (a *Applier) Apply(ctx context.Context, b Batch) (int64, error) {
 			}
 		}
 	}
+	if len(stale) > 0 && b.Stale != nil {
+		b.Stale(stale)
+	}
 	if err := a.cat.RecordProgress(ctx, tx, a.ID, b.AppliedLSN, int64(n)); err != nil {
 		return 0, err
 	}
@@ -266,9 +271,6 @@ func (a *Applier) Apply(ctx context.Context, b Batch) (int64, error) {
 		return 0, fmt.Errorf("commit apply of %s: %w", a.Plan.Target.Name, err)
 	}
 	a.scoped += scope
-	if len(stale) > 0 && b.Stale != nil {
-		b.Stale(stale)
-	}
 	return written, nil
 }
 
