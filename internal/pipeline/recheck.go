@@ -61,7 +61,9 @@ func (w *worker) pauseForRecheck(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !onlyRechecked(pending, n) {
+	if pending > int64(n) {
+		// Other keys wait: they go first, and the marked ones come back
+		// with them once per round.
 		return nil
 	}
 	switch {
@@ -80,11 +82,4 @@ func (w *worker) pauseForRecheck(ctx context.Context) error {
 	case <-time.After(w.recheckWait):
 		return nil
 	}
-}
-
-// onlyRechecked reports whether the pending dirty keys of a transform can
-// all be the marked keys its last batch marked again: then the next batch
-// would only ask the lagging levels again, and waits for them.
-func onlyRechecked(pending int64, marked int) bool {
-	return pending <= int64(marked)
 }
