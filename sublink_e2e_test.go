@@ -2,6 +2,7 @@ package trellis_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -188,5 +189,56 @@ func TestSubqueryAheadOfItsLevel(t *testing.T) {
 		if err := e.conn.QueryRow(context.Background(), `SELECT n FROM ahead WHERE grp = 'b'`).Scan(&n); err != nil || n != 1 {
 			t.Fatalf("group b: n = %d, %v; want 1", n, err)
 		}
+	})
+}
+
+// TestSubqueryRepairWithoutRunner: a self-check repair run with no runner
+// attached re-derives an owner whose dependency level is behind (ADR 0043).
+// The rows the check flags are exact for the repair's snapshot but no
+// level write may wake them, so they go to the runner to re-derive again
+// (as released held keys, of the owner's own table only): here the
+// subquery's row comes back before the runner starts, the level sees what
+// it stores and writes nothing, and only that hand-off brings the owner
+// back to its query.
+func TestSubqueryRepairWithoutRunner(t *testing.T) {
+	t.Parallel()
+	eachModeParallel(t, func(t *testing.T, mode string) {
+		ctx, cancel := context.WithTimeout(context.Background(), convergeTimeout)
+		defer cancel()
+		e := newEnv(t, trellis.Config{Capture: mode})
+		e.exec(`CREATE TABLE rw_o (id int PRIMARY KEY, grp text);
+			CREATE TABLE rw_s (k text PRIMARY KEY);
+			INSERT INTO rw_o VALUES (1, 'b'), (2, 'c');
+			INSERT INTO rw_s VALUES ('b')`)
+		e.apply(`CREATE TRANSFORM rw AS SELECT o.grp, count(*) AS n FROM rw_o o WHERE NOT EXISTS (SELECT 1 FROM rw_s s WHERE s.k = o.grp) GROUP BY 1`)
+		e.start()
+		e.converge("built")
+		e.stop()
+		// No runner: the level keeps its row for b.
+		e.exec(`DELETE FROM rw_s WHERE k = 'b'`)
+		j, err := e.tr.SelfCheck(ctx, "rw", trellis.SelfCheckOptions{Wait: true, Repair: true})
+		if err != nil || j.Report == nil {
+			t.Fatalf("SelfCheck: %+v, %v", j, err)
+		}
+		if r := j.Report; r.ByRunner || r.Repair == nil || r.Repair.Fixed != 1 || r.Repair.Remaining != 0 {
+			t.Fatalf("self-check repair with no runner: %+v (repair %+v); want run here, 1 fixed, none remaining", r, r.Repair)
+		}
+		var queued []string
+		rows, err := e.conn.Query(ctx, `SELECT format('%s %s', table_oid::regclass, key) FROM trellis.held_keys h
+			JOIN trellis.transforms t ON t.id = h.transform_id WHERE t.name = 'rw' AND h.released ORDER BY 1`)
+		if err == nil {
+			queued, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(queued) != "[rw_o {1}]" {
+			t.Errorf("keys queued for the runner: %v; want [rw_o {1}], the owner's own row", queued)
+		}
+		// b comes back before the level re-derives: it sees the row it
+		// stores and writes nothing.
+		e.exec(`INSERT INTO rw_s VALUES ('b')`)
+		e.start()
+		e.converge("the runner re-derived what the repair queued")
 	})
 }

@@ -196,9 +196,11 @@ type Batch struct {
 	AppliedLSN uint64
 	// Extra runs inside the transaction after the writes (e.g. build cursor).
 	Extra func(ctx context.Context, tx pgx.Tx) error
-	// Stale, when set, receives after the commit the keys (per source, as
-	// Keys) of rows whose answers a dependency level did not store yet in
-	// the apply's snapshot: they must be re-derived again (ADR 0043).
+	// Stale, when set, receives the keys (per source, as Keys) of rows
+	// whose answers a dependency level did not store yet in the apply's
+	// snapshot: they must be re-derived again (ADR 0043). It is called in
+	// the transaction, before Extra (which may record them with the
+	// apply), and they count only once Apply returns nil.
 	Stale func(keys [][][]string)
 }
 
@@ -254,6 +256,9 @@ func (a *Applier) Apply(ctx context.Context, b Batch) (int64, error) {
 			}
 		}
 	}
+	if len(stale) > 0 && b.Stale != nil {
+		b.Stale(stale)
+	}
 	if err := a.cat.RecordProgress(ctx, tx, a.ID, b.AppliedLSN, int64(n)); err != nil {
 		return 0, err
 	}
@@ -266,61 +271,21 @@ func (a *Applier) Apply(ctx context.Context, b Batch) (int64, error) {
 		return 0, fmt.Errorf("commit apply of %s: %w", a.Plan.Target.Name, err)
 	}
 	a.scoped += scope
-	if len(stale) > 0 && b.Stale != nil {
-		b.Stale(stale)
-	}
 	return written, nil
 }
 
 // staleKeys runs the dependency check (Statements.Stale) and returns the
-// keys of the rows it flags, per source; a NULL-extended source has none.
+// keys of the rows it flags, per source (none of a dependency level).
 func (a *Applier) staleKeys(ctx context.Context, tx pgx.Tx) ([][][]string, error) {
 	rows, err := tx.Query(ctx, a.Stmts.Stale)
 	if err != nil {
 		return nil, fmt.Errorf("check %s's answers against its dependency levels: %w", a.Plan.Target.Name, err)
 	}
-	defer rows.Close()
-	out := make([][][]string, len(a.Plan.Sources))
-	found := false
-	for rows.Next() {
-		vals := make([]*string, 0, len(a.Plan.Sources))
-		for _, src := range a.Plan.Sources {
-			for range src.Key {
-				vals = append(vals, new(string))
-			}
-		}
-		dest := make([]any, len(vals))
-		for i := range vals {
-			dest[i] = &vals[i]
-		}
-		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("check %s's answers against its dependency levels: %w", a.Plan.Target.Name, err)
-		}
-		at := 0
-		for i, src := range a.Plan.Sources {
-			key := make([]string, len(src.Key))
-			whole := true
-			for j := range src.Key {
-				if vals[at+j] == nil {
-					whole = false
-				} else {
-					key[j] = *vals[at+j]
-				}
-			}
-			at += len(src.Key)
-			if whole {
-				out[i] = append(out[i], key)
-				found = true
-			}
-		}
-	}
-	if err := rows.Err(); err != nil {
+	keys, err := scanSourceKeys(rows, len(a.Plan.Sources))
+	if err != nil {
 		return nil, fmt.Errorf("check %s's answers against its dependency levels: %w", a.Plan.Target.Name, err)
 	}
-	if !found {
-		return nil, nil
-	}
-	return out, nil
+	return keys, nil
 }
 
 // rederive runs the apply statements for the batch's keys and returns the
@@ -812,6 +777,31 @@ func scanKeys(rows pgx.Rows) ([][]string, error) {
 		}
 		return k, row.Scan(ptrs...)
 	})
+}
+
+// scanSourceKeys reads rows of (source index, key as text[]) into a
+// Batch's per-source key lists (of sources sources); nil when there are
+// none. As scanKeys, every value is text: the SQL leaves out NULL keys.
+func scanSourceKeys(rows pgx.Rows, sources int) ([][][]string, error) {
+	type sourceKey struct {
+		src int
+		key []string
+	}
+	got, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (sourceKey, error) {
+		var k sourceKey
+		return k, row.Scan(&k.src, &k.key)
+	})
+	if err != nil || len(got) == 0 {
+		return nil, err
+	}
+	out := make([][][]string, sources)
+	for _, k := range got {
+		if k.src < 0 || k.src >= sources {
+			return nil, fmt.Errorf("key of source %d, of a plan of %d sources", k.src, sources)
+		}
+		out[k.src] = append(out[k.src], k.key)
+	}
+	return out, nil
 }
 
 // KeysOf places keys of source i in a Batch's per-source key list.

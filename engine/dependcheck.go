@@ -96,11 +96,17 @@ func (q *Query) joinCondition(ref string) (string, error) {
 	return deparseExpr(on)
 }
 
-// staleSQL is the check of a plan with dependencies: the distinct source
-// keys (as text, NULL for a NULL-extended source) of the rows in scope for
-// which some dependency level stores a row its query no longer gives, or
-// stores none where its query gives one. The rows are the FROM's, not the
-// WHERE's: a row a subquery filters out has an answer too.
+// staleSQL is the check of a plan with dependencies: rows (source index,
+// key as text[]) of the distinct keys of the owner's own sources — every
+// source but its dependency levels — of the rows in scope for which some
+// dependency level stores a row its query no longer gives, or stores none
+// where its query gives one. A dependency level's key is left out: the
+// owner's dirty set would re-derive every owner row joined to that level
+// row, not the rows flagged, and the flagged rows are named by their own
+// sources' keys already (the level joins add no row). A key with a NULL
+// column (a NULL-extended source) is left out too: a dirty key is text
+// values. The rows are the FROM's, not the WHERE's: a row a subquery
+// filters out has an answer too.
 //
 // The scope's branches (one per source, scopeBranches) only project what
 // the check reads — the keys, the owner's columns each join condition
@@ -112,13 +118,23 @@ func staleSQL(p *Plan) string {
 	if len(p.Dependencies) == 0 || !p.Multi() || plant.Active(plant.SubqueryAnswerUnchecked) {
 		return ""
 	}
-	var keys, sel []string
+	level := map[int]bool{}
+	for _, d := range p.Dependencies {
+		level[d.Source] = true
+	}
+	var sel, keys []string
 	for i := range p.Sources {
-		for j, r := range sourceKeyRefs(p, i) {
-			name := fmt.Sprintf("__d%d_%d", i, j)
-			keys = append(keys, name)
-			sel = append(sel, r+"::text AS "+name)
+		if level[i] {
+			continue
 		}
+		var whole, text []string
+		for _, r := range sourceKeyRefs(p, i) {
+			whole = append(whole, r+" IS NOT NULL")
+			text = append(text, r+"::text")
+		}
+		name := fmt.Sprintf("__d%d", i)
+		sel = append(sel, "CASE WHEN "+strings.Join(whole, " AND ")+" THEN ARRAY["+strings.Join(text, ", ")+"] END AS "+name)
+		keys = append(keys, fmt.Sprintf("(%d, __x.%s)", i, name))
 	}
 	checked := func(d Dependency) bool {
 		// A narrowed scalar is read as the level's value, not the
@@ -172,15 +188,15 @@ func staleSQL(p *Plan) string {
 		same := "ROW(" + strings.Join(theirs, ", ") + ") IS NOT DISTINCT FROM ROW(" + strings.Join(mine, ", ") + ")"
 		flags = append(flags, "CASE WHEN "+present+" THEN NOT EXISTS ("+rows+" AND "+same+") ELSE EXISTS ("+rows+") END")
 	}
-	if len(flags) == 0 {
+	if len(flags) == 0 || len(keys) == 0 {
 		return ""
 	}
 	stale := strings.Join(flags, " OR ")
 	if inBranch {
 		sel, stale = append(sel, "("+stale+") AS __stale"), "__x.__stale"
 	}
-	return "SELECT DISTINCT " + strings.Join(keys, ", ") + " FROM (" +
-		scopeBranches(p, p.From, "true", append(sel, reads...), allSources(p)) + ") __x WHERE " + stale
+	return "SELECT DISTINCT __k.s, __k.k FROM (" + scopeBranches(p, p.From, "true", append(sel, reads...), allSources(p)) +
+		") __x CROSS JOIN LATERAL (VALUES " + strings.Join(keys, ", ") + ") __k(s, k) WHERE (" + stale + ") AND __k.k IS NOT NULL"
 }
 
 // overUnion rewrites a dependency's join condition to read the owner's

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -65,6 +66,16 @@ func TestDependencies(t *testing.T) {
 		if strings.Contains(tc.on[0], "o.grp") && (!strings.Contains(stale, `"o"."grp" AS __o0`) || !strings.Contains(stale, "__trellis_dq.g1 = __x.__o0") ||
 			strings.Count(stale, "NOT EXISTS (SELECT 1 FROM (") != len(deps)) {
 			t.Errorf("%s: the check is not written once over the branches: %s", tc.in, stale)
+		}
+		// It returns the keys of the owner's own sources only: a
+		// dependency level's key would re-derive every row joined to the
+		// level row, and is no key of the rows flagged.
+		for i := range sources {
+			key := sourceKeyRefs(p, i)[0] + "::text"
+			level := slices.ContainsFunc(deps, func(d Dependency) bool { return d.Source == i })
+			if got := strings.Contains(stale, key); got == level {
+				t.Errorf("%s: source %d (a dependency level: %v): the check returns its key %s: %v; want %v", tc.in, i, level, key, got, !level)
+			}
 		}
 	}
 }

@@ -132,6 +132,24 @@ func (c Catalog) Release(ctx context.Context, q Querier, id int64, table uint32,
 	return tag.RowsAffected(), nil
 }
 
+// Requeue records keys for the runner to re-derive at its next
+// reconcile, as released rows (releaseKeys marks released keys dirty and
+// forgets them): the hand-off of a process that re-derived keys with no
+// runner attached and learnt they must be re-derived again (ADR 0043). A
+// key held already is released: it just applied. Error says why.
+func (c Catalog) Requeue(ctx context.Context, q Querier, ks []HeldKey) error {
+	for _, k := range ks {
+		_, err := q.Exec(ctx, `INSERT INTO `+c.T("held_keys")+` AS h (transform_id, table_oid, source_table, key_id, key, error, attempts, poisoned_at, released)
+			VALUES ($1, $2, $3, $4, $5, $6, 0, $7, true)
+			ON CONFLICT (transform_id, table_oid, key_id) DO UPDATE SET released = true`,
+			k.TransformID, k.TableOID, k.SourceTable, k.KeyID, k.Key, k.Error, k.PoisonedAt)
+		if err != nil {
+			return fmt.Errorf("queue key %v of %s to re-derive: %w", k.Key, k.SourceTable, err)
+		}
+	}
+	return nil
+}
+
 // Released lists up to limit released keys the runner has not marked
 // dirty yet (the runner pages through them: a release of every key of a
 // transform holding many is never read at once).

@@ -186,6 +186,26 @@ func (in *intake) dirty(keys []decode.RowKey) ([]checkpoint.DirtyKey, error) {
 	for _, k := range keys {
 		rts := in.routes[k.Rel]
 		if len(rts) == 0 {
+			// No transform reads the table now: nothing to record. A
+			// transform without its routes loses no change this drops
+			// (the trigger drain deletes the rows, the slot confirms past
+			// them). Its routes are gone only while it is frozen (paused or
+			// quarantined: reconcile removes them once its worker ended),
+			// and between reconcile's removeRoute of a worker that paused
+			// its own transform and addRoute of the one that replaces it
+			// (or a reconcile that failed in between, until the next).
+			// Every way out of frozen (Catalog.Resume, Repair) asks for a
+			// full rebuild (rebuild, phase 0), which the new worker starts
+			// only after addRoute: each build chunk's snapshot is taken
+			// after every change dropped here committed, so it re-derives
+			// them, and every change after is routed. A transform not
+			// started yet builds the same way; a redefinition is a
+			// transform of its own, routed from its start, and the
+			// routes swap removes are those of the transform it replaces.
+			// (stopRoute's removal of one table's routes is undone only by
+			// reconcile stopping the worker once it sees the pause; a
+			// RESUME committed before that reconcile leaves the running
+			// worker to rebuild without that table's route.)
 			continue
 		}
 		rel := in.rels[k.Rel]

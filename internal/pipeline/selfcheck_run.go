@@ -156,7 +156,13 @@ func (c *checkRun) repairHere(ctx context.Context, units []unit, reconcile bool)
 				keys[s] = append(keys[s], u.key)
 			}
 		}
-		if _, err := a.Apply(ctx, engine.Batch{Keys: keys}); err != nil {
+		// Rows whose dependency level is behind (ADR 0043) are exact now
+		// but no level write may wake them: they go to the runner to
+		// re-derive again, recorded with the apply.
+		var again [][][]string
+		b := engine.Batch{Keys: keys, Stale: func(k [][][]string) { again = k },
+			Extra: func(ctx context.Context, tx pgx.Tx) error { return t.cat.Requeue(ctx, tx, c.requeued(again)) }}
+		if _, err := a.Apply(ctx, b); err != nil {
 			return terr.Wrap(terr.Unavailable, err, "re-derive the divergent keys of %q: %v", c.tr.Name, err)
 		}
 	}
@@ -166,6 +172,22 @@ func (c *checkRun) repairHere(ctx context.Context, units []unit, reconcile bool)
 		}
 	}
 	return nil
+}
+
+// requeued are keys (per plan source) for the runner to re-derive again
+// because a dependency level was behind; a self-join's two sources give
+// the same row twice, which Requeue records once.
+func (c *checkRun) requeued(keys [][][]string) []catalog.HeldKey {
+	var out []catalog.HeldKey
+	now := time.Now().UTC()
+	for i, ks := range keys {
+		src := c.plan.Sources[i]
+		for _, k := range ks {
+			out = append(out, catalog.HeldKey{TransformID: c.tr.ID, TableOID: src.OID, SourceTable: src.Ident(), KeyID: checkpoint.EncodeKey(k), Key: k,
+				Error: "a dependency level was behind when a self-check repair re-derived this key; the runner re-derives it again (ADR 0043)", PoisonedAt: now})
+		}
+	}
+	return out
 }
 
 // repairVia has the transform's worker re-derive units (isolating keys
