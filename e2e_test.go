@@ -479,7 +479,8 @@ func pgxConnect(dsn string) (*pgx.Conn, error) { return pgx.Connect(context.Back
 
 // TestReplicaIdentityDrift: when a table's changes stop carrying the
 // transform's key, that transform pauses with a capture failure naming the
-// column, and the others keep converging.
+// column, and the others keep converging; with the identity restored,
+// RESUME makes it exact and its table's changes reach it again.
 func TestReplicaIdentityDrift(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, trellis.Config{})
@@ -511,8 +512,15 @@ func TestReplicaIdentityDrift(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	e.apply(`DROP TRANSFORM tag_labels`)
-	e.converge("other transforms after the drift")
+	// Once the key is the replica identity again, RESUME rebuilds it and
+	// its table's changes reach it: the worker that lost the table's
+	// route was ended and replaced with its routes (intake.stopRoute).
+	e.exec(`ALTER TABLE tags REPLICA IDENTITY DEFAULT`)
+	e.apply(`RESUME TRANSFORM tag_labels`)
+	e.exec(`UPDATE tags SET label = 'w' WHERE id = 2; INSERT INTO tags VALUES (3, 'c', 'v')`)
+	e.converge("after restoring the replica identity and RESUME")
+	e.exec(`UPDATE tags SET label = 'u' WHERE id = 3`)
+	e.converge("a change after the rebuild")
 }
 
 // TestPauseResumeDrop: a paused transform stops changing; RESUME rebuilds

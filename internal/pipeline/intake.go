@@ -202,10 +202,10 @@ func (in *intake) dirty(keys []decode.RowKey) ([]checkpoint.DirtyKey, error) {
 			// started yet builds the same way; a redefinition is a
 			// transform of its own, routed from its start, and the
 			// routes swap removes are those of the transform it replaces.
-			// (stopRoute's removal of one table's routes is undone only by
-			// reconcile stopping the worker once it sees the pause; a
-			// RESUME committed before that reconcile leaves the running
-			// worker to rebuild without that table's route.)
+			// stopRoute removes one table's routes of a running worker:
+			// it ends that worker once the pause is written, so the next
+			// reconcile removes the rest and — RESUMEd or not — routes
+			// again before any new worker rebuilds.
 			continue
 		}
 		rel := in.rels[k.Rel]
@@ -233,7 +233,12 @@ func (in *intake) dirty(keys []decode.RowKey) ([]checkpoint.DirtyKey, error) {
 }
 
 // stopRoute unroutes a transform and pauses it (in the background: the
-// caller holds in.mu). Called with in.mu held.
+// caller holds in.mu). Called with in.mu held. The transform's worker is
+// then ended, whether the pause was written or not: a worker left running
+// without one of its routes would rebuild after a RESUME committed before
+// reconcile saw the pause, and that table's changes would be dropped for
+// good; an ended worker is replaced by reconcile, which routes it first
+// (and a failed pause meets the same change again and retries).
 func (in *intake) stopRoute(id int64, rel uint32, why, column string) {
 	rts := in.routes[rel]
 	out := rts[:0]
@@ -248,6 +253,7 @@ func (in *intake) stopRoute(id int64, rel uint32, why, column string) {
 		if err := in.r.t.cat.Pause(context.Background(), in.r.t.pool, id, "system", f); err != nil {
 			in.r.t.log.Error("pause transform after a capture failure", "transform", id, "err", err)
 		}
+		in.r.endWorker(id)
 	}()
 }
 

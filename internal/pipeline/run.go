@@ -643,6 +643,18 @@ func (r *runner) workerList() []*worker {
 	return ws
 }
 
+// endWorker ends transform id's worker, if one runs, and asks for a
+// reconcile: reconcile replaces an ended worker of a transform that is not
+// frozen, removing its routes and adding them again before it starts.
+func (r *runner) endWorker(id int64) {
+	r.mu.Lock()
+	if w := r.workers[id]; w != nil {
+		w.stop()
+	}
+	r.mu.Unlock()
+	signal(r.reconcileNow)
+}
+
 // reconcile starts workers for transforms that should run and stops the
 // others, and removes capture from tables nobody reads.
 func (r *runner) reconcile(ctx context.Context) error {
