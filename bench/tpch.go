@@ -205,11 +205,17 @@ func (s *suiteRun) tpchQuery(ctx context.Context, conn *pgx.Conn, in *instance, 
 	}
 	change, refresh, apply := percentile(changes, 0.5), percentile(refreshes, 0.5), percentile(applying, 0.5)
 	slices.Sort(applies)
-	s.emit(Point{Scenario: ScenarioTPCH, Point: name, Round: round, Metrics: map[string]float64{
+	pt := Point{Scenario: ScenarioTPCH, Point: name, Round: round, Metrics: map[string]float64{
 		"sf": cfg.SF, "rounds": float64(cfg.Rounds), "build_seconds": build.Seconds(),
 		"round_ms": ms(change), "round_max_ms": ms(percentile(changes, 1)), "refresh_ms": ms(refresh),
-		"apply_ms": ms(apply), "applies": applies[len(applies)/2], "apply_ratio": float64(refresh) / float64(max(apply, time.Microsecond))},
-		Labels: map[string]string{"verified": verdict, "query": q.Name}, Ratio: ratio(float64(refresh) / float64(change))})
+		"apply_ms": ms(apply), "applies": applies[len(applies)/2]},
+		Labels: map[string]string{"verified": verdict, "query": q.Name}, Ratio: ratio(float64(refresh) / float64(change))}
+	if apply > 0 {
+		// A round that applied nothing (the refresh does not touch the
+		// query's tables) has no work to compare.
+		pt.Metrics["apply_ratio"] = float64(refresh) / float64(apply)
+	}
+	s.emit(pt)
 	s.progressf("tpch round %d %-3s: build %.1fs; refresh round -> converged median %.0f ms (%.0f ms in %.0f apply transactions), REFRESH MATERIALIZED VIEW median %.0f ms (%.1f×)",
 		round, name, build.Seconds(), ms(change), ms(apply), applies[len(applies)/2], ms(refresh), float64(refresh)/float64(change))
 	if _, err := in.tr.Apply(ctx, "DROP TRANSFORM "+pgx.Identifier{name}.Sanitize()); err != nil {
