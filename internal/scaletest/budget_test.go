@@ -81,7 +81,10 @@ func TestConnectionBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cfg := trellis.Config{DSN: dsn, DataDir: t.TempDir(), ProgressInterval: 200 * time.Millisecond}
+	// A call timeout above the default 30 s: one Apply of every
+	// definition, on a machine the parallel tests load, ran past it (the
+	// test checks connections, not how fast).
+	cfg := trellis.Config{DSN: dsn, DataDir: t.TempDir(), ProgressInterval: 200 * time.Millisecond, CallTimeout: 5 * time.Minute}
 	tr, err := trellis.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
