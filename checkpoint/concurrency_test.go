@@ -22,7 +22,16 @@ import (
 func TestConcurrentRecordTakeDone(t *testing.T) {
 	for _, pipelined := range []bool{false, true} {
 		for _, every := range []time.Duration{0, time.Millisecond} {
-			t.Run(fmt.Sprint("pipelined=", pipelined, ",sync=", every), func(t *testing.T) { testConcurrentRecordTakeDone(t, pipelined, every) })
+			t.Run(fmt.Sprint("pipelined=", pipelined, ",sync=", every), func(t *testing.T) {
+				if every == 0 && underCaps() {
+					// Whether RecordMany syncs itself or leaves it to the
+					// timer does not touch the mirrors and watches the
+					// re-runs vary; the timed cases run the same Takes
+					// and Dones a tenth as slowly.
+					t.Skip("a TestUnderMirrorCaps re-run: the synced-every-record cases run once, uncapped")
+				}
+				testConcurrentRecordTakeDone(t, pipelined, every)
+			})
 		}
 	}
 }
