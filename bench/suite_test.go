@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trellis-repl/trellis-repl/internal/clibuild"
 )
 
 // quickSizesEnv, when set (to anything), runs TestQuickSuite at `bench
@@ -263,9 +265,16 @@ func TestPercentile(t *testing.T) {
 }
 
 // trellisRepl builds the trellis-repl binary the many scenario runs as
-// its runner and commands (the CLI passes itself) into t's directory.
+// its runner and commands (the CLI passes itself) into t's directory, or
+// returns make test's (TRELLIS_TEST_CLI).
 func trellisRepl(t *testing.T) string {
 	t.Helper()
+	if bin, err := clibuild.Prebuilt(); bin != "" || err != nil {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bin
+	}
 	bin := filepath.Join(t.TempDir(), "trellis-repl")
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/trellis-repl/trellis-repl/cmd/trellis-repl").CombinedOutput()
 	if err != nil {

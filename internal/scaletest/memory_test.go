@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	trellis "github.com/trellis-repl/trellis-repl"
+	"github.com/trellis-repl/trellis-repl/internal/clibuild"
 	"github.com/trellis-repl/trellis-repl/internal/pgtest"
 )
 
@@ -206,9 +207,16 @@ func testMemoryBounded(t *testing.T, bin, mode string) {
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
-// buildRunner builds the CLI the tests run as a child process.
+// buildRunner builds the CLI the tests run as a child process, or returns
+// make test's (TRELLIS_TEST_CLI).
 func buildRunner(t *testing.T) string {
 	t.Helper()
+	if bin, err := clibuild.Prebuilt(); bin != "" || err != nil {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bin
+	}
 	bin := filepath.Join(t.TempDir(), "trellis-repl")
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/trellis-repl/trellis-repl/cmd/trellis-repl").CombinedOutput()
 	if err != nil {
