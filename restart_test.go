@@ -40,18 +40,10 @@ var cli cliBuild
 func buildCLI(t *testing.T) string {
 	t.Helper()
 	cli.once.Do(func() {
-		if cli.bin, cli.err = clibuild.Prebuilt(); cli.bin != "" || cli.err != nil {
-			return
-		}
 		if cli.dir, cli.err = os.MkdirTemp("", "trellis-test-cli-"); cli.err != nil {
 			return
 		}
-		bin := filepath.Join(cli.dir, "trellis-repl")
-		if out, err := exec.Command("go", "build", "-o", bin, "./cmd/trellis-repl").CombinedOutput(); err != nil {
-			cli.err = fmt.Errorf("%w\n%s", err, out)
-			return
-		}
-		cli.bin = bin
+		cli.bin, cli.err = clibuild.Build(context.Background(), cli.dir)
 	})
 	if cli.err != nil {
 		t.Fatalf("build CLI: %v", cli.err)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -269,16 +268,9 @@ func TestPercentile(t *testing.T) {
 // returns make test's (TRELLIS_TEST_CLI).
 func trellisRepl(t *testing.T) string {
 	t.Helper()
-	if bin, err := clibuild.Prebuilt(); bin != "" || err != nil {
-		if err != nil {
-			t.Fatal(err)
-		}
-		return bin
-	}
-	bin := filepath.Join(t.TempDir(), "trellis-repl")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/trellis-repl/trellis-repl/cmd/trellis-repl").CombinedOutput()
+	bin, err := clibuild.Build(t.Context(), t.TempDir())
 	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	return bin
 }

@@ -7,9 +7,12 @@
 package clibuild
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"github.com/trellis-repl/trellis-repl/internal/plant"
 )
@@ -33,4 +36,24 @@ func Prebuilt() (string, error) {
 		return "", fmt.Errorf("%s=%q is not a trellis-repl binary (build it with make build): %v", EnvVar, p, err)
 	}
 	return abs, nil
+}
+
+// Build returns Prebuilt's binary when there is one, else builds
+// cmd/trellis-repl into dir (with the trellisplant tag when this build has
+// it, so that a planted bug is planted in the child too). The caller's
+// working directory must be inside the module, as a test's is.
+func Build(ctx context.Context, dir string) (string, error) {
+	if bin, err := Prebuilt(); bin != "" || err != nil {
+		return bin, err
+	}
+	bin := filepath.Join(dir, "trellis-repl")
+	args := []string{"build", "-o", bin}
+	if plant.Enabled {
+		args = append(args, "-tags", "trellisplant")
+	}
+	args = append(args, "github.com/trellis-repl/trellis-repl/cmd/trellis-repl")
+	if out, err := exec.CommandContext(ctx, "go", args...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return bin, nil
 }

@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -211,16 +210,9 @@ func mib(n int64) float64 { return float64(n) / (1 << 20) }
 // make test's (TRELLIS_TEST_CLI).
 func buildRunner(t *testing.T) string {
 	t.Helper()
-	if bin, err := clibuild.Prebuilt(); bin != "" || err != nil {
-		if err != nil {
-			t.Fatal(err)
-		}
-		return bin
-	}
-	bin := filepath.Join(t.TempDir(), "trellis-repl")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/trellis-repl/trellis-repl/cmd/trellis-repl").CombinedOutput()
+	bin, err := clibuild.Build(t.Context(), t.TempDir())
 	if err != nil {
-		t.Fatalf("build the CLI: %v\n%s", err, out)
+		t.Fatalf("build the CLI: %v", err)
 	}
 	return bin
 }
