@@ -23,8 +23,12 @@ build:
 # 12-22, where at 8 a 10 s catalog read of the peer suites once ran out
 # (catalogReadTimeout). At that load the other packages, one after another
 # in the second slot, take longer than the root package.
-test: fmt-check vet
-	$(GO) test -p 2 -parallel 6 -count=1 -timeout 25m $(PKGS)
+#
+# The CLI the tests run as a child process (root package, bench,
+# generative, internal/scaletest) is built once, here, and passed in
+# TRELLIS_TEST_CLI rather than linked by each package (internal/clibuild).
+test: fmt-check vet build
+	TRELLIS_TEST_CLI=$(CURDIR)/bin/trellis-repl $(GO) test -p 2 -parallel 6 -count=1 -timeout 25m $(PKGS)
 	cd deploy && $(GO) test -count=1 ./...
 	cd examples/migrations && $(GO) test -count=1 ./...
 

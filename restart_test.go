@@ -16,6 +16,7 @@ import (
 
 	trellis "github.com/trellis-repl/trellis-repl"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
+	"github.com/trellis-repl/trellis-repl/internal/clibuild"
 	"github.com/trellis-repl/trellis-repl/internal/pgtest"
 )
 
@@ -34,19 +35,15 @@ type cliBuild struct {
 // removes it, has no other way to reach what the tests made.
 var cli cliBuild
 
-// buildCLI returns the trellis-repl binary, building it on the first call.
+// buildCLI returns the trellis-repl binary: make test's (TRELLIS_TEST_CLI),
+// else one built on the first call.
 func buildCLI(t *testing.T) string {
 	t.Helper()
 	cli.once.Do(func() {
 		if cli.dir, cli.err = os.MkdirTemp("", "trellis-test-cli-"); cli.err != nil {
 			return
 		}
-		bin := filepath.Join(cli.dir, "trellis-repl")
-		if out, err := exec.Command("go", "build", "-o", bin, "./cmd/trellis-repl").CombinedOutput(); err != nil {
-			cli.err = fmt.Errorf("%w\n%s", err, out)
-			return
-		}
-		cli.bin = bin
+		cli.bin, cli.err = clibuild.Build(context.Background(), cli.dir)
 	})
 	if cli.err != nil {
 		t.Fatalf("build CLI: %v", cli.err)

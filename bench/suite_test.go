@@ -5,24 +5,61 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trellis-repl/trellis-repl/internal/clibuild"
 )
 
-// TestQuickSuite runs `bench --quick`: every scenario at a small size
-// must finish without error (every target equal to its query), produce
-// its points with their figures and ratios, and render as JSON lines,
-// Markdown and charts. Timings and goals are not asserted.
+// quickSizesEnv, when set (to anything), runs TestQuickSuite at `bench
+// --quick`'s sizes rather than smokeSuite's.
+const quickSizesEnv = "TRELLIS_TEST_BENCH_QUICK"
+
+// smokeSuite is QuickSuite cut to a smoke test of the harness: every
+// scenario, every point and every path still runs, with its targets
+// compared with their queries, but at the least rows, seconds and
+// transforms that still do (the figures come from `make bench`, and `make
+// bench-quick` runs QuickSuite). It took 186 s where QuickSuite took 212
+// (the two side by side, quiet machine): what is left is mostly each
+// point's setup (a fresh database, pgbench -i, a runner started, its
+// transforms applied), not its size.
+func smokeSuite() SuiteConfig {
+	c := QuickSuite()
+	// pgbench's -T is whole seconds: one is the least.
+	c.WriteTax.Duration = time.Second
+	c.Latency.Probe, c.Latency.Duration = time.Second, 700*time.Millisecond
+	c.KeepUp.Duration = 2 * time.Second
+	c.CatchUp.Rows, c.CatchUp.Rows1 = 2_000, 200
+	c.Build.Rows, c.Build.Groups = 5_000, 500
+	c.Refresh.Rows, c.Refresh.Groups = 5_000, 500
+	// Q21's build is most of the scenario: half the rows.
+	c.TPCH.SF = 0.005
+	// The idle window stays: PostgreSQL reports a backend's commits to
+	// its statistics at most once a second, and a 1 s window read none.
+	c.Many.Workload = time.Second
+	// The same 20 failing rows (one in FailEvery) trip the fuse.
+	c.Memory.Rows, c.Memory.FailEvery = 5_000, 250
+	c.Memory.BuildTransforms, c.Memory.BuildTables, c.Memory.BuildRows = 8, 2, 500
+	return c
+}
+
+// TestQuickSuite runs every scenario at a small size (smokeSuite; `bench
+// --quick`'s with TRELLIS_TEST_BENCH_QUICK=1): each must finish without
+// error (every target equal to its query), produce its points with their
+// figures and ratios, and render as JSON lines, Markdown and charts.
+// Timings and goals are not asserted.
 func TestQuickSuite(t *testing.T) {
 	// A guard against a hang, under make test's 25 min per binary: the
 	// suite took 7m37s beside the parallel root package at load 20-30,
 	// and an 8 min guard killed its last scenario's status call.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	cfg := QuickSuite()
+	cfg := smokeSuite()
+	if os.Getenv(quickSizesEnv) != "" {
+		cfg = QuickSuite()
+	}
 	cfg.Many.Runner = trellisRepl(t)
 	cfg.Memory.Runner = cfg.Many.Runner
 	var lines bytes.Buffer
@@ -230,13 +267,13 @@ func TestPercentile(t *testing.T) {
 }
 
 // trellisRepl builds the trellis-repl binary the many scenario runs as
-// its runner and commands (the CLI passes itself) into t's directory.
+// its runner and commands (the CLI passes itself) into t's directory, or
+// returns make test's (TRELLIS_TEST_CLI).
 func trellisRepl(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "trellis-repl")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/trellis-repl/trellis-repl/cmd/trellis-repl").CombinedOutput()
+	bin, err := clibuild.Build(t.Context(), t.TempDir())
 	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	return bin
 }

@@ -42,6 +42,10 @@ func testMirrorCap(t testing.TB) int {
 	return n
 }
 
+// underCaps reports whether this run is one of TestUnderMirrorCaps'
+// re-runs.
+func underCaps() bool { return os.Getenv(mirrorCapEnv) != "" || os.Getenv(memBudgetEnv) != "" }
+
 // TestUnderMirrorCaps runs every other test of the package again with no
 // mirror (every dirty set read from Pebble, as a catch-up's are), with a
 // tiny one (sets going in and out of their mirror all the time), and with
@@ -49,7 +53,7 @@ func testMirrorCap(t testing.TB) int {
 // Done reads its entries; ADR 0029): the store must behave the same
 // whichever copy it reads (ADR 0016).
 func TestUnderMirrorCaps(t *testing.T) {
-	if os.Getenv(mirrorCapEnv) != "" || os.Getenv(memBudgetEnv) != "" {
+	if underCaps() {
 		t.Skip("already a re-run")
 	}
 	if testing.Short() {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/trellis-repl/trellis-repl/internal/clibuild"
 	"github.com/trellis-repl/trellis-repl/internal/pgserver"
 	"github.com/trellis-repl/trellis-repl/internal/plant"
 )
@@ -165,8 +166,12 @@ func ModuleRoot() (string, error) {
 }
 
 // BuildCLI compiles cmd/trellis-repl into dir, with the trellisplant tag
-// when this build has it (so a planted bug is planted in the child too).
+// when this build has it (so a planted bug is planted in the child too),
+// or returns the binary make test built (clibuild.Prebuilt).
 func BuildCLI(ctx context.Context, dir string) (string, error) {
+	if bin, err := clibuild.Prebuilt(); bin != "" || err != nil {
+		return bin, err
+	}
 	root, err := ModuleRoot()
 	if err != nil {
 		return "", err
