@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -186,25 +187,49 @@ func catalogSignatures(ctx context.Context, q catalog.Querier, oids []uint32) (m
 
 // pauseOnDrift checks one transform against the catalog and, when DDL
 // changed what it reads, pauses it with a capture failure; it reports
-// whether it paused.
+// whether it paused. The look uses the plan as the watch listed it; a
+// drift found is confirmed on the transform's row as it is now, locked, in
+// the transaction that pauses it: a RESUME or an ALTER TRANSFORM that
+// re-typed the plan after the list was read (TestInnerLevels: a RESUME
+// re-types an owner with its levels) commits first, and its new plan is
+// what is checked — the old one would pause a transform that is exact.
 func (r *runner) pauseOnDrift(ctx context.Context, id int64, name string, p *engine.Plan) (bool, error) {
 	d, err := r.driftOf(ctx, name, p)
 	if err != nil || d == nil {
 		return false, err
 	}
-	f := &catalog.Failure{Kind: d.Kind, Error: d.Error, Columns: d.Columns, DetectedAt: time.Now().UTC()}
-	tag, err := r.t.pool.Exec(ctx, `SELECT 1 FROM `+r.t.cat.T("transforms")+` WHERE id = $1 AND state NOT IN ($2, $3)`,
-		id, catalog.StatePaused, catalog.StateQuarantined)
-	if err != nil || tag.RowsAffected() == 0 {
-		return false, err
-	}
-	if err := r.t.cat.Pause(ctx, r.t.pool, id, "system", f); err != nil {
+	paused := false
+	err = pgx.BeginFunc(ctx, r.t.pool, func(tx pgx.Tx) error {
+		var raw []byte
+		err := tx.QueryRow(ctx, `SELECT plan FROM `+r.t.cat.T("transforms")+` WHERE id = $1 AND state NOT IN ($2, $3) FOR UPDATE`,
+			id, catalog.StatePaused, catalog.StateQuarantined).Scan(&raw)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // dropped or frozen since
+		}
+		if err != nil {
+			return err
+		}
+		now, err := engine.Decode(raw)
+		if err != nil {
+			return err
+		}
+		if d, err = engine.CheckDrift(ctx, tx, name, now); err != nil || d == nil {
+			return err
+		}
+		f := &catalog.Failure{Kind: d.Kind, Error: d.Error, Columns: d.Columns, DetectedAt: time.Now().UTC()}
+		if err := r.t.cat.Pause(ctx, tx, id, "system", f); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, r.t.cat.NotifyChannel()); err != nil {
+			return err
+		}
+		paused = true
+		return nil
+	})
+	if err != nil || !paused {
 		return false, err
 	}
 	r.t.log.Error("transform paused: what it reads changed", "transform", name, "columns", d.Columns, "reason", d.Error)
-	if _, err := r.t.pool.Exec(ctx, `SELECT pg_notify($1, '')`, r.t.cat.NotifyChannel()); err != nil {
-		return true, err
-	}
 	return true, nil
 }
 
