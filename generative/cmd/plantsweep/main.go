@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,6 +71,14 @@ func main() {
 	bugs := planted
 	if *only != "" {
 		bugs = strings.Split(*only, ",")
+		for _, b := range bugs {
+			// An unknown name plants nothing, and its clean run would be
+			// reported as a bug not caught.
+			if !slices.Contains(planted, b) {
+				fmt.Fprintf(os.Stderr, "plantsweep: -only: %q is not a planted bug; the planted bugs are %s\n", b, strings.Join(planted, ", "))
+				os.Exit(2)
+			}
+		}
 	}
 	seedRe := regexp.MustCompile(`seed=\d+ profile=\S+ FAILED: .*`)
 	run := func(bug string) (bool, string, time.Duration) {
