@@ -236,9 +236,8 @@ type applyStats struct {
 	slotTxns float64 // transactions received from the slot
 }
 
-// readApplyStats reads transform's apply histogram (summed over every
-// transform when transform is "") and the slot transaction counter;
-// metrics not yet created read as zero.
+// readApplyStats reads transform's apply histogram and the slot
+// transaction counter; metrics not yet created read as zero.
 func readApplyStats(reg *prometheus.Registry, transform string) applyStats {
 	var st applyStats
 	mfs, err := reg.Gather()
@@ -250,9 +249,9 @@ func readApplyStats(reg *prometheus.Registry, transform string) applyStats {
 		case "trellis_transform_apply_duration_seconds":
 			for _, m := range mf.GetMetric() {
 				for _, l := range m.GetLabel() {
-					if l.GetName() == "transform" && (transform == "" || l.GetValue() == transform) {
-						st.seconds += m.GetHistogram().GetSampleSum()
-						st.count += m.GetHistogram().GetSampleCount()
+					if l.GetName() == "transform" && l.GetValue() == transform {
+						st.seconds = m.GetHistogram().GetSampleSum()
+						st.count = m.GetHistogram().GetSampleCount()
 					}
 				}
 			}
@@ -265,10 +264,10 @@ func readApplyStats(reg *prometheus.Registry, transform string) applyStats {
 	return st
 }
 
-// applySecondsByTransform is each transform's time inside apply
-// transactions so far, from its apply histogram.
-func applySecondsByTransform(reg *prometheus.Registry) map[string]float64 {
-	out := map[string]float64{}
+// applyByTransform is each transform's apply histogram so far (time
+// inside apply transactions and their count).
+func applyByTransform(reg *prometheus.Registry) map[string]applyStats {
+	out := map[string]applyStats{}
 	mfs, err := reg.Gather()
 	if err != nil {
 		return out
@@ -280,7 +279,10 @@ func applySecondsByTransform(reg *prometheus.Registry) map[string]float64 {
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "transform" {
-					out[l.GetValue()] += m.GetHistogram().GetSampleSum()
+					st := out[l.GetValue()]
+					st.seconds += m.GetHistogram().GetSampleSum()
+					st.count += m.GetHistogram().GetSampleCount()
+					out[l.GetValue()] = st
 				}
 			}
 		}

@@ -172,8 +172,7 @@ func (s *suiteRun) tpchQuery(ctx context.Context, conn *pgx.Conn, in *instance, 
 		*rf++
 		// The instance keeps this query alone: every apply transaction in
 		// the round is its own or one of its levels'.
-		before := readApplyStats(in.reg, "")
-		byBefore := applySecondsByTransform(in.reg)
+		before := applyByTransform(in.reg)
 		if err := tpch.RF1(ctx, conn, tpchBenchSchema, *rf); err != nil {
 			return fmt.Errorf("bench: RF1: %w", err)
 		}
@@ -185,10 +184,16 @@ func (s *suiteRun) tpchQuery(ctx context.Context, conn *pgx.Conn, in *instance, 
 			return fmt.Errorf("bench: converge after refresh round %d: %w", *rf, err)
 		}
 		changes = append(changes, time.Since(written))
-		after := readApplyStats(in.reg, "")
-		applying = append(applying, time.Duration((after.seconds-before.seconds)*float64(time.Second)))
-		applies = append(applies, float64(after.count-before.count))
-		s.progressf("tpch %s round %d: applying by transform: %s", name, *rf, applyShares(byBefore, applySecondsByTransform(in.reg)))
+		after := applyByTransform(in.reg)
+		var secs float64
+		var n uint64
+		for tr, st := range after {
+			secs += st.seconds - before[tr].seconds
+			n += st.count - before[tr].count
+		}
+		applying = append(applying, time.Duration(secs*float64(time.Second)))
+		applies = append(applies, float64(n))
+		s.progressf("tpch %s round %d: applying by transform: %s", name, *rf, applyShares(before, after))
 		start := time.Now()
 		if err := execAll(ctx, conn, "refresh the materialized view", "REFRESH MATERIALIZED VIEW "+mv.Sanitize()); err != nil {
 			return err
@@ -226,14 +231,14 @@ func (s *suiteRun) tpchQuery(ctx context.Context, conn *pgx.Conn, in *instance, 
 
 // applyShares lists, largest first, each transform's apply time between
 // two readings (the query's own and its levels').
-func applyShares(before, after map[string]float64) string {
+func applyShares(before, after map[string]applyStats) string {
 	type share struct {
 		name string
 		ms   float64
 	}
 	var shares []share
-	for n, v := range after {
-		if d := (v - before[n]) * 1000; d > 0 {
+	for n, st := range after {
+		if d := (st.seconds - before[n].seconds) * 1000; d > 0 {
 			shares = append(shares, share{n, d})
 		}
 	}
