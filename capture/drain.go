@@ -73,6 +73,8 @@ type drainer struct {
 	ceiling uint64
 	// cut is the planted bug drain_skips_open_txn's position per partition.
 	cut [ringSize]string
+	// first is the partition the next drain reads first.
+	first int
 }
 
 // tidColumn is what the drain reads besides a row: its TID where a planted
@@ -171,7 +173,7 @@ func (d *drainer) drainAll(ctx context.Context) (int, error) {
 	}
 }
 
-// drainOnce moves up to BatchRows committed rows of each partition in one
+// drainOnce moves up to BatchRows committed rows of the ring in one
 // transaction: DELETE … RETURNING sees exactly the rows of committed
 // transactions and removes exactly those, so rows of a transaction still
 // open stay for a later drain (never skipped, never taken twice). The rows
@@ -195,12 +197,19 @@ func (d *drainer) drainOnce(ctx context.Context) (n int, full bool, err error) {
 	// The rows carry no commit time: the drain's is the earliest this
 	// path can know (ADR 0017 §3), so latency counts from here.
 	txn := decode.Txn{CommitTime: time.Now()}
-	for i := 0; i < ringSize; i++ {
+	// BatchRows bounds the whole drain, not each partition: what one drain
+	// holds in memory is at most BatchRows keys however a large
+	// transaction's rows are spread over the ring. The first partition
+	// read turns with every drain, so a partition that keeps filling does
+	// not starve the others.
+	left := d.t.cfg.BatchRows
+	for j := 0; j < ringSize && left > 0; j++ {
+		i := (d.first + j) % ringSize
 		// Planned afresh each time (simple protocol): a cached plan made
 		// while the partition was nearly empty scans it whole, comparing
 		// every row with the array, instead of fetching the rows by TID.
 		rows, err := tx.Query(ctx, fmt.Sprintf(`DELETE FROM %s WHERE ctid = ANY (ARRAY(SELECT ctid FROM %[1]s WHERE true%s LIMIT %d))
-			RETURNING rel, key, truncated, %s`, d.t.part(i), d.after(i), d.t.cfg.BatchRows, tidColumn()), pgx.QueryExecModeSimpleProtocol)
+			RETURNING rel, key, truncated, %s`, d.t.part(i), d.after(i), left, tidColumn()), pgx.QueryExecModeSimpleProtocol)
 		if err != nil {
 			return 0, false, fmt.Errorf("drain %s: %w", d.t.part(i), err)
 		}
@@ -212,8 +221,12 @@ func (d *drainer) drainOnce(ctx context.Context) (n int, full bool, err error) {
 			d.cut[i] = last
 		}
 		n += m
-		full = full || m >= d.t.cfg.BatchRows
+		left -= m
 	}
+	d.first = (d.first + 1) % ringSize
+	// Rows may remain only where a partition's read was cut short by the
+	// budget or never made.
+	full = left <= 0
 	if n == 0 {
 		// Nothing moved, but everything committed before lsn is drained.
 		if err := tx.Commit(ctx); err != nil {
