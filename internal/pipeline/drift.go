@@ -70,10 +70,11 @@ func (r *runner) watchDrift(ctx context.Context) {
 			if catalog.Frozen(tr.State) {
 				continue
 			}
-			p, err := engine.Decode(tr.Plan)
+			e, err := r.plans.get(tr)
 			if err != nil {
 				continue
 			}
+			p := e.plan
 			rs = append(rs, running{tr, p})
 			for _, src := range p.Tables() {
 				oids = append(oids, src.OID)

@@ -119,11 +119,11 @@ func (r *runner) checkPartitions(ctx context.Context, ts []*catalog.Transform) e
 		if catalog.Frozen(tr.State) || tr.State == catalog.StateWaiting {
 			continue
 		}
-		p, err := engine.Decode(tr.Plan)
+		e, err := r.plans.get(tr)
 		if err != nil {
 			continue
 		}
-		for _, t := range captureTables(p) {
+		for _, t := range e.tables {
 			readers[t.OID] = append(readers[t.OID], tr)
 			tables[t.OID] = t
 		}

@@ -30,7 +30,10 @@ import (
 // local store, and one worker per transform re-deriving what the store
 // marks dirty.
 type runner struct {
-	t       *Host
+	t *Host
+	// plans are the transforms' decoded plans, for the periodic passes
+	// over all of them (plans.go).
+	plans   planCache
 	store   *checkpoint.Store
 	obs     Observer
 	capture capture.Capture
@@ -665,9 +668,10 @@ func (r *runner) reconcile(ctx context.Context) error {
 	want := map[int64]*catalog.Transform{}
 	var needed []capture.Table
 	complete := true
+	r.plans.keep(ts)
 	for _, tr := range ts {
-		if p, err := engine.Decode(tr.Plan); err == nil {
-			needed = append(needed, captureTables(p)...)
+		if e, err := r.plans.get(tr); err == nil {
+			needed = append(needed, e.tables...)
 		} else {
 			// A plan this version cannot read: remove no capture it may need.
 			complete = false
