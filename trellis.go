@@ -652,6 +652,7 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token, names []string)
 			}
 		}
 		behind = behind[:0]
+		var positions []int64 // transforms behind by their applied position only
 		// A partition attached or detached is a change no position
 		// covers: wait until its corrections are queued and done (ADR 0015).
 		var roots []uint32
@@ -710,8 +711,12 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token, names []string)
 				behind = append(behind, fmt.Sprintf("%s (correcting partitions)", tr.Name))
 			case tr.AppliedLSN < uint64(token):
 				behind = append(behind, fmt.Sprintf("%s (applied %s)", tr.Name, catalog.FormatLSN(tr.AppliedLSN)))
+				positions = append(positions, tr.ID)
 			}
 		}
+		// A runner here records the positions these reached while idle
+		// now, not at its next ProgressInterval (ADR 0044).
+		t.rt.HurryProgress(positions)
 		if len(behind) == 0 {
 			// Converged, unless the server is not the one the runner last
 			// started on (ADR 0039): then the positions say nothing yet.

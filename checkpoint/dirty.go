@@ -465,6 +465,46 @@ func (s *Store) Pending(transform int64) (int64, error) {
 	return s.pending[transform], nil
 }
 
+// Empty reports whether a transform's dirty set holds nothing: no key and
+// no TRUNCATE marker. It is exact, unlike Pending (which counts no
+// markers): read after RecordedLSN, an empty set means every change at or
+// below that position was applied and done (ADR 0044).
+func (s *Store) Empty(transform int64) (bool, error) {
+	if err := s.enter(); err != nil {
+		return false, err
+	}
+	defer s.life.RUnlock()
+	s.mu.Lock()
+	if m := s.mirrors[transform]; m != nil {
+		n := len(m)
+		s.mu.Unlock()
+		return n == 0, nil
+	}
+	// Without a mirror every entry is in Pebble. The markers first, then
+	// the keys from the low-water mark: the tombstones before it are
+	// stepped over by no seek.
+	start := keyPrefix(transform)
+	if low, ok := s.low[transform]; ok {
+		start = low
+	}
+	s.mu.Unlock()
+	tp := truncPrefix(transform)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: tp, UpperBound: prefixEnd(tp)})
+	if err != nil {
+		return false, fmt.Errorf("checkpoint: look at %d's dirty set: %w", transform, err)
+	}
+	found := it.First()
+	if !found {
+		kp := keyPrefix(transform)
+		it.SetBounds(kp, prefixEnd(kp))
+		found = it.SeekGE(start)
+	}
+	if err := it.Close(); err != nil {
+		return false, fmt.Errorf("checkpoint: look at %d's dirty set: %w", transform, err)
+	}
+	return !found, nil
+}
+
 // DropTransform durably deletes a transform's whole dirty set and markers.
 func (s *Store) DropTransform(transform int64) error {
 	if err := s.enter(); err != nil {

@@ -117,10 +117,13 @@ type Store struct {
 	// transaction at or below it is recorded here, durably or with its
 	// sync still deferred: what a Take covers. It runs ahead of received
 	// by at most the sync interval (or advanceSyncInterval when idle).
-	recorded  atomic.Uint64
-	confirmMu sync.Mutex // orders SetConfirmedLSN calls
-	confirmed atomic.Uint64
-	spillSeq  atomic.Uint64
+	recorded atomic.Uint64
+	// recordedMoved has a signal when recorded moved since it was last
+	// read (RecordedMoved).
+	recordedMoved chan struct{}
+	confirmMu     sync.Mutex // orders SetConfirmedLSN calls
+	confirmed     atomic.Uint64
+	spillSeq      atomic.Uint64
 }
 
 // Open opens the store in dir, creating dir and a new store (with a fresh
@@ -192,7 +195,7 @@ func openBudget(dir string, o Options, mirrorCap, memBudget int) (*Store, error)
 	}
 	s := &Store{db: db, log: logger, pending: make(map[int64]int64), watch: make(map[int64]*watch), nextVersion: 1, cursors: make(map[int64][]byte), low: make(map[int64][]byte),
 		mirrors: make(map[int64]mirror), mirrorCap: mirrorCap, memBudget: memBudget, syncEvery: o.SyncInterval,
-		staged: make(map[string]int64)}
+		staged: make(map[string]int64), recordedMoved: make(chan struct{}, 1)}
 	if err := s.load(); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
@@ -348,11 +351,23 @@ func (s *Store) RecordedLSN() uint64 { return s.recorded.Load() }
 func (s *Store) noteRecorded(lsn uint64) {
 	for {
 		cur := s.recorded.Load()
-		if lsn <= cur || s.recorded.CompareAndSwap(cur, lsn) {
+		if lsn <= cur {
+			return
+		}
+		if s.recorded.CompareAndSwap(cur, lsn) {
+			select {
+			case s.recordedMoved <- struct{}{}:
+			default:
+			}
 			return
 		}
 	}
 }
+
+// RecordedMoved has a value each time RecordedLSN moved since the last
+// receive (several moves make one): the runner advances its idle
+// transforms on it (ADR 0044). One receiver.
+func (s *Store) RecordedMoved() <-chan struct{} { return s.recordedMoved }
 
 // ConfirmedLSN is the last position passed to SetConfirmedLSN.
 func (s *Store) ConfirmedLSN() uint64 { return s.confirmed.Load() }

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -70,6 +71,11 @@ type Host struct {
 	// progressed fires when Run here applies or changes a transform's
 	// state (broadcast.go); waits wake on it.
 	progressed broadcast
+	// hurry asks Run here to record the positions idle transforms
+	// reached now (HurryProgress): hurried are the transforms asked for.
+	hurry   chan struct{}
+	hurryMu sync.Mutex
+	hurried map[int64]bool
 	// runs are the Runs in progress, which Stop ends (runset.go).
 	runs runSet
 }
@@ -80,7 +86,7 @@ func New(opts Options, pool *pgxpool.Pool, budget Budget, cat catalog.Catalog, l
 		obs = NopObserver{}
 	}
 	_, nop := obs.(NopObserver)
-	h := &Host{cfg: opts, pool: pool, budget: budget, cat: cat, log: log, obs: obs, observed: !nop}
+	h := &Host{cfg: opts, pool: pool, budget: budget, cat: cat, log: log, obs: obs, observed: !nop, hurry: make(chan struct{}, 1)}
 	return h
 }
 
@@ -98,6 +104,35 @@ func (t *Host) SetSelfCheckHook(fn func(stage string)) {
 // process (a batch applied, a state changed). Take it before reading what
 // is waited for, so progress made during the read is not missed.
 func (t *Host) Progressed() <-chan struct{} { return t.progressed.wait() }
+
+// HurryProgress asks Run in this process, if one runs, to record the
+// positions transforms ids reached while idle now rather than at the next
+// ProgressInterval: a wait here found them behind (ADR 0044). It does not
+// block; asks made before the record is written make one.
+func (t *Host) HurryProgress(ids []int64) {
+	if len(ids) == 0 {
+		return
+	}
+	t.hurryMu.Lock()
+	if t.hurried == nil {
+		t.hurried = map[int64]bool{}
+	}
+	for _, id := range ids {
+		t.hurried[id] = true
+	}
+	t.hurryMu.Unlock()
+	signal(t.hurry)
+}
+
+// takeHurried returns the transforms HurryProgress asked for since the
+// last call.
+func (t *Host) takeHurried() map[int64]bool {
+	t.hurryMu.Lock()
+	defer t.hurryMu.Unlock()
+	ids := t.hurried
+	t.hurried = nil
+	return ids
+}
 
 // writable refuses a call that writes on a read-only open.
 func (t *Host) writable(what string) error {

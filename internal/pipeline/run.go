@@ -395,7 +395,11 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 	r.updateConfirmed()
 	r.heartbeat(ctx)
 	r.startSelfChecks(ctx, &wg)
-	wg.Add(5)
+	wg.Add(6)
+	go func() { // idle transforms' positions (ADR 0044)
+		defer wg.Done()
+		r.advanceIdle(ctx)
+	}()
 	go func() { // DDL on what transforms read
 		defer wg.Done()
 		r.watchDrift(ctx)
@@ -422,13 +426,27 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 		// two of them at once could lock them in opposite orders.
 		progress := time.NewTicker(r.t.cfg.ProgressInterval)
 		defer progress.Stop()
+		var lastIdle time.Time
 		idle := retry.NewEpisode(r.t.log, "record the progress of idle transforms fails; retrying", "record the progress of idle transforms recovered")
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-progress.C:
-				r.recordIdleProgress(ctx, idle)
+				r.recordIdleProgress(ctx, idle, nil)
+				lastIdle = time.Now()
+				continue
+			case <-r.t.hurry:
+				// A wait in this process finds transforms behind: their
+				// idle positions now, not at the next interval, at most
+				// one statement per hurryEvery (ADR 0044).
+				if d := hurryEvery - time.Since(lastIdle); d > 0 && !retry.Sleep(ctx, d) {
+					return
+				}
+				if ids := r.t.takeHurried(); len(ids) > 0 {
+					r.recordIdleProgress(ctx, idle, ids)
+					lastIdle = time.Now()
+				}
 				continue
 			case <-r.reconcileNow:
 			case <-tick.C:
@@ -606,15 +624,23 @@ func (r *runner) heartbeat(ctx context.Context) {
 	r.reportBacklog(ctx, ws)
 }
 
+// hurryEvery is the least time between two records of idle positions
+// asked for by waits in this process (Host.HurryProgress).
+const hurryEvery = 5 * time.Millisecond
+
 // recordIdleProgress records, in one statement for the whole instance,
 // the applied positions workers reached without writing (worker.reached):
 // called once per ProgressInterval, an idle instance costs the primary
-// one statement per interval whatever the number of transforms.
-func (r *runner) recordIdleProgress(ctx context.Context, failing *retry.Episode) {
+// one statement per interval whatever the number of transforms. only, when
+// not nil, limits it to those transforms (a wait's).
+func (r *runner) recordIdleProgress(ctx context.Context, failing *retry.Episode, only map[int64]bool) {
 	var ids []int64
 	var lsns []uint64
 	var ws []*worker
 	for _, w := range r.workerList() {
+		if only != nil && !only[w.id] {
+			continue
+		}
 		if l := w.reached.Load(); l > w.persisted.Load() {
 			ids, lsns, ws = append(ids, w.id), append(lsns, l), append(ws, w)
 		}
@@ -633,6 +659,45 @@ func (r *runner) recordIdleProgress(ctx context.Context, failing *retry.Episode)
 		w.recorded(lsns[i])
 	}
 	r.t.progressed.fire()
+}
+
+// idleAdvanceEvery is the least time between two passes of advanceIdle:
+// under one row per commit the recorded position moves after every group
+// commit, and a pass per move would cost a lock per worker per commit.
+const idleAdvanceEvery = 5 * time.Millisecond
+
+// advanceIdle moves the applied position of every parked worker whose
+// dirty set is empty to the store's RecordedLSN as it moves, in one pass
+// for all of them, instead of each worker waking to find its set empty
+// (ADR 0044).
+func (r *runner) advanceIdle(ctx context.Context) {
+	failing := retry.NewEpisode(r.t.log, "advance the positions of idle transforms fails; retrying", "advance the positions of idle transforms recovered")
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.store.RecordedMoved():
+		}
+		// Read before any worker's set is looked at: an empty set then
+		// means every change at or below upTo was applied.
+		upTo := r.store.RecordedLSN()
+		var err error
+		for _, w := range r.workerList() {
+			if _, werr := w.advanceIdle(upTo); werr != nil {
+				err = werr
+			}
+		}
+		if err != nil {
+			failing.Fail(err, idleAdvanceEvery)
+		} else {
+			failing.Recover()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(idleAdvanceEvery):
+		}
+	}
 }
 
 // workerList is a snapshot of the running workers.
@@ -700,8 +765,10 @@ func (r *runner) reconcile(ctx context.Context) error {
 				// Only the worker makes a transform live; any other state
 				// under a running worker is a RESUME it has not seen.
 				w.catalogChanged()
+				w.notify()
 			}
-			w.notify()
+			// A live worker is woken by what gives it work, and its idle
+			// position moves without it (ADR 0044).
 			continue
 		}
 		p, err := engine.Decode(tr.Plan)

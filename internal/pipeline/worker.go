@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -55,6 +56,11 @@ type worker struct {
 	persisted atomic.Uint64
 	reached   atomic.Uint64
 	applied   uint64
+	// parkMu guards parked, which says the worker waits in live with
+	// nothing to do: the runner's advancer may then move applied (and
+	// only then: the worker takes parkMu to leave its wait). ADR 0044.
+	parkMu sync.Mutex
+	parked bool
 	// lastTake is when the worker last took a batch of changes, and
 	// lastKeys how many keys it had: the coalescing window counts from it.
 	lastTake time.Time
@@ -513,17 +519,64 @@ func (w *worker) live(ctx context.Context, a *engine.Applier) error {
 			}
 			continue
 		}
+		// Nothing waits: park, so the runner's advancer moves the applied
+		// position with the stream without waking the worker (ADR 0044).
+		// The timer is only a backstop: what gives a worker work wakes it.
+		w.park(true)
+		var req workerRequest
+		asked := false
 		select {
 		case <-ctx.Done():
 		case <-w.changed:
+			w.park(false)
 			return nil // the session reads the catalog row again
 		case <-w.wake:
-		case req := <-w.requests:
+		case req = <-w.requests:
+			asked = true
+		case <-time.After(idleBackstop(w.r.t.cfg)):
+		}
+		w.park(false)
+		if asked {
 			req.done <- w.turn(ctx, a, false, func() error { return req.fn(ctx, a) })
-		case <-time.After(w.r.t.cfg.ProgressInterval / 2):
 		}
 	}
 	return nil
+}
+
+// idleBackstop is how long a parked worker waits before it looks at its
+// dirty set without being asked: a backstop, since every change, request
+// and correction wakes it and the advancer moves its position.
+func idleBackstop(cfg Options) time.Duration { return 10 * cfg.ProgressInterval }
+
+// park marks the worker as waiting with nothing to do (true), or as going
+// back to work (false): leaving the wait takes parkMu, so a move of the
+// position by advanceIdle is over before the worker reads it.
+func (w *worker) park(parked bool) {
+	w.parkMu.Lock()
+	w.parked = parked
+	w.parkMu.Unlock()
+}
+
+// advanceIdle moves a parked worker's applied position to upTo, the
+// store's RecordedLSN read before this call, when its dirty set is empty:
+// what the worker's own empty Take would do (ADR 0044). It reports
+// whether the position moved.
+func (w *worker) advanceIdle(upTo uint64) (bool, error) {
+	w.parkMu.Lock()
+	defer w.parkMu.Unlock()
+	if !w.parked || upTo <= w.applied {
+		return false, nil
+	}
+	empty, err := w.r.store.Empty(w.id)
+	if err != nil || !empty {
+		return false, err
+	}
+	w.applied = upTo
+	if w.applied > w.persisted.Load() {
+		w.reached.Store(w.applied)
+	}
+	w.advanced()
+	return true, nil
 }
 
 // coalesce waits, before a live transform takes a batch, for the rest of
