@@ -43,15 +43,41 @@ func describeTypes(ctx context.Context, db DB, sql string) ([]colType, []int, er
 	}
 	out := make([]colType, len(sd.Fields))
 	var collatable []int
+	if len(sd.Fields) == 0 {
+		return out, nil, nil
+	}
+	// Every column's type in one statement: a definition describes many
+	// queries (its own, its levels', the immutability test's), each a
+	// round trip per column before.
+	oids := make([]uint32, len(sd.Fields))
+	mods := make([]int32, len(sd.Fields))
 	for i, f := range sd.Fields {
+		oids[i], mods[i] = f.DataTypeOID, f.TypeModifier
+	}
+	rows, err := db.Query(ctx, `SELECT format_type(t.oid, nullif(t.mod, -1)), coalesce((SELECT typcollation <> 0 FROM pg_type WHERE oid = t.oid), false)
+		FROM unnest($1::oid[], $2::int[]) WITH ORDINALITY AS t(oid, mod, i) ORDER BY t.i`, oids, mods)
+	if err != nil {
+		return nil, nil, fmt.Errorf("format the types of %d columns: %w", len(sd.Fields), err)
+	}
+	n := 0
+	for ; rows.Next() && n < len(out); n++ {
 		var coll bool
-		if err := db.QueryRow(ctx, `SELECT format_type($1::oid, nullif($2::int, -1)), coalesce((SELECT typcollation <> 0 FROM pg_type WHERE oid = $1::oid), false)`,
-			f.DataTypeOID, f.TypeModifier).Scan(&out[i].name, &coll); err != nil {
-			return nil, nil, fmt.Errorf("format type %d: %w", f.DataTypeOID, err)
+		if err := rows.Scan(&out[n].name, &coll); err != nil {
+			rows.Close()
+			return nil, nil, fmt.Errorf("format type %d: %w", oids[n], err)
 		}
 		if coll {
-			collatable = append(collatable, i)
+			collatable = append(collatable, n)
 		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("format the types of %d columns: %w", len(out), err)
+	}
+	if n != len(out) {
+		return nil, nil, fmt.Errorf("format the types of %d columns: %d came back", len(out), n)
+	}
+	for i, f := range sd.Fields {
 		// Without a length, "character" and "bit" name one-character types
 		// in DDL; an expression's char/bit value can be any length.
 		if f.TypeModifier < 0 {
