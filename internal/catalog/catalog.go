@@ -816,22 +816,39 @@ func (c Catalog) RecordProgress(ctx context.Context, q Querier, id int64, lsn ui
 
 // RecordIdleProgress records the applied positions transforms reached
 // without writes (ids[i] reached lsns[i]), all in one statement: an idle
-// instance writes once per interval, not once per transform.
-func (c Catalog) RecordIdleProgress(ctx context.Context, q Querier, ids []int64, lsns []uint64) error {
+// instance writes once per interval, not once per transform. It returns
+// the transforms whose rows it held, whether it moved them or found them
+// already at or past their position.
+//
+// It takes the rows' locks in transform order and skips any another
+// transaction holds: a DROP or apply of an owner and its levels deletes
+// or updates several of these rows in one transaction, and a background
+// statement that waited on one of them while holding another could
+// deadlock with it and make the user's statement fail. A skipped row is
+// recorded at the next call.
+func (c Catalog) RecordIdleProgress(ctx context.Context, q Querier, ids []int64, lsns []uint64) ([]int64, error) {
 	if len(ids) == 0 {
-		return nil
+		return nil, nil
 	}
 	texts := make([]string, len(lsns))
 	for i, l := range lsns {
 		texts[i] = FormatLSN(l)
 	}
-	_, err := q.Exec(ctx, `UPDATE `+c.T("progress")+` p SET applied_lsn = v.lsn::pg_lsn, applied_at = now()
-		FROM unnest($1::bigint[], $2::text[]) AS v(id, lsn)
-		WHERE p.transform_id = v.id AND v.lsn::pg_lsn > p.applied_lsn`, ids, texts)
+	rows, err := q.Query(ctx, `WITH l AS (
+			SELECT p.transform_id, v.lsn::pg_lsn AS lsn
+			FROM `+c.T("progress")+` p JOIN unnest($1::bigint[], $2::text[]) AS v(id, lsn) ON p.transform_id = v.id
+			ORDER BY p.transform_id FOR NO KEY UPDATE OF p SKIP LOCKED),
+		u AS (UPDATE `+c.T("progress")+` p SET applied_lsn = l.lsn, applied_at = now()
+			FROM l WHERE p.transform_id = l.transform_id AND l.lsn > p.applied_lsn)
+		SELECT transform_id FROM l`, ids, texts)
 	if err != nil {
-		return fmt.Errorf("record the progress of %d transforms: %w", len(ids), err)
+		return nil, fmt.Errorf("record the progress of %d transforms: %w", len(ids), err)
 	}
-	return nil
+	held, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("record the progress of %d transforms: %w", len(ids), err)
+	}
+	return held, nil
 }
 
 // SetKeysWaiting records the dirty-key backlog counts status reports
@@ -840,9 +857,15 @@ func (c Catalog) SetKeysWaiting(ctx context.Context, q Querier, ids []int64, ns 
 	if len(ids) == 0 {
 		return nil
 	}
-	_, err := q.Exec(ctx, `UPDATE `+c.T("progress")+` p SET keys_waiting = v.n
-		FROM unnest($1::bigint[], $2::bigint[]) AS v(id, n)
-		WHERE p.transform_id = v.id AND p.keys_waiting <> v.n`, ids, ns)
+	// Locks in transform order, skipping rows another transaction holds,
+	// for the reason RecordIdleProgress gives; a skipped count is set at
+	// the next report.
+	_, err := q.Exec(ctx, `WITH l AS (
+			SELECT p.transform_id, v.n
+			FROM `+c.T("progress")+` p JOIN unnest($1::bigint[], $2::bigint[]) AS v(id, n) ON p.transform_id = v.id
+			WHERE p.keys_waiting <> v.n
+			ORDER BY p.transform_id FOR NO KEY UPDATE OF p SKIP LOCKED)
+		UPDATE `+c.T("progress")+` p SET keys_waiting = l.n FROM l WHERE p.transform_id = l.transform_id`, ids, ns)
 	return err
 }
 

@@ -648,15 +648,24 @@ func (r *runner) recordIdleProgress(ctx context.Context, failing *retry.Episode,
 	if len(ids) == 0 {
 		return
 	}
-	if err := r.t.cat.RecordIdleProgress(ctx, r.t.pool, ids, lsns); err != nil {
+	held, err := r.t.cat.RecordIdleProgress(ctx, r.t.pool, ids, lsns)
+	if err != nil {
 		if ctx.Err() == nil {
 			failing.Fail(err, r.t.cfg.ProgressInterval)
 		}
 		return
 	}
 	failing.Recover()
+	// Only the rows the statement held are recorded: one another
+	// transaction held (a DROP, an apply) stays due for the next call.
+	isHeld := make(map[int64]bool, len(held))
+	for _, id := range held {
+		isHeld[id] = true
+	}
 	for i, w := range ws {
-		w.recorded(lsns[i])
+		if isHeld[w.id] {
+			w.recorded(lsns[i])
+		}
 	}
 	r.t.progressed.fire()
 }
