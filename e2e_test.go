@@ -124,7 +124,9 @@ func newEnvOn(t *testing.T, dsn string, cfg trellis.Config) *env {
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
 	}
-	cfg.ProgressInterval = 100 * time.Millisecond
+	if cfg.ProgressInterval == 0 {
+		cfg.ProgressInterval = 100 * time.Millisecond
+	}
 	if os.Getenv("TRELLIS_TEST_LOG") != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

@@ -74,12 +74,11 @@ func (r *runner) watchDrift(ctx context.Context) {
 			if err != nil {
 				continue
 			}
-			p := e.plan
-			rs = append(rs, running{tr, p})
-			for _, src := range p.Tables() {
+			rs = append(rs, running{tr, e.plan})
+			for _, src := range e.tables {
 				oids = append(oids, src.OID)
 			}
-			for _, v := range p.Views {
+			for _, v := range e.plan.Views {
 				oids = append(oids, v.OID)
 			}
 		}

@@ -692,7 +692,7 @@ func (r *runner) advanceIdle(ctx context.Context) {
 		upTo := r.store.RecordedLSN()
 		var err error
 		for _, w := range r.workerList() {
-			if _, werr := w.advanceIdle(upTo); werr != nil {
+			if werr := w.advanceIdle(upTo); werr != nil {
 				err = werr
 			}
 		}

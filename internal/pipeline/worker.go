@@ -559,24 +559,23 @@ func (w *worker) park(parked bool) {
 
 // advanceIdle moves a parked worker's applied position to upTo, the
 // store's RecordedLSN read before this call, when its dirty set is empty:
-// what the worker's own empty Take would do (ADR 0044). It reports
-// whether the position moved.
-func (w *worker) advanceIdle(upTo uint64) (bool, error) {
+// what the worker's own empty Take would do (ADR 0044).
+func (w *worker) advanceIdle(upTo uint64) error {
 	w.parkMu.Lock()
 	defer w.parkMu.Unlock()
 	if !w.parked || upTo <= w.applied {
-		return false, nil
+		return nil
 	}
 	empty, err := w.r.store.Empty(w.id)
 	if err != nil || !empty {
-		return false, err
+		return err
 	}
 	w.applied = upTo
 	if w.applied > w.persisted.Load() {
 		w.reached.Store(w.applied)
 	}
 	w.advanced()
-	return true, nil
+	return nil
 }
 
 // coalesce waits, before a live transform takes a batch, for the rest of
