@@ -537,6 +537,31 @@ func scanTransform(row pgx.Row) (*Transform, error) {
 	return &t, nil
 }
 
+// Stamp is a cheap reading of what a runner's reconcile acts on: it
+// differs between two readings whenever a transform was defined, dropped
+// or had its row changed, or released keys wait, in between.
+type Stamp struct {
+	// Transforms is the number of transform rows and Versions the sum of
+	// their row versions (xmin): an insert, update or delete changes one
+	// or both.
+	Transforms, Versions int64
+	// Released: held keys wait to be marked dirty (catalog.Released).
+	Released bool
+}
+
+// Stamp reads the catalog's Stamp in one statement that touches no
+// plan: an idle runner reads it every interval instead of every
+// transform's row.
+func (c Catalog) Stamp(ctx context.Context, q Querier) (Stamp, error) {
+	var s Stamp
+	err := q.QueryRow(ctx, `SELECT count(*), coalesce(sum(xmin::text::bigint), 0)::bigint,
+		EXISTS (SELECT FROM `+c.T("held_keys")+` WHERE released) FROM `+c.T("transforms")).Scan(&s.Transforms, &s.Versions, &s.Released)
+	if err != nil {
+		return Stamp{}, fmt.Errorf("read the catalog stamp: %w", err)
+	}
+	return s, nil
+}
+
 // List returns every transform, ordered by id.
 func (c Catalog) List(ctx context.Context, q Querier) ([]*Transform, error) {
 	rows, err := q.Query(ctx, `SELECT `+transformCols+` FROM `+c.T("transforms")+` t LEFT JOIN `+
@@ -852,21 +877,29 @@ func (c Catalog) RecordIdleProgress(ctx context.Context, q Querier, ids []int64,
 }
 
 // SetKeysWaiting records the dirty-key backlog counts status reports
-// (ids[i] has ns[i] keys waiting), in one statement for every transform.
-func (c Catalog) SetKeysWaiting(ctx context.Context, q Querier, ids []int64, ns []int64) error {
+// (ids[i] has ns[i] keys waiting), in one statement for every transform,
+// and returns the transforms whose rows it held (set, or already equal).
+// It locks in transform order and skips rows another transaction holds,
+// for the reason RecordIdleProgress gives; a skipped count is set at the
+// next report.
+func (c Catalog) SetKeysWaiting(ctx context.Context, q Querier, ids []int64, ns []int64) ([]int64, error) {
 	if len(ids) == 0 {
-		return nil
+		return nil, nil
 	}
-	// Locks in transform order, skipping rows another transaction holds,
-	// for the reason RecordIdleProgress gives; a skipped count is set at
-	// the next report.
-	_, err := q.Exec(ctx, `WITH l AS (
+	rows, err := q.Query(ctx, `WITH l AS (
 			SELECT p.transform_id, v.n
 			FROM `+c.T("progress")+` p JOIN unnest($1::bigint[], $2::bigint[]) AS v(id, n) ON p.transform_id = v.id
-			WHERE p.keys_waiting <> v.n
-			ORDER BY p.transform_id FOR NO KEY UPDATE OF p SKIP LOCKED)
-		UPDATE `+c.T("progress")+` p SET keys_waiting = l.n FROM l WHERE p.transform_id = l.transform_id`, ids, ns)
-	return err
+			ORDER BY p.transform_id FOR NO KEY UPDATE OF p SKIP LOCKED),
+		u AS (UPDATE `+c.T("progress")+` p SET keys_waiting = l.n FROM l WHERE p.transform_id = l.transform_id AND p.keys_waiting <> l.n)
+		SELECT transform_id FROM l`, ids, ns)
+	if err != nil {
+		return nil, fmt.Errorf("record the backlog of %d transforms: %w", len(ids), err)
+	}
+	held, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("record the backlog of %d transforms: %w", len(ids), err)
+	}
+	return held, nil
 }
 
 // SetCaptureWait records (v not nil, marshalled to JSON) or clears (nil)

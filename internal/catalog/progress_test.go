@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -61,8 +62,13 @@ func TestBackgroundUpdatesSkipHeldRows(t *testing.T) {
 	if want := []int64{ids[0], ids[2]}; !slices.Equal(held, want) {
 		t.Fatalf("RecordIdleProgress held %v, want %v (b is held elsewhere)", held, want)
 	}
-	if err := c.SetKeysWaiting(quick, pool, ids, []int64{1, 2, 3}); err != nil {
+	held, err = c.SetKeysWaiting(quick, pool, ids, []int64{1, 2, 3})
+	if err != nil {
 		t.Fatalf("SetKeysWaiting waited on or failed over a held row: %v", err)
+	}
+	slices.Sort(held)
+	if want := []int64{ids[0], ids[2]}; !slices.Equal(held, want) {
+		t.Fatalf("SetKeysWaiting held %v, want %v (b is held elsewhere)", held, want)
 	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
@@ -104,5 +110,71 @@ func TestBackgroundUpdatesSkipHeldRows(t *testing.T) {
 	}
 	if lsns, _ = read(); !slices.Equal(lsns, []string{FormatLSN(100), FormatLSN(200), FormatLSN(300)}) {
 		t.Fatalf("applied positions %v after the second record", lsns)
+	}
+}
+
+// TestStamp: the catalog stamp moves with every change reconcile acts on
+// (a transform defined, its row changed, dropped; released keys) and
+// stays put through what an idle runner writes every interval (progress,
+// backlog counts) and through nothing at all.
+func TestStamp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	c := New("trellis_test")
+	if _, err := pool.Exec(ctx, c.InstallSQL()); err != nil {
+		t.Fatalf("install the catalog: %v", err)
+	}
+	stamp := func() Stamp {
+		t.Helper()
+		s, err := c.Stamp(ctx, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	var ids []int64
+	define := func() error {
+		id, err := c.Insert(ctx, pool, &Transform{Schema: "public", Name: "t" + strconv.Itoa(len(ids)), Definition: "SELECT 1",
+			Shape: "rows", Plan: []byte(`{}`), SourceTable: "public.t", SourceOID: 1})
+		ids = append(ids, id)
+		return err
+	}
+	exec := func(sql string, args ...any) func() error {
+		return func() error { _, err := pool.Exec(ctx, sql, args...); return err }
+	}
+	steps := []struct {
+		name  string
+		do    func() error
+		moves bool
+	}{
+		{"nothing", func() error { return nil }, false},
+		{"define", define, true},
+		{"define another", define, true},
+		{"record idle progress", func() error { _, err := c.RecordIdleProgress(ctx, pool, ids, []uint64{10, 20}); return err }, false},
+		{"record backlogs", func() error { _, err := c.SetKeysWaiting(ctx, pool, ids, []int64{5, 6}); return err }, false},
+		{"pause", func() error { return c.Pause(ctx, pool, ids[0], "user", nil) }, true},
+		{"update in place", exec(`UPDATE ` + c.T("transforms") + ` SET plan = plan WHERE id = (SELECT min(id) FROM ` + c.T("transforms") + `)`), true},
+		{"hold a key", exec(`INSERT INTO ` + c.T("held_keys") + ` (transform_id, table_oid, source_table, key_id, key, error, attempts, poisoned_at)
+			SELECT min(id), 1, 'public.t', '\x01', '{}', 'e', 1, now() FROM ` + c.T("transforms")), false},
+		{"release it", exec(`UPDATE ` + c.T("held_keys") + ` SET released = true`), true},
+		{"forget it", exec(`DELETE FROM ` + c.T("held_keys")), true},
+		{"drop", exec(`DELETE FROM ` + c.T("transforms") + ` WHERE id = (SELECT min(id) FROM ` + c.T("transforms") + `)`), true},
+		{"nothing again", func() error { return nil }, false},
+	}
+	before := stamp()
+	for _, s := range steps {
+		if err := s.do(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		after := stamp()
+		if moved := after != before; moved != s.moves {
+			t.Errorf("%s: stamp %+v -> %+v, moved %v, want %v", s.name, before, after, moved, s.moves)
+		}
+		before = after
 	}
 }

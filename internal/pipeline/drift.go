@@ -49,10 +49,14 @@ func (r *runner) watchDrift(ctx context.Context) {
 		case <-tick.C:
 		case <-r.driftNow:
 		}
-		ts, err := r.t.cat.List(ctx, r.t.pool)
-		if err != nil {
+		// The list reconcile last read: it reads the catalog whenever a
+		// transform changes, and a second reading here would cost an idle
+		// instance every transform's row every interval.
+		listed := r.listed.Load()
+		if listed == nil {
 			continue
 		}
+		ts := *listed
 		if err := r.checkPartitions(ctx, ts); err != nil {
 			if ctx.Err() == nil {
 				partitions.Fail(err, driftInterval)

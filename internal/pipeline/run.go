@@ -92,6 +92,19 @@ type runner struct {
 	// repairAsked: a disruption while streaming paused transforms that
 	// --on-disruption=repair repairs once capture streams again.
 	repairAsked atomic.Bool
+	// reconciled is the catalog stamp the last complete reconcile read
+	// before its list, and when (reconcile's goroutine only): a tick that
+	// finds the same stamp has nothing to reconcile (reconcileIfChanged).
+	reconciled struct {
+		stamp catalog.Stamp
+		at    time.Time
+	}
+	// waitingWritten is each transform's backlog count as this run last
+	// wrote it to the catalog (heartbeat's goroutine only).
+	waitingWritten map[int64]int64
+	// listed is the transform list the last reconcile read, which the
+	// drift watch looks at instead of reading its own.
+	listed atomic.Pointer[[]*catalog.Transform]
 }
 
 // The captures whose removals the runner records (runner.removalWaits).
@@ -429,6 +442,7 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 		var lastIdle time.Time
 		idle := retry.NewEpisode(r.t.log, "record the progress of idle transforms fails; retrying", "record the progress of idle transforms recovered")
 		for {
+			asked := false // a reconcile asked for, not a tick's
 			select {
 			case <-ctx.Done():
 				return
@@ -449,6 +463,7 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 				}
 				continue
 			case <-r.reconcileNow:
+				asked = true
 			case <-tick.C:
 				r.updateConfirmed()
 				r.heartbeat(ctx)
@@ -456,7 +471,11 @@ func (r *runner) loop(ctx context.Context, lockConn *pgx.Conn) error {
 			if r.t.ready.capturing() {
 				r.repairPending(ctx)
 			}
-			if err := r.reconcile(ctx); err != nil {
+			reconcile := r.reconcile
+			if !asked {
+				reconcile = r.reconcileIfChanged
+			}
+			if err := reconcile(ctx); err != nil {
 				if ctx.Err() == nil {
 					r.reconcileFailing.Fail(err, 500*time.Millisecond)
 				}
@@ -614,14 +633,38 @@ func (r *runner) heartbeat(ctx context.Context) {
 	}
 	r.heartbeatFailing.Recover()
 	ws := r.workerList()
-	ids, ns := make([]int64, 0, len(ws)), make([]int64, 0, len(ws))
+	r.recordKeysWaiting(ctx, ws)
+	r.reportBacklog(ctx, ws)
+}
+
+// recordKeysWaiting records in the catalog the backlog counts that moved
+// since this run last wrote them (runner.waitingWritten), in one
+// statement, and none when none moved: an idle instance does not send
+// every transform's count every heartbeat.
+func (r *runner) recordKeysWaiting(ctx context.Context, ws []*worker) {
+	next := make(map[int64]int64, len(ws))
+	var ids, ns []int64
 	for _, w := range ws {
-		if n, err := r.store.Pending(w.id); err == nil {
-			ids, ns = append(ids, w.id), append(ns, n)
+		n, err := r.store.Pending(w.id)
+		if err != nil {
+			continue
+		}
+		if old, ok := r.waitingWritten[w.id]; ok && old == n {
+			next[w.id] = n
+			continue
+		}
+		ids, ns = append(ids, w.id), append(ns, n)
+	}
+	if held, err := r.t.cat.SetKeysWaiting(ctx, r.t.pool, ids, ns); err == nil {
+		at := make(map[int64]int, len(ids))
+		for i, id := range ids {
+			at[id] = i
+		}
+		for _, id := range held {
+			next[id] = ns[at[id]]
 		}
 	}
-	_ = r.t.cat.SetKeysWaiting(ctx, r.t.pool, ids, ns)
-	r.reportBacklog(ctx, ws)
+	r.waitingWritten = next
 }
 
 // hurryEvery is the least time between two records of idle positions
@@ -735,10 +778,21 @@ func (r *runner) endWorker(id int64) {
 // reconcile starts workers for transforms that should run and stops the
 // others, and removes capture from tables nobody reads.
 func (r *runner) reconcile(ctx context.Context) error {
+	// Read before the list: a change after it shows in the next stamp.
+	stamp, err := r.t.cat.Stamp(ctx, r.t.pool)
+	if err != nil {
+		return err
+	}
+	return r.reconcileFrom(ctx, stamp)
+}
+
+// reconcileFrom is reconcile with the catalog stamp read before it.
+func (r *runner) reconcileFrom(ctx context.Context, stamp catalog.Stamp) error {
 	ts, err := r.t.cat.List(ctx, r.t.pool)
 	if err != nil {
 		return err
 	}
+	r.listed.Store(&ts)
 	want := map[int64]*catalog.Transform{}
 	var needed []capture.Table
 	complete := true
@@ -834,7 +888,11 @@ func (r *runner) reconcile(ctx context.Context) error {
 	if !complete {
 		return nil
 	}
-	return r.capture.Retain(ctx, needed, r.removalsOf(ctx, removalsCurrent))
+	if err := r.capture.Retain(ctx, needed, r.removalsOf(ctx, removalsCurrent)); err != nil {
+		return err
+	}
+	r.reconciled.stamp, r.reconciled.at = stamp, time.Now()
+	return nil
 }
 
 // removalsOf records what capture (removalsCurrent or removalsRetired)
