@@ -242,13 +242,7 @@ func (s *Store) Take(transform int64, limit int) (Batch, error) {
 	}
 	out.watch = s.watch[transform].id
 	kp := keyPrefix(transform)
-	// Every dirty key is at or after start: the keys before it are the
-	// tombstones of batches already done, which an iterator would step
-	// over one by one.
-	start := kp
-	if low, ok := s.low[transform]; ok {
-		start = low
-	}
+	start := s.keysStart(transform)
 	from := s.cursors[transform]
 	if m := s.mirrors[transform]; m != nil {
 		s.takeMirror(transform, m, limit, &out)
@@ -480,13 +474,9 @@ func (s *Store) Empty(transform int64) (bool, error) {
 		s.mu.Unlock()
 		return n == 0, nil
 	}
-	// Without a mirror every entry is in Pebble. The markers first, then
-	// the keys from the low-water mark: the tombstones before it are
-	// stepped over by no seek.
-	start := keyPrefix(transform)
-	if low, ok := s.low[transform]; ok {
-		start = low
-	}
+	// Without a mirror every entry is in Pebble: the markers first, then
+	// the keys from the low-water mark.
+	start := s.keysStart(transform)
 	s.mu.Unlock()
 	tp := truncPrefix(transform)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: tp, UpperBound: prefixEnd(tp)})
@@ -503,6 +493,17 @@ func (s *Store) Empty(transform int64) (bool, error) {
 		return false, fmt.Errorf("checkpoint: look at %d's dirty set: %w", transform, err)
 	}
 	return !found, nil
+}
+
+// keysStart is where a transform's dirty keys start in Pebble (s.mu
+// held): every dirty key is at or after its low-water mark, and the keys
+// before it are the tombstones of batches already done, which an
+// iterator would step over one by one.
+func (s *Store) keysStart(transform int64) []byte {
+	if low, ok := s.low[transform]; ok {
+		return low
+	}
+	return keyPrefix(transform)
 }
 
 // DropTransform durably deletes a transform's whole dirty set and markers.

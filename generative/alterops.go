@@ -142,12 +142,7 @@ func (g *gen) alterEvent() []Step {
 	}
 	ctl := []Step{step}
 	if r.IntN(2) == 0 {
-		ctl = append(ctl, Step{Kind: StepWait, Arg: r.IntN(300)})
-		if g.prof.LoseStore > 0 && r.IntN(4) == 0 {
-			ctl = append(ctl, Step{Kind: StepLoseStore})
-		} else {
-			ctl = append(ctl, Step{Kind: StepKill, Arg: r.IntN(300)})
-		}
+		ctl = append(ctl, Step{Kind: StepWait, Arg: r.IntN(300)}, g.crash(r, 300))
 	}
 	if r.IntN(2) == 0 {
 		out = append(out, ctl...)

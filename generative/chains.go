@@ -135,13 +135,13 @@ func (g *gen) chainSteps(ci, levels int) []Step {
 			out = append(out, Step{Kind: StepApply, Stmts: script})
 			out = append(out, g.chainWrites(l1.src)...)
 			crashes = append(crashes, len(out))
-			out = append(out, g.chainCrash())
+			out = append(out, g.crash(g.r, 200))
 			script = []string{l.create()}
 		}
 		out = append(out, Step{Kind: StepApply, Stmts: script})
 		out = append(out, g.chainWrites(l1.src)...)
 		crashes = append(crashes, len(out))
-		out = append(out, g.chainCrash())
+		out = append(out, g.crash(g.r, 200))
 		if r.IntN(2) == 0 {
 			out = append(out, Step{Kind: StepCheck})
 		}
@@ -224,12 +224,14 @@ func (g *gen) chainWrites(src *table) []Step {
 	return out
 }
 
-// chainCrash kills the runner (or loses its store) right after writes.
-func (g *gen) chainCrash() Step {
-	if g.prof.LoseStore > 0 && g.r.IntN(4) == 0 {
+// crash kills the runner within the next `within` ms (or, a quarter of
+// the time when the profile loses stores, loses its store), drawn from r
+// (the stream of the event it ends).
+func (g *gen) crash(r *rand.Rand, within int) Step {
+	if g.prof.LoseStore > 0 && r.IntN(4) == 0 {
 		return Step{Kind: StepLoseStore}
 	}
-	return Step{Kind: StepKill, Arg: g.r.IntN(200)}
+	return Step{Kind: StepKill, Arg: r.IntN(within)}
 }
 
 // chainBase draws a chain's first level, over the base tables and keyed
