@@ -64,7 +64,10 @@ type Observer interface {
 	ApplyFailed(transform string)
 	// KeyHeld reports a key held in quarantine (ADR 0013).
 	KeyHeld(transform string)
-	// HeldKeys reports how many keys the transform holds now.
+	// HeldKeys reports how many keys the transform holds now. Like
+	// KeysWaiting and ApplyLag it is called when the figure changes (and
+	// once when a run starts, or the transform's state is reported), not
+	// every heartbeat: keep the last value.
 	HeldKeys(transform string, n int64)
 	// KeysWaiting reports the transform's backlog of changed keys not
 	// yet re-derived.

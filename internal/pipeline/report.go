@@ -40,6 +40,9 @@ func (r *runner) reportStates(ts []*catalog.Transform) {
 			continue
 		}
 		r.obs.TransformState(tr.Name, tr.State)
+		// Its series may have been removed with a namesake's: the next
+		// heartbeat reports its backlog afresh.
+		delete(r.backlogs, tr.ID)
 		if tr.State != catalog.StateBackfilling && tr.State != catalog.StateWaiting {
 			r.obs.BuildRowsRemaining(tr.Name, 0)
 		}
@@ -47,10 +50,20 @@ func (r *runner) reportStates(ts []*catalog.Transform) {
 	}
 }
 
+// backlog is what the observer was last told of a transform's backlog.
+type backlog struct {
+	name           string
+	waiting, held  int64
+	lag            time.Duration
+	waitingOK, set bool
+}
+
 // reportBacklog reports every transform's keys waiting, held keys and
 // apply lag: the age of its oldest change not applied when a worker runs
 // it (ws), 0 otherwise (a paused transform applies nothing; its state
-// series says so).
+// series says so). Each figure is reported when it differs from what the
+// observer was last told (r.backlogs): an idle instance of a thousand
+// transforms sets no gauge every heartbeat.
 func (r *runner) reportBacklog(ctx context.Context, ws []*worker) {
 	now := time.Now().UnixNano()
 	running := make(map[int64]*worker, len(ws))
@@ -61,15 +74,29 @@ func (r *runner) reportBacklog(ctx context.Context, ws []*worker) {
 	if err != nil {
 		return
 	}
+	next := make(map[int64]backlog, len(r.states))
 	for id, rep := range r.states {
+		last := r.backlogs[id]
+		fresh := !last.set || last.name != rep.name
+		b := backlog{name: rep.name, set: true, held: held[id].Count}
 		if n, err := r.store.Pending(id); err == nil {
-			r.obs.KeysWaiting(rep.name, n)
+			b.waiting, b.waitingOK = n, true
+			if fresh || !last.waitingOK || last.waiting != n {
+				r.obs.KeysWaiting(rep.name, n)
+			}
+		} else {
+			b.waiting, b.waitingOK = last.waiting, last.waitingOK
 		}
-		r.obs.HeldKeys(rep.name, held[id].Count)
-		var lag time.Duration
+		if fresh || last.held != b.held {
+			r.obs.HeldKeys(rep.name, b.held)
+		}
 		if w := running[id]; w != nil && w.lag != nil {
-			lag = w.lag.oldest(now)
+			b.lag = w.lag.oldest(now)
 		}
-		r.obs.ApplyLag(rep.name, lag)
+		if fresh || last.lag != b.lag {
+			r.obs.ApplyLag(rep.name, b.lag)
+		}
+		next[id] = b
 	}
+	r.backlogs = next
 }

@@ -99,6 +99,9 @@ type runner struct {
 		stamp catalog.Stamp
 		at    time.Time
 	}
+	// backlogs are the backlog figures last reported to the observer,
+	// by transform (heartbeat's goroutine only).
+	backlogs map[int64]backlog
 	// waitingWritten is each transform's backlog count as this run last
 	// wrote it to the catalog (heartbeat's goroutine only).
 	waitingWritten map[int64]int64
