@@ -24,11 +24,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
 	"github.com/trellis-repl/trellis-repl/internal/define"
 	"github.com/trellis-repl/trellis-repl/internal/fault"
 	"github.com/trellis-repl/trellis-repl/internal/pipeline"
+	"github.com/trellis-repl/trellis-repl/internal/plancache"
 	"github.com/trellis-repl/trellis-repl/internal/redact"
 	"github.com/trellis-repl/trellis-repl/internal/terr"
 )
@@ -236,6 +236,10 @@ type Trellis struct {
 	rt *pipeline.Host
 	// def applies definition statements (internal/define).
 	def *define.Definer
+	// planBytes and plans keep the transforms' stored and decoded plans
+	// for the catalog reads a wait repeats (awaitApplied).
+	planBytes catalog.PlanCache
+	plans     plancache.Cache
 	// closed is set by Close: every call is refused from then on.
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -635,7 +639,9 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token, names []string)
 		// while they run still names what is behind (they take
 		// milliseconds; their own bound is catalogReadTimeout).
 		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), catalogReadTimeout)
-		all, err := t.cat.List(qctx, t.pool)
+		// Plans only of rows that changed since the last poll, decoded
+		// once per version: a wait polls every few milliseconds.
+		all, err := t.cat.ListCached(qctx, t.pool, &t.planBytes)
 		if err != nil {
 			cancel()
 			if slowRead(ctx, err) {
@@ -657,8 +663,8 @@ func (t *Trellis) awaitApplied(ctx context.Context, token Token, names []string)
 		// covers: wait until its corrections are queued and done (ADR 0015).
 		var roots []uint32
 		for _, tr := range ts {
-			if p, err := engine.Decode(tr.Plan); err == nil && !catalog.Frozen(tr.State) {
-				for _, src := range p.Tables() {
+			if e, err := t.plans.Get(tr); err == nil && !catalog.Frozen(tr.State) {
+				for _, src := range e.Tables {
 					roots = append(roots, src.OID)
 				}
 			}

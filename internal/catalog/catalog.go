@@ -163,6 +163,9 @@ type Transform struct {
 	DropColumns []string
 	// Version counts the definition's accepted edits (1 when created).
 	Version int
+	// RowVersion is the version of the catalog row as read (its xmin):
+	// any change to the row gives it another.
+	RowVersion string
 }
 
 // BuildProgress is how far a build got: the keys it walked (source rows,
@@ -480,7 +483,11 @@ const transformCols = `t.id, t.schema_name, t.name, t.definition, t.shape, t.pla
 	coalesce(p.applied_lsn, '0/0')::text, p.applied_at, coalesce(p.keys_applied, 0), coalesce(p.keys_waiting, 0),
 	coalesce(t.replaces, 0), t.replace_notes, t.capture_wait, t.drain_failure,
 	t.build_rows_done, t.build_rows_total, t.build_started_at, t.build_finished_at, coalesce(t.owner, 0), t.disruption,
-	coalesce(t.build_kind, ''), t.drop_columns, t.version`
+	coalesce(t.build_kind, ''), t.drop_columns, t.version, t.xmin::text`
+
+// transformColsNoPlan is transformCols with the plan left out (NULL):
+// ListCached reads plans apart, only those whose row changed.
+var transformColsNoPlan = strings.Replace(transformCols, "t.plan,", "NULL::bytea,", 1)
 
 func scanTransform(row pgx.Row) (*Transform, error) {
 	var t Transform
@@ -495,7 +502,7 @@ func scanTransform(row pgx.Row) (*Transform, error) {
 	if err := row.Scan(&t.ID, &t.Schema, &t.Name, &t.Definition, &t.Shape, &plan, &t.State,
 		&t.PausedBy, &t.Rebuild, &cursor, &t.BuildPhase, &cf, &bf, &t.SourceTable, &t.SourceOID,
 		&t.CreatedAt, &t.StateChangedAt, &lsn, &t.AppliedAt, &t.KeysApplied, &t.KeysWaiting, &t.Replaces, &t.ReplaceNotes, &t.CaptureWait, &df,
-		&b.RowsDone, &b.RowsTotal, &bStarted, &b.FinishedAt, &t.Owner, &dis, &t.BuildKind, &t.DropColumns, &t.Version); err != nil {
+		&b.RowsDone, &b.RowsTotal, &bStarted, &b.FinishedAt, &t.Owner, &dis, &t.BuildKind, &t.DropColumns, &t.Version, &t.RowVersion); err != nil {
 		return nil, err
 	}
 	t.Plan = plan
@@ -564,7 +571,13 @@ func (c Catalog) Stamp(ctx context.Context, q Querier) (Stamp, error) {
 
 // List returns every transform, ordered by id.
 func (c Catalog) List(ctx context.Context, q Querier) ([]*Transform, error) {
-	rows, err := q.Query(ctx, `SELECT `+transformCols+` FROM `+c.T("transforms")+` t LEFT JOIN `+
+	return c.listWith(ctx, q, transformCols)
+}
+
+// listWith lists every transform, ordered by id, reading cols
+// (transformCols or transformColsNoPlan).
+func (c Catalog) listWith(ctx context.Context, q Querier, cols string) ([]*Transform, error) {
+	rows, err := q.Query(ctx, `SELECT `+cols+` FROM `+c.T("transforms")+` t LEFT JOIN `+
 		c.T("progress")+` p ON p.transform_id = t.id ORDER BY t.id`)
 	if err != nil {
 		return nil, fmt.Errorf("list transforms: %w", err)

@@ -178,3 +178,70 @@ func TestStamp(t *testing.T) {
 		before = after
 	}
 }
+
+// TestListCached: ListCached returns every transform with the plan of the
+// row version it lists, reads a plan again only when its row changed, and
+// forgets dropped transforms.
+func TestListCached(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	c := New("trellis_test")
+	if _, err := pool.Exec(ctx, c.InstallSQL()); err != nil {
+		t.Fatalf("install the catalog: %v", err)
+	}
+	var ids []int64
+	for _, name := range []string{"a", "b"} {
+		id, err := c.Insert(ctx, pool, &Transform{Schema: "public", Name: name, Definition: "SELECT 1",
+			Shape: "rows", Plan: []byte(`{"n": "` + name + `"}`), SourceTable: "public.t", SourceOID: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	var pc PlanCache
+	list := func() map[string]*Transform {
+		t.Helper()
+		ts, err := c.ListCached(ctx, pool, &pc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		full, err := c.List(ctx, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]*Transform{}
+		for i, tr := range ts {
+			if string(tr.Plan) != string(full[i].Plan) || tr.State != full[i].State {
+				t.Errorf("%s: ListCached gave plan %s state %s, List %s %s", tr.Name, tr.Plan, tr.State, full[i].Plan, full[i].State)
+			}
+			out[tr.Name] = tr
+		}
+		return out
+	}
+	first := list()
+	second := list()
+	if &first["a"].Plan[0] != &second["a"].Plan[0] {
+		t.Error("an unchanged row's plan was read again")
+	}
+	if err := c.SetPlan(ctx, pool, ids[1], []byte(`{"n": "b2"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Pause(ctx, pool, ids[0], "user", nil); err != nil {
+		t.Fatal(err)
+	}
+	third := list()
+	if string(third["b"].Plan) != `{"n": "b2"}` || third["a"].State != StatePaused {
+		t.Fatalf("after the changes: b's plan %s, a's state %s", third["b"].Plan, third["a"].State)
+	}
+	if err := c.Delete(ctx, pool, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if fourth := list(); len(fourth) != 1 || len(pc.m) != 1 {
+		t.Fatalf("after the drop: %d transforms listed, %d plans cached", len(fourth), len(pc.m))
+	}
+}

@@ -74,15 +74,15 @@ func (r *runner) watchDrift(ctx context.Context) {
 			if catalog.Frozen(tr.State) {
 				continue
 			}
-			e, err := r.plans.get(tr)
+			e, err := r.plans.Get(tr)
 			if err != nil {
 				continue
 			}
-			rs = append(rs, running{tr, e.plan})
-			for _, src := range e.tables {
+			rs = append(rs, running{tr, e.Plan})
+			for _, src := range e.Tables {
 				oids = append(oids, src.OID)
 			}
-			for _, v := range e.plan.Views {
+			for _, v := range e.Plan.Views {
 				oids = append(oids, v.OID)
 			}
 		}

@@ -119,11 +119,11 @@ func (r *runner) checkPartitions(ctx context.Context, ts []*catalog.Transform) e
 		if catalog.Frozen(tr.State) || tr.State == catalog.StateWaiting {
 			continue
 		}
-		e, err := r.plans.get(tr)
+		e, err := r.plans.Get(tr)
 		if err != nil {
 			continue
 		}
-		for _, t := range e.tables {
+		for _, t := range e.Tables {
 			readers[t.OID] = append(readers[t.OID], tr)
 			tables[t.OID] = t
 		}

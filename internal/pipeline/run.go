@@ -21,6 +21,7 @@ import (
 	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
 	"github.com/trellis-repl/trellis-repl/internal/define"
+	"github.com/trellis-repl/trellis-repl/internal/plancache"
 	"github.com/trellis-repl/trellis-repl/internal/retry"
 	"github.com/trellis-repl/trellis-repl/internal/terr"
 	"github.com/trellis-repl/trellis-repl/replication"
@@ -33,7 +34,7 @@ type runner struct {
 	t *Host
 	// plans are the transforms' decoded plans, for the periodic passes
 	// over all of them (plans.go).
-	plans   planCache
+	plans   plancache.Cache
 	store   *checkpoint.Store
 	obs     Observer
 	capture capture.Capture
@@ -192,7 +193,7 @@ func SourceTables(ctx context.Context, q catalog.Querier, cat catalog.Catalog) (
 	var out []capture.Table
 	for _, tr := range ts {
 		if p, err := engine.Decode(tr.Plan); err == nil {
-			out = append(out, captureTables(p)...)
+			out = append(out, plancache.CaptureTables(p)...)
 		}
 	}
 	return out, nil
@@ -799,10 +800,10 @@ func (r *runner) reconcileFrom(ctx context.Context, stamp catalog.Stamp) error {
 	want := map[int64]*catalog.Transform{}
 	var needed []capture.Table
 	complete := true
-	r.plans.keep(ts)
+	r.plans.Keep(ts)
 	for _, tr := range ts {
-		if e, err := r.plans.get(tr); err == nil {
-			needed = append(needed, e.tables...)
+		if e, err := r.plans.Get(tr); err == nil {
+			needed = append(needed, e.Tables...)
 		} else {
 			// A plan this version cannot read: remove no capture it may need.
 			complete = false
@@ -936,26 +937,13 @@ func (r *runner) removalsOf(ctx context.Context, from string) capture.RemovalsFu
 	}
 }
 
-// captureTables are the tables a plan reads, as capture names them.
-func captureTables(p *engine.Plan) []capture.Table {
-	var out []capture.Table
-	for _, src := range p.Tables() {
-		key := make([]string, len(src.Key))
-		for i, k := range src.Key {
-			key[i] = k.Name
-		}
-		out = append(out, capture.Table{Schema: src.Schema, Name: src.Name, OID: src.OID, Key: key})
-	}
-	return out
-}
-
 // installCapture captures the transform's sources; when it returns, a
 // build reading them misses nothing capture will not also deliver
 // (docs/architecture.md §3.5, ADR 0007).
 // While a lock on a source is waited for, the transform's capture_wait
 // says so.
 func (r *runner) installCapture(ctx context.Context, id int64, p *engine.Plan) error {
-	err := r.capture.Install(ctx, captureTables(p), func(w *capture.Wait) {
+	err := r.capture.Install(ctx, plancache.CaptureTables(p), func(w *capture.Wait) {
 		var v any
 		if w != nil {
 			v = w

@@ -8,6 +8,7 @@ import (
 	"github.com/trellis-repl/trellis-repl/capture"
 	"github.com/trellis-repl/trellis-repl/engine"
 	"github.com/trellis-repl/trellis-repl/internal/catalog"
+	"github.com/trellis-repl/trellis-repl/internal/plancache"
 	"github.com/trellis-repl/trellis-repl/internal/terr"
 )
 
@@ -164,7 +165,7 @@ func (r *runner) routeAll(ctx context.Context) ([]capture.Table, error) {
 		if err != nil {
 			return nil, err
 		}
-		tables = append(tables, captureTables(p)...)
+		tables = append(tables, plancache.CaptureTables(p)...)
 		if !catalog.Frozen(tr.State) {
 			anc, err := ancestorsOf(ctx, r.t.pool, p)
 			if err != nil {

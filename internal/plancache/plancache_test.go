@@ -1,4 +1,4 @@
-package pipeline
+package plancache
 
 import (
 	"testing"
@@ -18,38 +18,38 @@ func TestPlanCache(t *testing.T) {
 		}
 		return raw
 	}
-	var c planCache
+	var c Cache
 	a := &catalog.Transform{ID: 1, Plan: encode("a", 10)}
-	first, err := c.get(a)
+	first, err := c.Get(a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(first.tables) != 1 || first.tables[0].OID != 10 || first.tables[0].Key[0] != "id" {
-		t.Fatalf("tables %+v, want public.a (10) keyed by id", first.tables)
+	if len(first.Tables) != 1 || first.Tables[0].OID != 10 || first.Tables[0].Key[0] != "id" {
+		t.Fatalf("tables %+v, want public.a (10) keyed by id", first.Tables)
 	}
 	// The same bytes, read again from the catalog: the same decoded plan.
-	again, err := c.get(&catalog.Transform{ID: 1, Plan: append([]byte(nil), a.Plan...)})
+	again, err := c.Get(&catalog.Transform{ID: 1, Plan: append([]byte(nil), a.Plan...)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.plan != first.plan {
+	if again.Plan != first.Plan {
 		t.Error("the same plan bytes were decoded again")
 	}
 	// A redefinition: decoded anew.
-	changed, err := c.get(&catalog.Transform{ID: 1, Plan: encode("b", 11)})
+	changed, err := c.Get(&catalog.Transform{ID: 1, Plan: encode("b", 11)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if changed.plan == first.plan || changed.tables[0].OID != 11 {
-		t.Errorf("a changed plan was served from the cache: %+v", changed.tables)
+	if changed.Plan == first.Plan || changed.Tables[0].OID != 11 {
+		t.Errorf("a changed plan was served from the cache: %+v", changed.Tables)
 	}
-	if _, err := c.get(&catalog.Transform{ID: 2, Plan: []byte(`{`)}); err == nil {
+	if _, err := c.Get(&catalog.Transform{ID: 2, Plan: []byte(`{`)}); err == nil {
 		t.Error("a plan that does not decode gave no error")
 	}
-	if _, err := c.get(&catalog.Transform{ID: 3, Plan: encode("c", 12)}); err != nil {
+	if _, err := c.Get(&catalog.Transform{ID: 3, Plan: encode("c", 12)}); err != nil {
 		t.Fatal(err)
 	}
-	c.keep([]*catalog.Transform{{ID: 3}})
+	c.Keep([]*catalog.Transform{{ID: 3}})
 	if _, ok := c.m[1]; ok || len(c.m) != 1 {
 		t.Errorf("after keep of transform 3 the cache holds %d plans", len(c.m))
 	}
