@@ -171,7 +171,7 @@ func (t *Trellis) Status(ctx context.Context, names ...string) ([]TransformStatu
 
 // status is Status in the call's transaction.
 func (t *Trellis) status(ctx context.Context, q pgx.Tx, names []string) ([]TransformStatus, error) {
-	ts, err := t.cat.List(ctx, q)
+	ts, err := t.cat.ListCached(ctx, q, &t.planBytes)
 	if err != nil {
 		return nil, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
 	}
@@ -387,7 +387,7 @@ func (t *Trellis) Definitions(ctx context.Context, names ...string) ([]Definitio
 	var ts []*catalog.Transform
 	err := t.bounded(ctx, "Definitions", func(ctx context.Context, tx pgx.Tx) error {
 		var err error
-		if ts, err = t.cat.List(ctx, tx); err != nil {
+		if ts, err = t.cat.ListCached(ctx, tx, &t.planBytes); err != nil {
 			return terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
 		}
 		return nil
@@ -557,7 +557,7 @@ func (t *Trellis) CompareNow(ctx context.Context, name string) (SelfCheckResult,
 	if err := t.open("CompareNow"); err != nil {
 		return res, err
 	}
-	ts, err := t.cat.List(ctx, t.pool)
+	ts, err := t.cat.ListCached(ctx, t.pool, &t.planBytes)
 	if err != nil {
 		return res, terr.Wrap(terr.Unavailable, err, "read the catalog: %v", err)
 	}

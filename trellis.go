@@ -557,7 +557,7 @@ func (t *Trellis) AwaitTransforms(ctx context.Context, token Token, names ...str
 	if err := t.open("AwaitTransforms"); err != nil {
 		return err
 	}
-	ts, err := t.cat.List(ctx, t.pool)
+	ts, err := t.cat.ListCached(ctx, t.pool, &t.planBytes)
 	if err != nil {
 		return terr.Wrap(terr.Unavailable, err, "read transforms: %v", err)
 	}

@@ -33,12 +33,14 @@ import (
 type runner struct {
 	t *Host
 	// plans are the transforms' decoded plans, for the periodic passes
-	// over all of them (plans.go).
-	plans   plancache.Cache
-	store   *checkpoint.Store
-	obs     Observer
-	capture capture.Capture
-	intake  *intake
+	// over all of them (internal/plancache).
+	plans plancache.Cache
+	// planBytes keeps the stored plans reconcile lists (ListCached).
+	planBytes catalog.PlanCache
+	store     *checkpoint.Store
+	obs       Observer
+	capture   capture.Capture
+	intake    *intake
 
 	// lockConn is the session holding the runner lock; the run records
 	// its start from it (so status can match the row to the holder) and
@@ -792,7 +794,9 @@ func (r *runner) reconcile(ctx context.Context) error {
 
 // reconcileFrom is reconcile with the catalog stamp read before it.
 func (r *runner) reconcileFrom(ctx context.Context, stamp catalog.Stamp) error {
-	ts, err := r.t.cat.List(ctx, r.t.pool)
+	// Plans only of rows that changed: during a build its progress moves
+	// the stamp every tick, and every plan would travel each time.
+	ts, err := r.t.cat.ListCached(ctx, r.t.pool, &r.planBytes)
 	if err != nil {
 		return err
 	}
