@@ -879,14 +879,19 @@ func (c Catalog) RecordIdleProgress(ctx context.Context, q Querier, ids []int64,
 		u AS (UPDATE `+c.T("progress")+` p SET applied_lsn = l.lsn, applied_at = now()
 			FROM l WHERE p.transform_id = l.transform_id AND l.lsn > p.applied_lsn)
 		SELECT transform_id FROM l`, ids, texts)
-	if err != nil {
-		return nil, fmt.Errorf("record the progress of %d transforms: %w", len(ids), err)
+	return heldIDs(rows, err, "record the progress of %d transforms: %w", len(ids))
+}
+
+// heldIDs collects the transform ids a many-row update of progress rows
+// returns, its error (err, or the rows') wrapped with format and n.
+func heldIDs(rows pgx.Rows, err error, format string, n int) ([]int64, error) {
+	if err == nil {
+		var held []int64
+		if held, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err == nil {
+			return held, nil
+		}
 	}
-	held, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("record the progress of %d transforms: %w", len(ids), err)
-	}
-	return held, nil
+	return nil, fmt.Errorf(format, n, err)
 }
 
 // SetKeysWaiting records the dirty-key backlog counts status reports
@@ -905,14 +910,7 @@ func (c Catalog) SetKeysWaiting(ctx context.Context, q Querier, ids []int64, ns 
 			ORDER BY p.transform_id FOR NO KEY UPDATE OF p SKIP LOCKED),
 		u AS (UPDATE `+c.T("progress")+` p SET keys_waiting = l.n FROM l WHERE p.transform_id = l.transform_id AND p.keys_waiting <> l.n)
 		SELECT transform_id FROM l`, ids, ns)
-	if err != nil {
-		return nil, fmt.Errorf("record the backlog of %d transforms: %w", len(ids), err)
-	}
-	held, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("record the backlog of %d transforms: %w", len(ids), err)
-	}
-	return held, nil
+	return heldIDs(rows, err, "record the backlog of %d transforms: %w", len(ids))
 }
 
 // SetCaptureWait records (v not nil, marshalled to JSON) or clears (nil)

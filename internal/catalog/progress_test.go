@@ -14,6 +14,24 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
+// newCatalog installs a catalog in a fresh database and returns a pool on
+// it, all released when the test ends.
+func newCatalog(t *testing.T) (context.Context, *pgxpool.Pool, Catalog) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	c := New("trellis_test")
+	if _, err := pool.Exec(ctx, c.InstallSQL()); err != nil {
+		t.Fatalf("install the catalog: %v", err)
+	}
+	return ctx, pool, c
+}
+
 // TestBackgroundUpdatesSkipHeldRows: the runner's statements over many
 // progress rows (RecordIdleProgress, SetKeysWaiting) neither wait on nor
 // change a row another transaction holds — a DROP or apply of an owner
@@ -21,17 +39,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // while holding another could deadlock with it — and RecordIdleProgress
 // names only the rows it held, so the skipped one is recorded later.
 func TestBackgroundUpdatesSkipHeldRows(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	c := New("trellis_test")
-	if _, err := pool.Exec(ctx, c.InstallSQL()); err != nil {
-		t.Fatalf("install the catalog: %v", err)
-	}
+	ctx, pool, c := newCatalog(t)
 	var ids []int64
 	for _, name := range []string{"a", "b", "c"} {
 		id, err := c.Insert(ctx, pool, &Transform{Schema: "public", Name: name, Definition: "SELECT 1",
@@ -118,17 +126,7 @@ func TestBackgroundUpdatesSkipHeldRows(t *testing.T) {
 // stays put through what an idle runner writes every interval (progress,
 // backlog counts) and through nothing at all.
 func TestStamp(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	c := New("trellis_test")
-	if _, err := pool.Exec(ctx, c.InstallSQL()); err != nil {
-		t.Fatalf("install the catalog: %v", err)
-	}
+	ctx, pool, c := newCatalog(t)
 	stamp := func() Stamp {
 		t.Helper()
 		s, err := c.Stamp(ctx, pool)
@@ -183,17 +181,7 @@ func TestStamp(t *testing.T) {
 // row version it lists, reads a plan again only when its row changed, and
 // forgets dropped transforms.
 func TestListCached(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	c := New("trellis_test")
-	if _, err := pool.Exec(ctx, c.InstallSQL()); err != nil {
-		t.Fatalf("install the catalog: %v", err)
-	}
+	ctx, pool, c := newCatalog(t)
 	var ids []int64
 	for _, name := range []string{"a", "b"} {
 		id, err := c.Insert(ctx, pool, &Transform{Schema: "public", Name: name, Definition: "SELECT 1",
