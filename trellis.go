@@ -237,7 +237,8 @@ type Trellis struct {
 	// def applies definition statements (internal/define).
 	def *define.Definer
 	// planBytes and plans keep the transforms' stored and decoded plans
-	// for the catalog reads a wait repeats (awaitApplied).
+	// for the catalog reads callers repeat (a wait's polls, Status,
+	// Definitions): plans travel and decode only when their row changed.
 	planBytes catalog.PlanCache
 	plans     plancache.Cache
 	// closed is set by Close: every call is refused from then on.
