@@ -26,31 +26,22 @@ type cachedPlan struct {
 // each) for a transform that did not change. The plans it returns are
 // the cache's: read-only.
 func (c Catalog) ListCached(ctx context.Context, q Querier, pc *PlanCache) ([]*Transform, error) {
-	// A row that changes between the two reads is read again, so a
-	// transform's plan is always the one of the row version listed.
-	for attempt := 0; ; attempt++ {
-		ts, err := c.listWith(ctx, q, transformColsNoPlan)
-		if err != nil {
-			return nil, err
-		}
-		missing := pc.fill(ts)
-		if len(missing) == 0 {
-			pc.keep(ts)
-			return ts, nil
-		}
-		if attempt == 2 {
-			// Rows that keep changing (a build's progress): read every
-			// plan with its row, as List does.
-			return c.List(ctx, q)
-		}
+	ts, err := c.listWith(ctx, q, transformColsNoPlan)
+	if err != nil {
+		return nil, err
+	}
+	if missing := pc.fill(ts); len(missing) > 0 {
 		if err := pc.load(ctx, c, q, missing); err != nil {
 			return nil, err
 		}
-		if pc.fill(ts) == nil {
-			pc.keep(ts)
-			return ts, nil
+		if pc.fill(ts) != nil {
+			// A row changed between the two reads: read every plan with
+			// its row, as List does, so each plan is its row version's.
+			return c.List(ctx, q)
 		}
 	}
+	pc.keep(ts)
+	return ts, nil
 }
 
 // fill sets each transform's plan from the cache and returns the ids whose

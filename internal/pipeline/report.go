@@ -58,13 +58,13 @@ type backlog struct {
 	waitingOK, set bool
 }
 
-// reportBacklog reports every transform's keys waiting, held keys and
-// apply lag: the age of its oldest change not applied when a worker runs
-// it (ws), 0 otherwise (a paused transform applies nothing; its state
+// reportBacklog reports every transform's keys waiting (pending, as
+// heartbeat read them), held keys and apply lag: the age of its oldest
+// change not applied when a worker runs it (ws), 0 otherwise (a paused transform applies nothing; its state
 // series says so). Each figure is reported when it differs from what the
 // observer was last told (r.backlogs): an idle instance of a thousand
 // transforms sets no gauge every heartbeat.
-func (r *runner) reportBacklog(ctx context.Context, ws []*worker) {
+func (r *runner) reportBacklog(ctx context.Context, ws []*worker, pending map[int64]int64) {
 	now := time.Now().UnixNano()
 	running := make(map[int64]*worker, len(ws))
 	for _, w := range ws {
@@ -79,7 +79,7 @@ func (r *runner) reportBacklog(ctx context.Context, ws []*worker) {
 		last := r.backlogs[id]
 		fresh := !last.set || last.name != rep.name
 		b := backlog{name: rep.name, set: true, held: held[id].Count}
-		if n, err := r.store.Pending(id); err == nil {
+		if n, ok := pending[id]; ok {
 			b.waiting, b.waitingOK = n, true
 			if fresh || !last.waitingOK || last.waiting != n {
 				r.obs.KeysWaiting(rep.name, n)

@@ -639,20 +639,29 @@ func (r *runner) heartbeat(ctx context.Context) {
 	}
 	r.heartbeatFailing.Recover()
 	ws := r.workerList()
-	r.recordKeysWaiting(ctx, ws)
-	r.reportBacklog(ctx, ws)
+	// Each transform's backlog, read from the store once for the catalog
+	// and the observer (r.states holds every running worker's transform:
+	// reconcile reports states after it starts workers).
+	pending := make(map[int64]int64, len(r.states))
+	for id := range r.states {
+		if n, err := r.store.Pending(id); err == nil {
+			pending[id] = n
+		}
+	}
+	r.recordKeysWaiting(ctx, ws, pending)
+	r.reportBacklog(ctx, ws, pending)
 }
 
 // recordKeysWaiting records in the catalog the backlog counts that moved
 // since this run last wrote them (runner.waitingWritten), in one
 // statement, and none when none moved: an idle instance does not send
 // every transform's count every heartbeat.
-func (r *runner) recordKeysWaiting(ctx context.Context, ws []*worker) {
+func (r *runner) recordKeysWaiting(ctx context.Context, ws []*worker, pending map[int64]int64) {
 	next := make(map[int64]int64, len(ws))
 	var ids, ns []int64
 	for _, w := range ws {
-		n, err := r.store.Pending(w.id)
-		if err != nil {
+		n, ok := pending[w.id]
+		if !ok {
 			continue
 		}
 		if old, ok := r.waitingWritten[w.id]; ok && old == n {
